@@ -1,1 +1,198 @@
-//! placeholder
+//! slotgate's proxy: speaks RESP to any client and serves it from a Redis Cluster.
+//!
+//! ```text
+//!              ┌──────────── worker thread (one per core) ─────────────┐
+//!   client ──▶ │ listener (SO_REUSEPORT) ─▶ session ─▶ router          │
+//!              │      ▲ replies in order      │ slot → backend         │ ──▶ redis nodes
+//!              │      └──── ReplyQueue ◀──── backend conn (one per node)│
+//!              └────────────────────────────────────────────────────────┘
+//!                      ▲ reads the slot map (atomic pointer)
+//!              topology service thread: CLUSTER SLOTS, coalesced + throttled
+//! ```
+//!
+//! Tour: `session` (one client), `pending` (the reply-order queue), `router` (where a request
+//! goes), `backend` (one multiplexed connection per node per worker), `redirect` (MOVED/ASK),
+//! `topology` (the shared map and its refresher), `local` and `info` (commands answered here),
+//! `worker` (the per-thread state), `config` and `stats`.
+//!
+//! Invariants: each client receives its replies in its own request order; nothing on the
+//! request path takes a lock, hops threads or logs at info level.
+
+mod backend;
+pub mod config;
+mod info;
+mod local;
+mod pending;
+mod redirect;
+mod router;
+mod session;
+pub mod stats;
+pub mod topology;
+mod worker;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+pub use config::Config;
+use stats::{Shared, WorkerStats};
+use topology::Topology;
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Topology(#[from] topology::BootstrapError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot start a thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A running proxy. Dropping it does not stop it; call `shutdown`.
+pub struct Proxy {
+    addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    threads: Vec<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    /// Validate `config`, learn the topology from the seeds, bind the listeners and start the
+    /// workers. Returns once clients can connect.
+    pub fn start(config: Config) -> Result<Proxy, StartError> {
+        let listen = config.validate()?;
+        let topology = Topology::bootstrap(&config.cluster)?;
+        let n = config.worker_threads();
+        let listeners = bind_listeners(listen, n)?;
+        let addr = listeners[0]
+            .local_addr()
+            .map_err(|source| StartError::Listen {
+                addr: listen,
+                source,
+            })?;
+        let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
+        let mut config = config;
+        config.proxy.listen = addr.to_string();
+        let shared = Arc::new(Shared {
+            config,
+            topology: topology.clone(),
+            workers: workers.clone(),
+            started: Instant::now(),
+            next_client_id: AtomicU64::new(1),
+        });
+        let (tx, rx) = watch::channel(false);
+        let mut threads = vec![topology
+            .spawn_refresher(rx.clone())
+            .map_err(StartError::Thread)?];
+        for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
+            threads.push(spawn_worker(
+                i,
+                listener,
+                shared.clone(),
+                stats,
+                rx.clone(),
+            )?);
+        }
+        tracing::info!(%addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
+        Ok(Proxy {
+            addr,
+            shutdown: tx,
+            threads,
+            shared,
+        })
+    }
+
+    /// The address clients connect to (the real port when configured with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The shared topology (for tests and the admin side).
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.shared.topology
+    }
+
+    /// Stop accepting, close every client and backend connection, join the threads.
+    pub fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Block until the proxy stops (it stops only through `shutdown` from another handle).
+    pub fn wait(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One listening socket per worker on the same address (SO_REUSEPORT): the kernel spreads
+/// connections over workers, so accepting never hops threads.
+fn bind_listeners(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>, StartError> {
+    let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(n);
+    let mut addr = addr;
+    for _ in 0..n {
+        let listener = bind_one(addr).map_err(|source| StartError::Listen { addr, source })?;
+        if addr.port() == 0 {
+            // The first bind chose the port; the others must share it.
+            addr = listener
+                .local_addr()
+                .map_err(|source| StartError::Listen { addr, source })?;
+        }
+        out.push(listener);
+    }
+    Ok(out)
+}
+
+fn bind_one(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+fn spawn_worker(
+    i: usize,
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    stats: Arc<WorkerStats>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<JoinHandle<()>, StartError> {
+    std::thread::Builder::new()
+        .name(format!("slotgate-w{i}"))
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return tracing::error!(error = %e, "worker runtime failed to start"),
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => return tracing::error!(error = %e, "worker cannot use its listener"),
+                };
+                let worker = worker::Worker::new(shared, stats);
+                worker::accept_loop(listener, worker, shutdown).await;
+            });
+        })
+        .map_err(StartError::Thread)
+}

@@ -1,0 +1,319 @@
+//! The command table: everything the proxy needs to know about a Redis
+//! command (arity, flags, where its keys are, how a cluster fans it out) as
+//! data, one row per command, so routing code never special-cases names.
+//!
+//! The rows live in `table.rs`, generated from a live redis-server 7.0 by
+//! `scripts/gen_command_table.py`; this file holds the row types and lookup.
+
+mod keys;
+mod table;
+
+#[cfg(test)]
+mod tests;
+
+use std::cmp::Ordering;
+
+pub use keys::{KeyError, KeyPositions};
+
+/// Command flag bits, as reported by `COMMAND INFO` (plus one synthetic bit).
+pub mod flags {
+    /// May modify the keyspace.
+    pub const WRITE: u32 = 1 << 0;
+    /// Only reads the keyspace.
+    pub const READONLY: u32 = 1 << 1;
+    /// May grow memory; refused when the server is out of memory.
+    pub const DENYOOM: u32 = 1 << 2;
+    /// Administrative command.
+    pub const ADMIN: u32 = 1 << 3;
+    /// Pub/Sub related.
+    pub const PUBSUB: u32 = 1 << 4;
+    /// Not allowed from scripts.
+    pub const NOSCRIPT: u32 = 1 << 5;
+    /// May block the client.
+    pub const BLOCKING: u32 = 1 << 6;
+    /// Allowed while the dataset is loading.
+    pub const LOADING: u32 = 1 << 7;
+    /// Allowed on a replica with stale data.
+    pub const STALE: u32 = 1 << 8;
+    /// Not propagated to MONITOR.
+    pub const SKIP_MONITOR: u32 = 1 << 9;
+    /// Not logged in SLOWLOG.
+    pub const SKIP_SLOWLOG: u32 = 1 << 10;
+    /// Accepted for importing slots after ASKING.
+    pub const ASKING: u32 = 1 << 11;
+    /// O(1) or O(log N) command.
+    pub const FAST: u32 = 1 << 12;
+    /// Allowed before authentication.
+    pub const NO_AUTH: u32 = 1 << 13;
+    /// May replicate even when read-only. Redis 7.0's `COMMAND INFO` does not
+    /// report this flag, so no generated row carries it; it is reserved.
+    pub const MAY_REPLICATE: u32 = 1 << 14;
+    /// The command may legitimately have zero keys (EVAL with numkeys 0).
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 15;
+    /// Refused during asynchronous replica loading.
+    pub const NO_ASYNC_LOADING: u32 = 1 << 16;
+    /// Not allowed inside MULTI.
+    pub const NO_MULTI: u32 = 1 << 17;
+    /// Key positions depend on the arguments; see [`super::KeySpec`].
+    pub const MOVABLE_KEYS: u32 = 1 << 18;
+    /// Allowed while a script or function is busy.
+    pub const ALLOW_BUSY: u32 = 1 << 19;
+    /// Synthetic, not a Redis flag: the "key" positions name shard channels
+    /// (SPUBLISH, SSUBSCRIBE, SUNSUBSCRIBE). They must be hashed for routing,
+    /// but they are not keys (`COMMAND GETKEYS` reports none).
+    pub const SHARD_CHANNEL: u32 = 1 << 20;
+}
+
+/// ACL category bits (`@read`, `@write`, ...), for per-user ACLs.
+pub mod acl {
+    /// `@keyspace`
+    pub const KEYSPACE: u64 = 1 << 0;
+    /// `@read`
+    pub const READ: u64 = 1 << 1;
+    /// `@write`
+    pub const WRITE: u64 = 1 << 2;
+    /// `@set`
+    pub const SET: u64 = 1 << 3;
+    /// `@sortedset`
+    pub const SORTEDSET: u64 = 1 << 4;
+    /// `@list`
+    pub const LIST: u64 = 1 << 5;
+    /// `@hash`
+    pub const HASH: u64 = 1 << 6;
+    /// `@string`
+    pub const STRING: u64 = 1 << 7;
+    /// `@bitmap`
+    pub const BITMAP: u64 = 1 << 8;
+    /// `@hyperloglog`
+    pub const HYPERLOGLOG: u64 = 1 << 9;
+    /// `@geo`
+    pub const GEO: u64 = 1 << 10;
+    /// `@stream`
+    pub const STREAM: u64 = 1 << 11;
+    /// `@pubsub`
+    pub const PUBSUB: u64 = 1 << 12;
+    /// `@admin`
+    pub const ADMIN: u64 = 1 << 13;
+    /// `@fast`
+    pub const FAST: u64 = 1 << 14;
+    /// `@slow`
+    pub const SLOW: u64 = 1 << 15;
+    /// `@blocking`
+    pub const BLOCKING: u64 = 1 << 16;
+    /// `@dangerous`
+    pub const DANGEROUS: u64 = 1 << 17;
+    /// `@connection`
+    pub const CONNECTION: u64 = 1 << 18;
+    /// `@transaction`
+    pub const TRANSACTION: u64 = 1 << 19;
+    /// `@scripting`
+    pub const SCRIPTING: u64 = 1 << 20;
+}
+
+/// How a cluster client should fan a keyless or multi-key command out
+/// (the `request_policy` tip of `COMMAND INFO`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestPolicy {
+    /// Route by key slot; keyless commands go to any node.
+    Default,
+    /// Send to every node, primaries and replicas.
+    AllNodes,
+    /// Send to every primary.
+    AllShards,
+    /// Split the keys by slot and send each part to its shard.
+    MultiShard,
+    /// Needs command-specific handling.
+    Special,
+}
+
+/// How replies from a fanned-out command are merged (`response_policy` tip).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponsePolicy {
+    /// Concatenate/forward (per the request policy's natural meaning).
+    Default,
+    /// Success if any node succeeded; return the first success.
+    OneSucceeded,
+    /// Success only if all succeeded; return one of the replies.
+    AllSucceeded,
+    /// Logical AND of integer replies.
+    AggLogicalAnd,
+    /// Logical OR of integer replies.
+    AggLogicalOr,
+    /// Minimum of integer replies.
+    AggMin,
+    /// Maximum of integer replies.
+    AggMax,
+    /// Sum of integer replies.
+    AggSum,
+    /// Needs command-specific handling.
+    Special,
+}
+
+/// Which error texts a numkeys command answers with; the server's key specs
+/// say where numkeys is but not this, and each family words it differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumKeysErrors {
+    /// EVAL family: not an integer / can't be negative / more than args.
+    Script,
+    /// FCALL family: like `Script`, but a non-integer is "Bad number of keys".
+    Function,
+    /// ZUNION/ZINTER/ZDIFF(STORE), ZINTERCARD: not an integer / "at least 1
+    /// input key is needed for '`<cmd>`' command" / syntax error.
+    SortedSetOp,
+    /// SINTERCARD: "numkeys should be greater than 0" / more than args.
+    SetCard,
+    /// LMPOP, ZMPOP, BLMPOP, BZMPOP: "numkeys should be greater than 0" /
+    /// syntax error.
+    MultiPop,
+}
+
+/// What follows a keyword found by [`KeySpec::Keyword`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeywordTake {
+    /// The argument right after every occurrence is a key (SORT STORE,
+    /// GEORADIUS STORE/STOREDIST).
+    EachNext,
+    /// After the first occurrence come N keys then N values; the keys are
+    /// the first half, rounded down (XREAD/XREADGROUP STREAMS).
+    HalfOfRest,
+    /// Every argument after the first occurrence is a key, and they replace
+    /// the legacy key, which must then be empty (MIGRATE KEYS).
+    RestReplacingEmptyKey,
+}
+
+/// How to find the keys of a command beyond (or instead of) the legacy range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySpec {
+    /// The legacy first/last/step range is exact.
+    Legacy,
+    /// The legacy range (e.g. ZUNIONSTORE's destination, often empty), then
+    /// `numkeys` keys: argument `numkeys_at` holds the count, the keys start
+    /// at argument `first` and repeat every `step` arguments.
+    NumKeys {
+        numkeys_at: u8,
+        first: u8,
+        step: u8,
+        errors: NumKeysErrors,
+    },
+    /// The legacy range, then keys located by a keyword (ASCII
+    /// case-insensitive). The scan starts at argument `from`; an option in
+    /// `skip` makes the scan jump over that many values, so an option value
+    /// that happens to spell the keyword is not mistaken for it.
+    Keyword {
+        keywords: &'static [&'static str],
+        from: u8,
+        skip: &'static [(&'static str, u8)],
+        take: KeywordTake,
+    },
+    /// The command has no keys.
+    None,
+}
+
+/// One row of the command table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// Lowercase name; subcommands are `"container|sub"`.
+    pub name: &'static str,
+    /// Redis arity: `> 0` exact argc, `< 0` at least `-arity` (argc counts
+    /// the command name, and for subcommands the subcommand name too).
+    pub arity: i16,
+    /// Bits from [`flags`].
+    pub flags: u32,
+    /// Legacy `COMMAND INFO` first key position (0: none).
+    pub first_key: i16,
+    /// Legacy last key position; negative counts from the end (-1 = last).
+    pub last_key: i16,
+    /// Legacy key step.
+    pub step: i16,
+    /// How to find keys for movable-key commands.
+    pub keys: KeySpec,
+    /// Bits from [`acl`].
+    pub acl_categories: u64,
+    /// Cluster fan-out policy from the command tips.
+    pub request_policy: RequestPolicy,
+    /// Reply merge policy from the command tips.
+    pub response_policy: ResponsePolicy,
+    /// Subcommand rows, sorted by name (empty for plain commands).
+    pub subcommands: &'static [CommandSpec],
+}
+
+/// Every top-level command, sorted by name.
+pub fn all() -> &'static [CommandSpec] {
+    table::COMMANDS
+}
+
+/// Finds a command by name, ASCII case-insensitively, without allocating.
+/// Also accepts `"container|sub"` for a subcommand row. Unknown → `None`.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    match name.iter().position(|&b| b == b'|') {
+        None => find(table::COMMANDS, name),
+        Some(bar) => {
+            let container = find(table::COMMANDS, &name[..bar])?;
+            find_sub(container.subcommands, &name[bar + 1..])
+        }
+    }
+}
+
+/// Orders a lowercase table name against arbitrary-case input, as if the
+/// input had been lowercased first.
+fn cmp_lower(table_name: &[u8], input: &[u8]) -> Ordering {
+    table_name
+        .iter()
+        .copied()
+        .cmp(input.iter().map(u8::to_ascii_lowercase))
+}
+
+fn find(rows: &'static [CommandSpec], name: &[u8]) -> Option<&'static CommandSpec> {
+    let i = rows
+        .binary_search_by(|row| cmp_lower(row.name.as_bytes(), name))
+        .ok()?;
+    rows.get(i)
+}
+
+/// Subcommand rows are sorted by full name; with a shared container prefix
+/// that is the same order as the part after the `|`.
+fn find_sub(rows: &'static [CommandSpec], sub: &[u8]) -> Option<&'static CommandSpec> {
+    let i = rows
+        .binary_search_by(|row| cmp_lower(row.sub_name().as_bytes(), sub))
+        .ok()?;
+    rows.get(i)
+}
+
+impl CommandSpec {
+    /// The part of the name after `|` (the whole name for top-level rows).
+    fn sub_name(&self) -> &'static str {
+        match self.name.split_once('|') {
+            Some((_, sub)) => sub,
+            None => self.name,
+        }
+    }
+
+    /// For a container command (has subcommands) returns the subcommand row
+    /// named by `arg(1)` when `argc >= 2` and it exists; otherwise `self`.
+    /// `arg` is only called with indices below `argc`.
+    pub fn resolve<'a>(
+        &'static self,
+        argc: usize,
+        arg: impl Fn(usize) -> &'a [u8],
+    ) -> &'static CommandSpec {
+        if self.subcommands.is_empty() || argc < 2 {
+            return self;
+        }
+        find_sub(self.subcommands, arg(1)).unwrap_or(self)
+    }
+
+    /// Whether `argc` (command name included) satisfies the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let need = usize::from(self.arity.unsigned_abs());
+        if self.arity >= 0 {
+            argc == need
+        } else {
+            argc >= need
+        }
+    }
+
+    /// Whether every bit of `flag` (from [`flags`]) is set.
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag == flag
+    }
+}

@@ -1,0 +1,126 @@
+use bytes::Bytes;
+use resp::Value;
+
+use super::*;
+
+fn node(host: &str, port: i64, id: &str) -> Value {
+    Value::Array(vec![
+        Value::BulkString(Bytes::copy_from_slice(host.as_bytes())),
+        Value::Integer(port),
+        Value::BulkString(Bytes::copy_from_slice(id.as_bytes())),
+    ])
+}
+
+fn range(start: i64, end: i64, nodes: Vec<Value>) -> Value {
+    let mut v = vec![Value::Integer(start), Value::Integer(end)];
+    v.extend(nodes);
+    Value::Array(v)
+}
+
+fn three_masters() -> Value {
+    Value::Array(vec![
+        range(
+            0,
+            5460,
+            vec![node("127.0.0.1", 7000, "a"), node("127.0.0.1", 7003, "d")],
+        ),
+        range(5461, 10922, vec![node("127.0.0.1", 7001, "b")]),
+        range(10923, 16383, vec![node("127.0.0.1", 7002, "c")]),
+    ])
+}
+
+#[test]
+fn parses_cluster_slots() {
+    let map = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
+    assert_eq!(map.nodes().len(), 3);
+    assert_eq!(map.assigned(), SLOT_COUNT);
+    assert_eq!(map.node_of(0).unwrap().addr, "127.0.0.1:7000");
+    assert_eq!(
+        map.node_of(0).unwrap().replicas,
+        vec!["127.0.0.1:7003".to_string()]
+    );
+    assert_eq!(map.node_of(5461).unwrap().addr, "127.0.0.1:7001");
+    assert_eq!(map.node_of(16383).unwrap().addr, "127.0.0.1:7002");
+}
+
+#[test]
+fn empty_host_means_responder_and_question_mark_is_a_hole() {
+    let reply = Value::Array(vec![
+        range(0, 99, vec![node("", 7000, "a")]),
+        range(100, 199, vec![node("?", 7001, "b")]),
+    ]);
+    let map = SlotMap::from_cluster_slots(1, &reply, "10.0.0.9").unwrap();
+    assert_eq!(map.node_of(5).unwrap().addr, "10.0.0.9:7000");
+    assert!(map.node_of(150).is_none());
+    assert!(map.node_of(5000).is_none());
+    assert_eq!(map.assigned(), 100);
+}
+
+#[test]
+fn ipv6_hosts_are_bracketed() {
+    let reply = Value::Array(vec![range(0, 16383, vec![node("::1", 7000, "a")])]);
+    let map = SlotMap::from_cluster_slots(1, &reply, "::1").unwrap();
+    assert_eq!(map.node_of(1).unwrap().addr, "[::1]:7000");
+}
+
+#[test]
+fn refuses_empty_and_malformed_replies() {
+    assert_eq!(
+        SlotMap::from_cluster_slots(1, &Value::Array(vec![]), "h").unwrap_err(),
+        TopologyError::Empty
+    );
+    assert_eq!(
+        SlotMap::from_cluster_slots(1, &Value::Integer(3), "h").unwrap_err(),
+        TopologyError::NotAnArray
+    );
+    let bad = Value::Array(vec![range(0, 16384, vec![node("h", 1, "a")])]);
+    assert!(matches!(
+        SlotMap::from_cluster_slots(1, &bad, "h"),
+        Err(TopologyError::BadRange(..))
+    ));
+    let bad_port = Value::Array(vec![range(0, 10, vec![node("h", 0, "a")])]);
+    assert!(SlotMap::from_cluster_slots(1, &bad_port, "h").is_err());
+}
+
+#[test]
+fn patch_repoints_only_to_known_masters() {
+    let map = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
+    assert!(map.patch(42, "127.0.0.1:7002"));
+    assert_eq!(map.node_of(42).unwrap().addr, "127.0.0.1:7002");
+    assert!(!map.patch(43, "127.0.0.1:9999"));
+    assert_eq!(map.node_of(43).unwrap().addr, "127.0.0.1:7000");
+}
+
+#[test]
+fn compares_routes_and_cluster_identity() {
+    let a = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
+    let b = SlotMap::from_cluster_slots(2, &three_masters(), "127.0.0.1").unwrap();
+    assert!(a.same_routes(&b));
+    b.patch(7, "127.0.0.1:7001");
+    assert!(!a.same_routes(&b));
+    let other = Value::Array(vec![range(0, 16383, vec![node("127.0.0.1", 7000, "zzz")])]);
+    let c = SlotMap::from_cluster_slots(3, &other, "127.0.0.1").unwrap();
+    assert!(!a.same_cluster(&c));
+    assert!(a.same_cluster(&b));
+}
+
+#[test]
+fn fragmented_map_builds_linearly() {
+    // Even slots on one master, odd on another: 16384 ranges.
+    let entries: Vec<Value> = (0..16384)
+        .map(|s| {
+            range(
+                s,
+                s,
+                vec![node(
+                    "127.0.0.1",
+                    7000 + (s % 2),
+                    if s % 2 == 0 { "a" } else { "b" },
+                )],
+            )
+        })
+        .collect();
+    let map = SlotMap::from_cluster_slots(1, &Value::Array(entries), "h").unwrap();
+    assert_eq!(map.nodes().len(), 2);
+    assert_eq!(map.node_of(3).unwrap().addr, "127.0.0.1:7001");
+}

@@ -1,0 +1,93 @@
+//! The `slotgate cluster ...` subcommands. The slotgate binary embeds
+//! [`ClusterCommand`] in its own clap parser and hands it to [`run_cli`].
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::{down, status, Cluster, Options};
+
+/// `slotgate cluster up|down|status`.
+#[derive(clap::Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Start a local cluster, print its seed and masters, and leave it running.
+    Up {
+        /// Number of masters.
+        #[arg(long, default_value_t = 3)]
+        masters: usize,
+        /// Replicas per master.
+        #[arg(long, default_value_t = 1)]
+        replicas: usize,
+        /// First client port (node i uses port+i and port+i+10000); free ports if omitted.
+        #[arg(long)]
+        port: Option<u16>,
+        /// Directory for node dirs, logs and the state file; a fresh temp dir if omitted.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// cluster-node-timeout in milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        node_timeout: u64,
+    },
+    /// Stop the cluster recorded in DIR.
+    Down {
+        /// Directory given to (or printed by) `cluster up`.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Show each node of the cluster recorded in DIR.
+    Status {
+        /// Directory given to (or printed by) `cluster up`.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+}
+
+/// Runs one `cluster` subcommand, printing to stdout.
+pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
+    match cmd {
+        ClusterCommand::Up {
+            masters,
+            replicas,
+            port,
+            dir,
+            node_timeout,
+        } => {
+            let defaults = Options::default();
+            let opts = Options {
+                masters,
+                replicas,
+                base_port: port,
+                dir: dir.unwrap_or(defaults.dir.clone()),
+                node_timeout_ms: node_timeout,
+                ..defaults
+            };
+            let cluster = Cluster::start(&opts)?;
+            print_up(&cluster);
+            cluster.detach();
+        }
+        ClusterCommand::Down { dir } => {
+            down(&dir)?;
+            println!("stopped cluster in {}", dir.display());
+        }
+        ClusterCommand::Status { dir } => print!("{}", status(&dir)?),
+    }
+    Ok(())
+}
+
+/// One `key: value` line each, easy for scripts to grep.
+fn print_up(cluster: &Cluster) {
+    let join = |v: Vec<String>| v.join(" ");
+    let masters = cluster.masters().iter().map(ToString::to_string).collect();
+    let replicas = (cluster.nodes().iter())
+        .filter(|n| n.master_of.is_some())
+        .map(|n| n.addr.to_string())
+        .collect();
+    println!("seed: {}", cluster.seed());
+    println!("masters: {}", join(masters));
+    println!("replicas: {}", join(replicas));
+    println!("dir: {}", cluster.dir().display());
+    println!(
+        "stop with: slotgate cluster down --dir {}",
+        cluster.dir().display()
+    );
+}

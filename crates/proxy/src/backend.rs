@@ -1,0 +1,322 @@
+//! One worker's connection to one Redis node, shared by all of that worker's clients.
+//!
+//! ```text
+//!  sessions ──send()──▶ queue ──(one writev per loop turn)──▶ socket ──▶ redis node
+//!                                  │ in_flight FIFO (client, seq)        │
+//!  ClientCell::deliver ◀── frame ◀─┴──────────── replies ◀───────────────┘
+//! ```
+//!
+//! Requests from every client of the worker are appended to `queue` during a loop turn; the
+//! connection task wakes once, moves them all to the socket in one vectored write, and records
+//! who is owed each reply in the `in_flight` FIFO. Redis answers a connection in order, so the
+//! n-th reply framed belongs to the n-th entry: replies are framed, never decoded, and handed
+//! to their client as the very bytes Redis sent.
+//!
+//! Invariants:
+//! - `in_flight` holds exactly one entry per request whose bytes were handed to the socket,
+//!   in write order (ASKING counts as a request whose reply is discarded).
+//! - Any I/O error or unexpected reply poisons the connection: every in-flight request fails
+//!   with an error (its outcome is unknown, so it is never resent), queued ones fail too, and
+//!   the next `send` dials a fresh connection.
+//! - The socket is always read while writing, so a large request can never deadlock against
+//!   a large reply.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use resp::ReplyFramer;
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::pending::ClientCell;
+
+/// One request waiting to be written to the node.
+pub(crate) struct Outgoing {
+    pub frame: Bytes,
+    pub client: Rc<ClientCell>,
+    pub seq: u64,
+    /// Send `ASKING` right before this request, in the same write (ASK redirection).
+    pub asking: bool,
+}
+
+/// Who is owed the next reply read from the node.
+struct InFlight {
+    client: Option<Rc<ClientCell>>,
+    seq: u64,
+}
+
+/// How long a node that refused a connection is failed fast before the next dial.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
+/// Reads go into at least this much spare room: a short read then proves the socket drained,
+/// and tokio skips the extra `read` that would only return EAGAIN.
+const READ_CHUNK: usize = 64 * 1024;
+/// At most this many buffers per `writev`.
+const MAX_IOVECS: usize = 64;
+
+static ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
+/// The handle sessions hold; the connection task owns the socket.
+pub(crate) struct Backend {
+    pub addr: Rc<str>,
+    queue: RefCell<VecDeque<Outgoing>>,
+    waker: RefCell<Option<Waker>>,
+    running: Cell<bool>,
+    /// Until when to fail requests without dialling, after a failed connect.
+    down_until: Cell<Option<Instant>>,
+    connect_timeout: Duration,
+}
+
+// === impl Backend ===
+
+impl Backend {
+    pub(crate) fn new(addr: &str, connect_timeout: Duration) -> Rc<Backend> {
+        Rc::new(Backend {
+            addr: addr.into(),
+            queue: RefCell::new(VecDeque::new()),
+            waker: RefCell::new(None),
+            running: Cell::new(false),
+            down_until: Cell::new(None),
+            connect_timeout,
+        })
+    }
+
+    /// Queue a request for the node; the connection task writes it on its next turn.
+    pub(crate) fn send(self: &Rc<Self>, out: Outgoing) {
+        if let Some(until) = self.down_until.get() {
+            if Instant::now() < until {
+                let err = node_error(&self.addr, "is unreachable (recent connect failure)");
+                out.client.deliver(out.seq, err);
+                return;
+            }
+            self.down_until.set(None);
+        }
+        self.queue.borrow_mut().push_back(out);
+        if !self.running.replace(true) {
+            tokio::task::spawn_local(run(self.clone()));
+        } else if let Some(w) = self.waker.borrow().as_ref() {
+            w.wake_by_ref();
+        }
+    }
+
+    /// Fail every queued request with `reply` (nothing of them reached the node).
+    fn fail_queued(&self, reply: &Bytes) {
+        let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
+        for out in queued {
+            out.client.deliver(out.seq, reply.clone());
+        }
+    }
+}
+
+/// The connection task: dial, then pump until the connection breaks.
+async fn run(backend: Rc<Backend>) {
+    let stream =
+        match tokio::time::timeout(backend.connect_timeout, TcpStream::connect(&*backend.addr))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return connect_failed(&backend, &e.to_string()),
+            Err(_) => return connect_failed(&backend, "connect timed out"),
+        };
+    let _ = stream.set_nodelay(true);
+    tracing::debug!(node = %backend.addr, "backend connected");
+    let mut conn = Conn::new(backend.clone(), stream);
+    let reason = poll_fn(|cx| conn.poll(cx)).await;
+    tracing::info!(node = %backend.addr, %reason, "backend connection closed");
+    conn.poison(&reason);
+    backend.running.set(false);
+    // Requests queued after the last turn still deserve a connection.
+    if !backend.queue.borrow().is_empty() && !backend.running.replace(true) {
+        tokio::task::spawn_local(run(backend.clone()));
+    }
+}
+
+fn connect_failed(backend: &Rc<Backend>, why: &str) {
+    tracing::warn!(node = %backend.addr, why, "cannot connect to backend");
+    backend
+        .down_until
+        .set(Some(Instant::now() + RECONNECT_BACKOFF));
+    backend.running.set(false);
+    backend.fail_queued(&node_error(
+        &backend.addr,
+        &format!("is unreachable: {why}"),
+    ));
+}
+
+/// An error reply naming the node, for requests that never reached it or whose fate is unknown.
+fn node_error(addr: &str, what: &str) -> Bytes {
+    Bytes::from(format!("-ERR slotgate: node {addr} {what}\r\n"))
+}
+
+/// The live connection's state, owned by the task.
+struct Conn {
+    backend: Rc<Backend>,
+    stream: TcpStream,
+    write_queue: VecDeque<Bytes>,
+    in_flight: VecDeque<InFlight>,
+    read_buf: BytesMut,
+    framer: ReplyFramer,
+}
+
+// === impl Conn ===
+
+impl Conn {
+    fn new(backend: Rc<Backend>, stream: TcpStream) -> Conn {
+        Conn {
+            backend,
+            stream,
+            write_queue: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            read_buf: BytesMut::with_capacity(READ_CHUNK),
+            framer: ReplyFramer::new(),
+        }
+    }
+
+    /// Pump once: take new requests, write what the socket accepts, deliver what it returned.
+    /// Ready(reason) when the connection is finished.
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<String> {
+        {
+            let mut w = self.backend.waker.borrow_mut();
+            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *w = Some(cx.waker().clone());
+            }
+        }
+        loop {
+            self.take_queued();
+            let wrote = match self.poll_write(cx) {
+                Ok(n) => n,
+                Err(e) => return Poll::Ready(format!("write failed: {e}")),
+            };
+            let read = match self.poll_read(cx) {
+                Ok(n) => n,
+                Err(reason) => return Poll::Ready(reason),
+            };
+            if wrote == 0 && read == 0 && self.backend.queue.borrow().is_empty() {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    fn take_queued(&mut self) {
+        let mut queue = self.backend.queue.borrow_mut();
+        for out in queue.drain(..) {
+            if out.asking {
+                self.write_queue.push_back(Bytes::from_static(ASKING));
+                self.in_flight.push_back(InFlight {
+                    client: None,
+                    seq: 0,
+                });
+            }
+            self.write_queue.push_back(out.frame);
+            self.in_flight.push_back(InFlight {
+                client: Some(out.client),
+                seq: out.seq,
+            });
+        }
+    }
+
+    /// Write as much of the queue as the socket takes. Returns bytes written.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> io::Result<usize> {
+        let mut total = 0;
+        while !self.write_queue.is_empty() {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let count = fill_slices(&self.write_queue, &mut slices);
+            match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {
+                Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    advance(&mut self.write_queue, n);
+                    total += n;
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => break,
+            }
+        }
+        Ok(total)
+    }
+
+    /// Read what the socket has and deliver every complete reply. Returns bytes read.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<usize, String> {
+        if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK / 4 {
+            let want = self
+                .framer
+                .hint()
+                .unwrap_or(0)
+                .saturating_sub(self.read_buf.len());
+            self.read_buf.reserve(want.max(READ_CHUNK));
+        }
+        let n =
+            match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf)
+            {
+                Poll::Ready(Ok(0)) => return Err("closed by the node".into()),
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(e)) => return Err(format!("read failed: {e}")),
+                Poll::Pending => return Ok(0),
+            };
+        self.deliver_replies()?;
+        Ok(n)
+    }
+
+    fn deliver_replies(&mut self) -> Result<(), String> {
+        loop {
+            let len = match self.framer.next_frame(&self.read_buf) {
+                Ok(Some(len)) => len,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("bad reply from node: {e}")),
+            };
+            let frame = self.read_buf.split_to(len).freeze();
+            let Some(owner) = self.in_flight.pop_front() else {
+                return Err("reply without a request (stream out of step)".into());
+            };
+            if let Some(client) = owner.client {
+                client.deliver(owner.seq, frame);
+            }
+        }
+    }
+
+    /// Fail everything this connection owes: sent requests have an unknown outcome.
+    fn poison(&mut self, reason: &str) {
+        let lost = node_error(
+            &self.backend.addr,
+            &format!("connection lost ({reason}); the command may or may not have run"),
+        );
+        for owner in self.in_flight.drain(..) {
+            if let Some(client) = owner.client {
+                client.deliver(owner.seq, lost.clone());
+            }
+        }
+        self.write_queue.clear();
+    }
+}
+
+/// Point `slices` at the front of `queue` (no allocation); returns how many were filled.
+pub(crate) fn fill_slices<'a>(queue: &'a VecDeque<Bytes>, slices: &mut [IoSlice<'a>]) -> usize {
+    let mut count = 0;
+    for (slot, buf) in slices.iter_mut().zip(queue.iter()) {
+        *slot = IoSlice::new(buf);
+        count += 1;
+    }
+    count
+}
+
+/// Drop `n` written bytes from the front of the queue.
+pub(crate) fn advance(queue: &mut VecDeque<Bytes>, mut n: usize) {
+    while n > 0 {
+        let Some(front) = queue.front_mut() else {
+            return;
+        };
+        if front.len() <= n {
+            n -= front.len();
+            queue.pop_front();
+        } else {
+            front.advance(n);
+            n = 0;
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The proxy's configuration: one TOML file, sectioned by concern, with every default in one
+//! `Default` impl so the example file, the CLI and the tests cannot disagree.
+//!
+//! Unknown keys are errors (`deny_unknown_fields`): a typo must not silently fall back to a
+//! default. `validate` turns strings into addresses once, at start, so the hot path never parses.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+/// Everything `slotgate proxy` can be told. CLI flags override the file.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub proxy: ProxyConfig,
+    pub cluster: ClusterConfig,
+    pub limits: LimitsConfig,
+    pub log: LogConfig,
+}
+
+/// The client-facing side.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// Address to accept clients on. Loopback unless configured otherwise.
+    pub listen: String,
+    /// Worker threads, each an event loop owning its clients and backend connections.
+    /// 0 means one per available core.
+    pub threads: usize,
+}
+
+/// How the proxy finds and follows the Redis Cluster.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Nodes to ask for the first topology, `host:port`; any one reachable node suffices.
+    pub seeds: Vec<String>,
+    /// Minimum time between two topology refreshes, whatever asks for them.
+    pub min_refresh_interval_ms: u64,
+    /// Periodic topology check, so a dead master is noticed even without a MOVED.
+    pub periodic_refresh_ms: u64,
+    /// Connect timeout towards a Redis node.
+    pub connect_timeout_ms: u64,
+    /// MOVED/ASK hops followed for one request before the client gets the redirect error.
+    pub max_redirects: u8,
+}
+
+/// Per-client bounds (Redis's own defaults where Redis has one).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest bulk argument accepted from a client (Redis: proto-max-bulk-len, 512 MB).
+    pub max_bulk_bytes: usize,
+    /// Unparsed bytes buffered per client before it is disconnected (Redis: 1 GB).
+    pub max_query_buffer_bytes: usize,
+    /// Requests of one client in flight (sent or queued, reply not yet written back); past
+    /// it the proxy stops reading that client until replies drain (TCP backpressure).
+    pub max_pending_per_client: usize,
+    /// Reply bytes queued for one client before the proxy stops reading its requests.
+    pub output_soft_limit_bytes: usize,
+}
+
+/// Logging; `RUST_LOG` overrides `level`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    pub level: String,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            listen: "127.0.0.1:7777".into(),
+            threads: 0,
+        }
+    }
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            seeds: Vec::new(),
+            min_refresh_interval_ms: 1000,
+            periodic_refresh_ms: 10_000,
+            connect_timeout_ms: 1000,
+            max_redirects: 5,
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_bulk_bytes: 512 * 1024 * 1024,
+            max_query_buffer_bytes: 1024 * 1024 * 1024,
+            max_pending_per_client: 16 * 1024,
+            output_soft_limit_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+        }
+    }
+}
+
+/// A configuration that cannot be used, with the reason in words an operator can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot parse config: {0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("proxy.listen: {0:?} is not an ip:port address")]
+    Listen(String),
+    #[error("cluster.seeds: at least one seed node is required")]
+    NoSeeds,
+    #[error("cluster.seeds: {0:?} is not a host:port address")]
+    Seed(String),
+    #[error("{0} must be greater than 0")]
+    Zero(&'static str),
+}
+
+impl Config {
+    /// Parse TOML text; every key optional, unknown keys refused.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// Check the whole configuration once, at start. Returns the listen address.
+    pub fn validate(&self) -> Result<SocketAddr, ConfigError> {
+        let listen: SocketAddr = self
+            .proxy
+            .listen
+            .parse()
+            .map_err(|_| ConfigError::Listen(self.proxy.listen.clone()))?;
+        if self.cluster.seeds.is_empty() {
+            return Err(ConfigError::NoSeeds);
+        }
+        for seed in &self.cluster.seeds {
+            if seed
+                .rsplit_once(':')
+                .and_then(|(_, p)| p.parse::<u16>().ok())
+                .is_none()
+            {
+                return Err(ConfigError::Seed(seed.clone()));
+            }
+        }
+        let nonzero = [
+            (self.limits.max_bulk_bytes, "limits.max_bulk_bytes"),
+            (
+                self.limits.max_query_buffer_bytes,
+                "limits.max_query_buffer_bytes",
+            ),
+            (
+                self.limits.max_pending_per_client,
+                "limits.max_pending_per_client",
+            ),
+            (
+                self.limits.output_soft_limit_bytes,
+                "limits.output_soft_limit_bytes",
+            ),
+            (
+                self.cluster.connect_timeout_ms as usize,
+                "cluster.connect_timeout_ms",
+            ),
+        ];
+        if let Some((_, name)) = nonzero.iter().find(|(v, _)| *v == 0) {
+            return Err(ConfigError::Zero(name));
+        }
+        Ok(listen)
+    }
+
+    /// Worker count with 0 resolved to the number of cores.
+    pub fn worker_threads(&self) -> usize {
+        match self.proxy.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_file_parses_to_the_defaults_plus_seeds() {
+        let text = include_str!("../../../config/proxy.example.toml");
+        let cfg = Config::from_toml(text).expect("example config parses");
+        let mut expected = Config::default();
+        expected.cluster.seeds = vec!["127.0.0.1:30001".into()];
+        assert_eq!(cfg, expected, "the example must document the defaults");
+        cfg.validate().expect("example validates");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = Config::from_toml("[proxy]\nlisten_addr = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn validate_names_the_bad_key() {
+        let mut cfg = Config::default();
+        assert!(matches!(cfg.validate(), Err(ConfigError::NoSeeds)));
+        cfg.cluster.seeds = vec!["nope".into()];
+        assert!(matches!(cfg.validate(), Err(ConfigError::Seed(_))));
+        cfg.cluster.seeds = vec!["127.0.0.1:1".into()];
+        cfg.proxy.listen = "localhost".into();
+        assert!(matches!(cfg.validate(), Err(ConfigError::Listen(_))));
+    }
+}

@@ -1,0 +1,102 @@
+//! INFO as the proxy answers it: Redis's format (`# Section` headers, `key:value` lines,
+//! CRLF), with the proxy's own numbers. Every figure is a sum of per-worker counters or a
+//! field of the current slot map: O(workers), whatever the number of clients.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use resp::Request;
+
+use crate::stats::Shared;
+
+/// Sections in the order INFO prints them, each with its renderer.
+/// Renders one section's lines.
+type Section = fn(&Shared, &mut String);
+
+const SECTIONS: &[(&str, Section)] = &[
+    ("server", server),
+    ("clients", clients),
+    ("stats", stats),
+    ("topology", topology),
+];
+
+/// Render `INFO [section ...]`: no argument, `default`, `all` or `everything` give every
+/// section; unknown section names give nothing for them, as Redis does.
+pub(crate) fn render(shared: &Shared, req: &Request) -> String {
+    let wanted: Vec<String> = (1..req.argc())
+        .map(|i| String::from_utf8_lossy(req.arg(i)).to_lowercase())
+        .collect();
+    let all = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| matches!(w.as_str(), "default" | "all" | "everything"));
+    let mut out = String::new();
+    for (name, section) in SECTIONS {
+        if all || wanted.iter().any(|w| w == name) {
+            if !out.is_empty() {
+                out.push_str("\r\n");
+            }
+            let _ = write!(out, "# {}{}\r\n", name[..1].to_uppercase(), &name[1..]);
+            section(shared, &mut out);
+        }
+    }
+    out
+}
+
+fn line(out: &mut String, key: &str, value: impl std::fmt::Display) {
+    let _ = write!(out, "{key}:{value}\r\n");
+}
+
+fn server(shared: &Shared, out: &mut String) {
+    let uptime = shared.started.elapsed().as_secs();
+    line(out, "redis_version", "7.0.15");
+    line(out, "slotgate_version", env!("CARGO_PKG_VERSION"));
+    line(out, "redis_mode", "proxy");
+    line(out, "process_id", std::process::id());
+    line(
+        out,
+        "tcp_port",
+        shared.config.proxy.listen.rsplit(':').next().unwrap_or(""),
+    );
+    line(out, "uptime_in_seconds", uptime);
+    line(out, "uptime_in_days", uptime / 86400);
+    line(out, "worker_threads", shared.workers.len());
+}
+
+fn clients(shared: &Shared, out: &mut String) {
+    let t = shared.totals();
+    line(
+        out,
+        "connected_clients",
+        t.connections_received.saturating_sub(t.connections_closed),
+    );
+}
+
+fn stats(shared: &Shared, out: &mut String) {
+    let t = shared.totals();
+    line(out, "total_connections_received", t.connections_received);
+    line(out, "total_commands_processed", t.commands_processed);
+    line(out, "total_protocol_errors", t.protocol_errors);
+    line(out, "redirects_moved", t.redirects_moved);
+    line(out, "redirects_ask", t.redirects_ask);
+}
+
+fn topology(shared: &Shared, out: &mut String) {
+    let topo = &shared.topology;
+    let map = topo.current();
+    let s = &topo.stats;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    line(out, "topology_version", map.version());
+    line(out, "topology_masters", map.nodes().len());
+    line(out, "topology_slots_assigned", map.assigned());
+    line(out, "topology_refresh_requested", get(&s.refresh_requested));
+    line(
+        out,
+        "topology_refresh_skipped_stale",
+        get(&s.refresh_skipped_stale),
+    );
+    line(out, "topology_refresh_performed", get(&s.refresh_performed));
+    line(out, "topology_refresh_throttled", get(&s.refresh_throttled));
+    line(out, "topology_refresh_failed", get(&s.refresh_failed));
+    line(out, "topology_maps_installed", get(&s.maps_installed));
+}

@@ -1,0 +1,274 @@
+//! Commands the proxy answers itself: connection state (PING, ECHO, QUIT, SELECT, HELLO,
+//! CLIENT, AUTH, RESET) and questions whose answer is the proxy's, not a node's.
+//!
+//! Each reply copies Redis 7.0's wording, so clients that match on error text keep working.
+
+use bytes::{Bytes, BytesMut};
+use resp::Request;
+
+use crate::router::{error, Local};
+
+/// What the proxy knows about one client connection.
+#[derive(Debug)]
+pub(crate) struct SessionInfo {
+    pub id: u64,
+    pub name: Option<Bytes>,
+    /// 2 or 3, as set by HELLO.
+    pub protocol: u8,
+    /// Set by QUIT: write the pending replies, then close.
+    pub quit: bool,
+}
+
+impl SessionInfo {
+    pub(crate) fn new(id: u64) -> SessionInfo {
+        SessionInfo {
+            id,
+            name: None,
+            protocol: 2,
+            quit: false,
+        }
+    }
+}
+
+/// Answer a local command. `info_text` renders INFO (it needs the whole proxy's counters).
+pub(crate) fn run(
+    cmd: Local,
+    req: &Request,
+    session: &mut SessionInfo,
+    info_text: impl FnOnce(&Request) -> String,
+) -> Bytes {
+    let mut out = BytesMut::new();
+    match cmd {
+        Local::Ping => ping(req, session, &mut out),
+        Local::Echo => resp::write_bulk(&mut out, req.arg(1)),
+        Local::Quit => {
+            session.quit = true;
+            resp::write_simple(&mut out, b"OK");
+        }
+        Local::Select => return select(req),
+        Local::Hello => return hello(req, session),
+        Local::Client => return client(req, session),
+        Local::Auth => return auth(req),
+        Local::Reset => {
+            *session = SessionInfo::new(session.id);
+            resp::write_simple(&mut out, b"RESET");
+        }
+        Local::Info => resp::write_bulk(&mut out, info_text(req).as_bytes()),
+        Local::ClusterKeyslot => {
+            resp::write_int(&mut out, i64::from(cluster::key_slot(req.arg(2))))
+        }
+    }
+    out.freeze()
+}
+
+fn ping(req: &Request, session: &SessionInfo, out: &mut BytesMut) {
+    match (req.argc(), session.protocol) {
+        (1, _) => resp::write_simple(out, b"PONG"),
+        _ => resp::write_bulk(out, req.arg(1)),
+    }
+}
+
+/// Redis Cluster serves database 0 only.
+fn select(req: &Request) -> Bytes {
+    match parse_i64(req.arg(1)) {
+        None => error("value is not an integer or out of range"),
+        Some(0) => Bytes::from_static(b"+OK\r\n"),
+        Some(_) => error("SELECT is not allowed in cluster mode"),
+    }
+}
+
+/// `AUTH` when the proxy has no client password configured, worded as Redis words it.
+fn auth(req: &Request) -> Bytes {
+    if req.argc() == 2 {
+        return error(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        );
+    }
+    if req.arg(1) == b"default" {
+        return Bytes::from_static(b"+OK\r\n");
+    }
+    Bytes::from_static(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n")
+}
+
+/// `HELLO [protover [AUTH user pass] [SETNAME name]]`.
+fn hello(req: &Request, session: &mut SessionInfo) -> Bytes {
+    let mut protocol = session.protocol;
+    if req.argc() >= 2 {
+        match parse_i64(req.arg(1)) {
+            Some(v @ 2..=3) => protocol = v as u8,
+            Some(_) => return Bytes::from_static(b"-NOPROTO unsupported protocol version\r\n"),
+            None => return error("Protocol version is not an integer or out of range"),
+        }
+    }
+    let mut i = 2;
+    let mut name = None;
+    while i < req.argc() {
+        let opt = req.arg(i);
+        if opt.eq_ignore_ascii_case(b"auth") && i + 2 < req.argc() {
+            if req.arg(i + 1) != b"default" {
+                return Bytes::from_static(
+                    b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+                );
+            }
+            i += 3;
+        } else if opt.eq_ignore_ascii_case(b"setname") && i + 1 < req.argc() {
+            name = Some(req.arg_bytes(i + 1));
+            i += 2;
+        } else {
+            return error(&format!(
+                "Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(opt)
+            ));
+        }
+    }
+    if let Some(name) = name {
+        if !valid_client_name(&name) {
+            return error("Client names cannot contain spaces, newlines or special characters.");
+        }
+        session.name = Some(name);
+    }
+    session.protocol = protocol;
+    hello_reply(session)
+}
+
+fn hello_reply(session: &SessionInfo) -> Bytes {
+    let mut out = BytesMut::new();
+    let fields: [(&[u8], Field); 7] = [
+        (b"server", Field::Text(b"redis")),
+        (b"version", Field::Text(b"7.0.15")),
+        (b"proto", Field::Int(i64::from(session.protocol))),
+        (b"id", Field::Int(session.id as i64)),
+        (b"mode", Field::Text(b"standalone")),
+        (b"role", Field::Text(b"master")),
+        (b"modules", Field::Empty),
+    ];
+    if session.protocol == 3 {
+        out.extend_from_slice(format!("%{}\r\n", fields.len()).as_bytes());
+    } else {
+        resp::write_array_header(&mut out, fields.len() * 2);
+    }
+    for (key, value) in fields {
+        resp::write_bulk(&mut out, key);
+        match value {
+            Field::Text(t) => resp::write_bulk(&mut out, t),
+            Field::Int(n) => resp::write_int(&mut out, n),
+            Field::Empty => resp::write_array_header(&mut out, 0),
+        }
+    }
+    out.freeze()
+}
+
+enum Field {
+    Text(&'static [u8]),
+    Int(i64),
+    Empty,
+}
+
+/// The CLIENT subcommands that concern this connection only.
+fn client(req: &Request, session: &mut SessionInfo) -> Bytes {
+    let sub = req.arg(1).to_ascii_lowercase();
+    match sub.as_slice() {
+        b"id" => Bytes::from(format!(":{}\r\n", session.id)),
+        b"getname" => match &session.name {
+            Some(name) => {
+                let mut out = BytesMut::new();
+                resp::write_bulk(&mut out, name);
+                out.freeze()
+            }
+            None => Bytes::from_static(b"$-1\r\n"),
+        },
+        b"setname" => {
+            let name = req.arg_bytes(2);
+            if !valid_client_name(&name) {
+                return error(
+                    "Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            session.name = (!name.is_empty()).then_some(name);
+            Bytes::from_static(b"+OK\r\n")
+        }
+        _ => error(&format!(
+            "slotgate: CLIENT {} is not supported by the proxy",
+            String::from_utf8_lossy(req.arg(1)).to_uppercase()
+        )),
+    }
+}
+
+/// Redis allows printable ASCII without spaces in client names.
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+/// Redis's strict integer parse: optional '-', digits, no leading zeros, no '+'.
+pub(crate) fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty()
+        || (digits.len() > 1 && digits.starts_with('0'))
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    text.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(args: &[&str], s: &mut SessionInfo) -> String {
+        let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+        let req = Request::from_args(&a);
+        let cmd = match crate::router::route(&req) {
+            crate::router::Route::Local(l) => l,
+            other => panic!("{args:?} is not local: {other:?}"),
+        };
+        String::from_utf8(run(cmd, &req, s, |_| String::new()).to_vec()).unwrap()
+    }
+
+    #[test]
+    fn local_replies_match_redis() {
+        let s = &mut SessionInfo::new(7);
+        let cases: &[(&[&str], &str)] = &[
+            (&["PING"], "+PONG\r\n"),
+            (&["PING", "hi"], "$2\r\nhi\r\n"),
+            (&["ECHO", "x"], "$1\r\nx\r\n"),
+            (&["SELECT", "0"], "+OK\r\n"),
+            (
+                &["SELECT", "1"],
+                "-ERR SELECT is not allowed in cluster mode\r\n",
+            ),
+            (
+                &["SELECT", "x"],
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            (&["CLIENT", "ID"], ":7\r\n"),
+            (&["CLIENT", "GETNAME"], "$-1\r\n"),
+            (
+                &["CLIENT", "SETNAME", "a b"],
+                "-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+            ),
+            (&["CLIENT", "SETNAME", "app"], "+OK\r\n"),
+            (&["CLIENT", "GETNAME"], "$3\r\napp\r\n"),
+            (&["HELLO", "4"], "-NOPROTO unsupported protocol version\r\n"),
+            (
+                &["HELLO", "x"],
+                "-ERR Protocol version is not an integer or out of range\r\n",
+            ),
+            (&["CLUSTER", "KEYSLOT", "foo"], ":12182\r\n"),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(run_args(args, s), *expected, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn hello_switches_protocol_and_quit_marks_the_session() {
+        let s = &mut SessionInfo::new(1);
+        assert!(run_args(&["HELLO", "3"], s).starts_with("%7\r\n"));
+        assert_eq!(s.protocol, 3);
+        assert!(run_args(&["HELLO", "2"], s).starts_with("*14\r\n"));
+        assert_eq!(run_args(&["QUIT"], s), "+OK\r\n");
+        assert!(s.quit);
+    }
+}

@@ -1,0 +1,254 @@
+//! Where each request goes: answered here, sent to a slot's master, sent to any master, or
+//! refused with Redis's own error. Pure: no I/O, no state beyond the request.
+//!
+//! The order of checks is Redis's own (`processCommand`): unknown command, then arity, then
+//! keys. Arity is checked before any key is extracted, so routing never reads past argv.
+
+use bytes::Bytes;
+use cluster::command::{flags, CommandSpec, KeyPositions, RequestPolicy};
+use resp::Request;
+
+/// The routing decision for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Answered by the proxy itself.
+    Local(Local),
+    /// Sent to the master serving this slot.
+    Slot(u16),
+    /// Keyless: any master gives the same answer.
+    AnyNode,
+    /// Refused; the error reply is ready.
+    Refuse(Bytes),
+}
+
+/// Commands the proxy answers without a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Local {
+    Ping,
+    Echo,
+    Quit,
+    Select,
+    Hello,
+    Client,
+    Auth,
+    Reset,
+    Info,
+    ClusterKeyslot,
+}
+
+/// Decide where `req` goes.
+pub(crate) fn route(req: &Request) -> Route {
+    let arg = |i: usize| req.arg(i);
+    let Some(spec) = cluster::lookup(req.arg(0)) else {
+        return Route::Refuse(unknown_command(req));
+    };
+    let spec = spec.resolve(req.argc(), arg);
+    if !spec.arity_ok(req.argc()) {
+        return Route::Refuse(error(&format!(
+            "wrong number of arguments for '{}' command",
+            spec.name
+        )));
+    }
+    if let Some(local) = local_command(spec.name) {
+        return Route::Local(local);
+    }
+    if let Some(why) = unsupported(spec, req) {
+        return Route::Refuse(error(&format!("slotgate: '{}' {why}", spec.name)));
+    }
+    match spec.key_positions(req.argc(), arg) {
+        Err(e) => Route::Refuse(error(&e.to_string())),
+        Ok(keys) => route_keys(req, &keys),
+    }
+}
+
+fn local_command(name: &str) -> Option<Local> {
+    Some(match name {
+        "ping" => Local::Ping,
+        "echo" => Local::Echo,
+        "quit" => Local::Quit,
+        "select" => Local::Select,
+        "hello" => Local::Hello,
+        "auth" => Local::Auth,
+        "reset" => Local::Reset,
+        "info" => Local::Info,
+        "cluster|keyslot" => Local::ClusterKeyslot,
+        n if n == "client" || n.starts_with("client|") => Local::Client,
+        _ => return None,
+    })
+}
+
+/// Commands that would break the shared, multiplexed backend connections or would silently
+/// give a one-node answer to a cluster-wide question. Each gets a clear refusal instead.
+fn unsupported(spec: &CommandSpec, req: &Request) -> Option<&'static str> {
+    const STATEFUL: &[&str] = &[
+        "multi",
+        "exec",
+        "discard",
+        "watch",
+        "unwatch",
+        "subscribe",
+        "psubscribe",
+        "ssubscribe",
+        "unsubscribe",
+        "punsubscribe",
+        "sunsubscribe",
+        "monitor",
+        "wait",
+        "sync",
+        "psync",
+    ];
+    if STATEFUL.contains(&spec.name) {
+        return Some("needs a dedicated connection, which this proxy does not offer yet");
+    }
+    if spec.has(flags::BLOCKING) && really_blocks(spec, req) {
+        return Some("is a blocking command, which this proxy does not serve yet");
+    }
+    if matches!(
+        spec.request_policy,
+        RequestPolicy::AllShards | RequestPolicy::AllNodes
+    ) {
+        return Some("needs a cluster-wide fan-out, which this proxy does not do yet");
+    }
+    if spec.name.starts_with("cluster") {
+        return Some("is not served through the proxy yet");
+    }
+    None
+}
+
+/// XREAD and XREADGROUP block only with a BLOCK option; the other blocking commands always may.
+fn really_blocks(spec: &CommandSpec, req: &Request) -> bool {
+    if spec.name != "xread" && spec.name != "xreadgroup" {
+        return true;
+    }
+    (1..req.argc()).any(|i| req.arg(i).eq_ignore_ascii_case(b"block"))
+}
+
+/// Every key must hash to one slot, as Redis Cluster requires.
+fn route_keys(req: &Request, keys: &KeyPositions) -> Route {
+    let mut slots = keys.iter().map(|i| cluster::key_slot(req.arg(i)));
+    let Some(first) = slots.next() else {
+        return Route::AnyNode;
+    };
+    if slots.any(|s| s != first) {
+        return Route::Refuse(Bytes::from_static(
+            b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+        ));
+    }
+    Route::Slot(first)
+}
+
+/// `-ERR <msg>\r\n`, with CR and LF in `msg` turned into spaces as Redis does.
+pub(crate) fn error(msg: &str) -> Bytes {
+    let clean: String = msg
+        .chars()
+        .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+        .collect();
+    Bytes::from(format!("-ERR {clean}\r\n"))
+}
+
+/// Redis's text: the name (128 bytes at most), then as many quoted args as fit in 128 bytes.
+fn unknown_command(req: &Request) -> Bytes {
+    let name = truncated(req.arg(0), 128);
+    let mut args = String::new();
+    for i in 1..req.argc() {
+        if args.len() >= 128 {
+            break;
+        }
+        let room = 128 - args.len();
+        args.push_str(&format!("'{}' ", truncated(req.arg(i), room)));
+    }
+    error(&format!(
+        "unknown command '{name}', with args beginning with: {args}"
+    ))
+}
+
+fn truncated(bytes: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(&bytes[..bytes.len().min(max)]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(args: &[&str]) -> Request {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        Request::from_args(&args)
+    }
+
+    fn refusal(r: Route) -> String {
+        match r {
+            Route::Refuse(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn routes_by_slot_and_refuses_like_redis() {
+        assert_eq!(
+            route(&req(&["GET", "foo"])),
+            Route::Slot(cluster::key_slot(b"foo"))
+        );
+        assert_eq!(
+            route(&req(&["get", "{a}x"])),
+            Route::Slot(cluster::key_slot(b"a"))
+        );
+        assert_eq!(
+            route(&req(&["MGET", "{a}1", "{a}2"])),
+            Route::Slot(cluster::key_slot(b"a"))
+        );
+        assert_eq!(route(&req(&["PING"])), Route::Local(Local::Ping));
+        assert_eq!(route(&req(&["COMMAND", "COUNT"])), Route::AnyNode);
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["MGET", "a", "b"],
+                "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+            ),
+            (
+                &["GET"],
+                "-ERR wrong number of arguments for 'get' command\r\n",
+            ),
+            (
+                &["NOSUCHC"],
+                "-ERR unknown command 'NOSUCHC', with args beginning with: \r\n",
+            ),
+            (
+                &["foo", "a", "b"],
+                "-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n",
+            ),
+            (
+                &[""],
+                "-ERR unknown command '', with args beginning with: \r\n",
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(refusal(route(&req(args))), *expected, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_a_shared_connection_cannot_carry() {
+        for args in [
+            &["BLPOP", "l", "0"][..],
+            &["MULTI"],
+            &["SUBSCRIBE", "c"],
+            &["KEYS", "*"],
+        ] {
+            assert!(
+                refusal(route(&req(args))).starts_with("-ERR slotgate: "),
+                "{args:?}"
+            );
+        }
+        assert_eq!(
+            route(&req(&["XREAD", "STREAMS", "s", "0"])),
+            Route::Slot(cluster::key_slot(b"s"))
+        );
+    }
+
+    #[test]
+    fn unknown_command_text_is_capped_at_128_bytes() {
+        let long = "x".repeat(300);
+        let text = refusal(route(&req(&["nope", &long, "more"])));
+        assert!(text.len() < 128 + 128 + 80, "{}", text.len());
+        assert!(!text.contains("more"));
+    }
+}

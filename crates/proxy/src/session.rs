@@ -1,0 +1,264 @@
+//! One client connection: read, frame, route, and write replies back in request order.
+//!
+//! ```text
+//!   socket ─read─▶ read_buf ─parse─▶ Request ─route─▶ Local ──────────────┐
+//!                                        │                                 ▼
+//!                                        └─▶ Backend::send ─ ─ ─ ─▶ ReplyQueue (ClientCell)
+//!   socket ◀─writev─ out ◀──────────── pop_ready (head only) ◀─────────────┘
+//! ```
+//!
+//! The session is a hand-written future so one wake-up does everything that is ready: follow
+//! redirects, move ready replies to `out`, write `out` in one vectored write, then read and
+//! dispatch what the client sent. Requests are forwarded as the exact bytes the client sent
+//! (a refcounted slice of `read_buf`), never re-encoded.
+//!
+//! Backpressure: when the client has too many requests in flight or too many reply bytes
+//! waiting, the session stops reading its socket (TCP pushes back on the client) while the
+//! backends keep being read for everyone.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::io::IoSlice;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use resp::{Parsed, Progress, Request, RequestParser};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+
+use crate::backend::{advance, fill_slices, Outgoing};
+use crate::local::{self, SessionInfo};
+use crate::pending::{ClientCell, Entry};
+use crate::redirect;
+use crate::router::{self, Route};
+use crate::stats::WorkerStats;
+use crate::worker::Worker;
+
+const READ_CHUNK: usize = 16 * 1024;
+const MAX_IOVECS: usize = 64;
+
+/// Serve one client until it leaves or must be closed.
+pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>) {
+    WorkerStats::bump(&worker.stats.connections_received);
+    let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(client.id = id, client.addr = %peer, "client connected");
+    let mut session = Session::new(stream, worker.clone(), id);
+    poll_fn(|cx| session.poll(cx)).await;
+    session.cell.close();
+    WorkerStats::bump(&worker.stats.connections_closed);
+    tracing::debug!(client.id = id, "client closed");
+}
+
+pub(crate) struct Session {
+    stream: TcpStream,
+    pub(crate) worker: Rc<Worker>,
+    pub(crate) cell: Rc<ClientCell>,
+    parser: RequestParser,
+    read_buf: BytesMut,
+    out: VecDeque<Bytes>,
+    out_bytes: usize,
+    pub(crate) info: SessionInfo,
+    pub(crate) redirected: Vec<u64>,
+    /// No more requests will be read (EOF, QUIT, protocol error); finish what is in flight.
+    draining: bool,
+}
+
+/// What reading the socket produced.
+enum ReadOutcome {
+    Data,
+    Pending,
+    /// The client went away or must be dropped at once.
+    Gone,
+}
+
+// === impl Session ===
+
+impl Session {
+    fn new(stream: TcpStream, worker: Rc<Worker>, id: u64) -> Session {
+        let limits = resp::Limits {
+            max_bulk_len: worker.shared.config.limits.max_bulk_bytes,
+            ..resp::Limits::default()
+        };
+        Session {
+            stream,
+            worker,
+            cell: ClientCell::new(),
+            parser: RequestParser::new(limits),
+            read_buf: BytesMut::with_capacity(READ_CHUNK),
+            out: VecDeque::new(),
+            out_bytes: 0,
+            info: SessionInfo::new(id),
+            redirected: Vec::new(),
+            draining: false,
+        }
+    }
+
+    /// Ready(()) when the session is over.
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.cell.register(cx.waker());
+        loop {
+            redirect::follow(self);
+            self.out_bytes += self.cell.pop_ready(&mut self.out);
+            if self.poll_flush(cx).is_err() {
+                return Poll::Ready(());
+            }
+            if self.draining {
+                let done = self.out.is_empty() && self.cell.in_flight() == 0;
+                return if done { Poll::Ready(()) } else { Poll::Pending };
+            }
+            if !self.may_read() {
+                return Poll::Pending;
+            }
+            match self.poll_fill(cx) {
+                ReadOutcome::Pending => return Poll::Pending,
+                ReadOutcome::Gone => return Poll::Ready(()),
+                ReadOutcome::Data => {
+                    if !self.parse_and_dispatch() {
+                        return Poll::Ready(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Backpressure: read only while the client's backlog is within bounds.
+    fn may_read(&self) -> bool {
+        let limits = &self.worker.shared.config.limits;
+        self.cell.in_flight() < limits.max_pending_per_client
+            && self.out_bytes + self.cell.queued_bytes() < limits.output_soft_limit_bytes
+    }
+
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
+        if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK / 2 {
+            self.read_buf.reserve(READ_CHUNK);
+        }
+        match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf) {
+            Poll::Pending => ReadOutcome::Pending,
+            Poll::Ready(Ok(0)) => {
+                // Half-closed: answer what was sent, then close.
+                self.draining = true;
+                ReadOutcome::Data
+            }
+            Poll::Ready(Ok(_)) => ReadOutcome::Data,
+            Poll::Ready(Err(_)) => ReadOutcome::Gone,
+        }
+    }
+
+    /// Parse every complete request and dispatch it. False when the client must be dropped
+    /// without any reply (query buffer overflow, the cross-protocol guard).
+    fn parse_and_dispatch(&mut self) -> bool {
+        while self.may_read() || self.draining {
+            match self.parser.parse(&mut self.read_buf) {
+                Ok(Progress::Done(Parsed::Request(req))) => self.dispatch(req),
+                Ok(Progress::Done(Parsed::Noop)) => {}
+                Ok(Progress::Done(Parsed::Close)) => return false,
+                Ok(Progress::Incomplete { frame_len_hint }) => {
+                    return self.make_room(frame_len_hint);
+                }
+                Err(e) => {
+                    WorkerStats::bump(&self.worker.stats.protocol_errors);
+                    self.reply_now(e.to_resp());
+                    self.draining = true;
+                    return true;
+                }
+            }
+            if self.info.quit {
+                self.draining = true;
+                return true;
+            }
+        }
+        true
+    }
+
+    /// Reserve exactly once for a big request, and enforce the query buffer limit.
+    fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
+        let limit = self.worker.shared.config.limits.max_query_buffer_bytes;
+        if self.read_buf.len() > limit {
+            tracing::info!(
+                client.id = self.info.id,
+                "closing client that reached max query buffer length"
+            );
+            return false;
+        }
+        if let Some(total) = frame_len_hint {
+            self.read_buf
+                .reserve(total.min(limit).saturating_sub(self.read_buf.len()));
+        }
+        true
+    }
+
+    fn dispatch(&mut self, req: Request) {
+        WorkerStats::bump(&self.worker.stats.commands_processed);
+        match router::route(&req) {
+            Route::Local(cmd) => {
+                let shared = self.worker.shared.clone();
+                let reply = local::run(cmd, &req, &mut self.info, |r| {
+                    crate::info::render(&shared, r)
+                });
+                self.reply_now(reply);
+            }
+            Route::Refuse(reply) => self.reply_now(reply),
+            Route::Slot(slot) => self.forward(req, Some(slot)),
+            Route::AnyNode => self.forward(req, None),
+        }
+    }
+
+    /// Queue a reply the proxy made itself, in order behind everything before it.
+    fn reply_now(&mut self, reply: Bytes) {
+        self.cell.push(Entry {
+            reply: Some(reply),
+            request: None,
+            sent_to: None,
+            hops: 0,
+            map_version: 0,
+        });
+    }
+
+    /// Send to the master of `slot` (or any master).
+    fn forward(&mut self, req: Request, slot: Option<u16>) {
+        let map = self.worker.topology().current();
+        let backend = match slot {
+            Some(slot) => self.worker.backend_for_slot(&map, slot),
+            None => self.worker.any_backend(&map),
+        };
+        let Some(backend) = backend else {
+            return self.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
+        };
+        let frame = req.raw().clone();
+        let seq = self.cell.push(Entry {
+            reply: None,
+            request: Some(req),
+            sent_to: Some(backend.clone()),
+            hops: 0,
+            map_version: map.version(),
+        });
+        backend.send(Outgoing {
+            frame,
+            client: self.cell.clone(),
+            seq,
+            asking: false,
+        });
+    }
+
+    /// Write as much of `out` as the socket takes, several replies per write.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        while !self.out.is_empty() {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let count = fill_slices(&self.out, &mut slices);
+            match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {
+                Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    advance(&mut self.out, n);
+                    self.out_bytes = self.out_bytes.saturating_sub(n);
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,69 @@
+//! Counters and the state every worker shares.
+//!
+//! Each worker increments only its own `WorkerStats` (relaxed atomics on its own cache lines,
+//! so no contention); INFO sums the workers on read. Reading costs O(workers), never
+//! O(clients): there is no client list to walk.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::config::Config;
+use crate::topology::Topology;
+
+/// What every worker thread holds a reference to.
+pub struct Shared {
+    pub config: Config,
+    pub topology: Arc<Topology>,
+    pub workers: Vec<Arc<WorkerStats>>,
+    pub started: Instant,
+    /// Source of CLIENT ID values, unique across workers.
+    pub next_client_id: AtomicU64,
+}
+
+/// One worker's counters.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct WorkerStats {
+    pub connections_received: AtomicU64,
+    pub connections_closed: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub redirects_moved: AtomicU64,
+    pub redirects_ask: AtomicU64,
+}
+
+impl WorkerStats {
+    /// Add 1; each counter has a single writer (its worker), so relaxed is enough.
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Sum of all workers' counters, for INFO.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Totals {
+    pub connections_received: u64,
+    pub connections_closed: u64,
+    pub commands_processed: u64,
+    pub protocol_errors: u64,
+    pub redirects_moved: u64,
+    pub redirects_ask: u64,
+}
+
+impl Shared {
+    /// Sum every worker's counters: O(workers).
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for w in &self.workers {
+            let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+            t.connections_received += get(&w.connections_received);
+            t.connections_closed += get(&w.connections_closed);
+            t.commands_processed += get(&w.commands_processed);
+            t.protocol_errors += get(&w.protocol_errors);
+            t.redirects_moved += get(&w.redirects_moved);
+            t.redirects_ask += get(&w.redirects_ask);
+        }
+        t
+    }
+}

@@ -1,0 +1,302 @@
+//! The topology service: one per process, shared by every worker.
+//!
+//! Workers read the current `SlotMap` lock-free (an atomic pointer load) and never wait for a
+//! refresh. A MOVED is followed at once by the worker and patches its slot in place; it only
+//! *asks* for a refresh. Asks are coalesced into a single pending bit, refreshes run one at a
+//! time on the service's own thread, at most one per `min_refresh_interval_ms` (plus jitter),
+//! and each asks one node picked uniformly at random over a connection kept open between
+//! refreshes. That is the opposite of the storm in field report 000, where every client
+//! answered every MOVED with its own CLUSTER SLOTS to the same node.
+//!
+//! A refreshed map is installed only if it assigns slots, belongs to the same cluster (node
+//! ids overlap) and differs from the current one; otherwise the old map stays.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::BytesMut;
+use cluster::slot_map::SlotMap;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use resp::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use crate::config::ClusterConfig;
+
+/// How long one CLUSTER SLOTS round trip may take before the node is skipped.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+/// Nodes tried per refresh before giving up until the next one.
+const TRIES_PER_REFRESH: usize = 3;
+
+/// Counters the INFO command shows; each is one relaxed atomic add, off the request path.
+#[derive(Debug, Default)]
+pub struct TopologyStats {
+    pub refresh_requested: AtomicU64,
+    pub refresh_skipped_stale: AtomicU64,
+    pub refresh_performed: AtomicU64,
+    pub refresh_throttled: AtomicU64,
+    pub refresh_failed: AtomicU64,
+    pub maps_installed: AtomicU64,
+}
+
+/// The shared topology.
+pub struct Topology {
+    map: ArcSwap<SlotMap>,
+    wanted: AtomicBool,
+    notify: Notify,
+    next_version: AtomicU64,
+    pub stats: TopologyStats,
+    cfg: ClusterConfig,
+}
+
+/// Why no topology could be had at start.
+#[derive(Debug, thiserror::Error)]
+#[error("no seed node answered CLUSTER SLOTS with a usable map: {0}")]
+pub struct BootstrapError(String);
+
+// === impl Topology ===
+
+impl Topology {
+    /// Ask the seeds, in random order, until one returns a usable map. Blocking; call once at
+    /// start, outside any runtime.
+    pub fn bootstrap(cfg: &ClusterConfig) -> Result<Arc<Topology>, BootstrapError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| BootstrapError(e.to_string()))?;
+        let mut seeds = cfg.seeds.clone();
+        seeds.shuffle(&mut rand::thread_rng());
+        let mut last_err = String::from("no seeds configured");
+        for seed in &seeds {
+            match rt.block_on(fetch_map(seed, 1, None)) {
+                Ok(map) => {
+                    return Ok(Arc::new(Topology {
+                        map: ArcSwap::from_pointee(map),
+                        wanted: AtomicBool::new(false),
+                        notify: Notify::new(),
+                        next_version: AtomicU64::new(2),
+                        stats: TopologyStats::default(),
+                        cfg: cfg.clone(),
+                    }))
+                }
+                Err(e) => last_err = format!("{seed}: {e}"),
+            }
+        }
+        Err(BootstrapError(last_err))
+    }
+
+    /// The map to route with. Lock-free; hold the guard only while routing one request.
+    pub fn current(&self) -> arc_swap::Guard<Arc<SlotMap>> {
+        self.map.load()
+    }
+
+    /// Ask for a refresh because a request routed with map `routed_version` was redirected.
+    /// Free when a newer map is already installed (it was made after that redirect's cause).
+    pub fn request_refresh(&self, routed_version: u64) {
+        if routed_version < self.map.load().version() {
+            self.stats
+                .refresh_skipped_stale
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.stats.refresh_requested.fetch_add(1, Ordering::Relaxed);
+        if !self.wanted.swap(true, Ordering::AcqRel) {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Run the refresher on its own thread until `shutdown` turns true.
+    pub fn spawn_refresher(
+        self: &Arc<Self>,
+        shutdown: watch::Receiver<bool>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let topo = self.clone();
+        std::thread::Builder::new()
+            .name("slotgate-topology".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => return tracing::error!(error = %e, "topology refresher cannot start"),
+                };
+                rt.block_on(topo.refresh_loop(shutdown));
+            })
+    }
+
+    async fn refresh_loop(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut conns: HashMap<String, NodeConn> = HashMap::new();
+        let mut last = Instant::now();
+        loop {
+            let periodic = jittered(self.cfg.periodic_refresh_ms, 5);
+            tokio::select! {
+                _ = self.notify.notified() => {}
+                _ = tokio::time::sleep(periodic) => {}
+                _ = shutdown.changed() => return,
+            }
+            let earliest = last + jittered(self.cfg.min_refresh_interval_ms, 4);
+            if Instant::now() < earliest {
+                self.stats.refresh_throttled.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep_until(earliest).await;
+            }
+            self.wanted.store(false, Ordering::Release);
+            last = Instant::now();
+            self.refresh_once(&mut conns).await;
+        }
+    }
+
+    /// One refresh: up to `TRIES_PER_REFRESH` random nodes, first usable answer wins.
+    async fn refresh_once(&self, conns: &mut HashMap<String, NodeConn>) {
+        self.stats.refresh_performed.fetch_add(1, Ordering::Relaxed);
+        let current = self.map.load_full();
+        let mut candidates: Vec<String> = current
+            .nodes()
+            .iter()
+            .flat_map(|n| std::iter::once(n.addr.clone()).chain(n.replicas.iter().cloned()))
+            .collect();
+        candidates.shuffle(&mut rand::thread_rng());
+        // Nodes we already hold a connection to first (no new TCP handshake per refresh).
+        candidates.sort_by_key(|a| !conns.contains_key(a));
+        let version = self.next_version.fetch_add(1, Ordering::Relaxed);
+        for addr in candidates.iter().take(TRIES_PER_REFRESH) {
+            match fetch_map(addr, version, Some(conns)).await {
+                Ok(map) => return self.install(&current, map),
+                Err(e) => tracing::debug!(node = %addr, error = %e, "topology query failed"),
+            }
+        }
+        self.stats.refresh_failed.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            "topology refresh failed on {} nodes; keeping the current map",
+            TRIES_PER_REFRESH
+        );
+    }
+
+    fn install(&self, current: &SlotMap, map: SlotMap) {
+        if !current.same_cluster(&map) {
+            tracing::warn!("refusing a topology that shares no node id with the current one");
+            return;
+        }
+        if current.same_routes(&map) && current.nodes() == map.nodes() {
+            return;
+        }
+        tracing::info!(
+            version = map.version(),
+            masters = map.nodes().len(),
+            "installing new slot map"
+        );
+        self.stats.maps_installed.fetch_add(1, Ordering::Relaxed);
+        self.map.store(Arc::new(map));
+    }
+}
+
+/// `base_ms` ± base/`div`, so a fleet of proxies does not refresh in lockstep.
+fn jittered(base_ms: u64, div: u64) -> Duration {
+    let spread = base_ms / div.max(1);
+    let ms = base_ms.saturating_sub(spread) + rand::thread_rng().gen_range(0..=spread * 2);
+    Duration::from_millis(ms)
+}
+
+/// CLUSTER SLOTS from `addr`, over a kept connection when `conns` is given.
+async fn fetch_map(
+    addr: &str,
+    version: u64,
+    conns: Option<&mut HashMap<String, NodeConn>>,
+) -> Result<SlotMap, String> {
+    let reply = match conns {
+        Some(conns) => {
+            let result = match conns.get_mut(addr) {
+                Some(conn) => conn.call(&[b"CLUSTER", b"SLOTS"]).await,
+                None => match NodeConn::connect(addr).await {
+                    Ok(mut conn) => {
+                        let r = conn.call(&[b"CLUSTER", b"SLOTS"]).await;
+                        conns.insert(addr.to_string(), conn);
+                        r
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            if result.is_err() {
+                conns.remove(addr);
+            }
+            result?
+        }
+        None => {
+            NodeConn::connect(addr)
+                .await?
+                .call(&[b"CLUSTER", b"SLOTS"])
+                .await?
+        }
+    };
+    if let Value::Error(e) = &reply {
+        return Err(String::from_utf8_lossy(e).into_owned());
+    }
+    SlotMap::from_cluster_slots(version, &reply, host_of(addr)).map_err(|e| e.to_string())
+}
+
+/// The host part of `host:port` (brackets of an IPv6 literal removed).
+pub(crate) fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// A minimal request/response connection for the service's own queries.
+struct NodeConn {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+impl NodeConn {
+    async fn connect(addr: &str) -> Result<NodeConn, String> {
+        let stream = tokio::time::timeout(QUERY_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| "connect timed out".to_string())?
+            .map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        Ok(NodeConn {
+            stream,
+            buf: BytesMut::with_capacity(16 * 1024),
+        })
+    }
+
+    async fn call(&mut self, args: &[&[u8]]) -> Result<Value, String> {
+        tokio::time::timeout(QUERY_TIMEOUT, self.call_inner(args))
+            .await
+            .map_err(|_| "query timed out".to_string())?
+    }
+
+    async fn call_inner(&mut self, args: &[&[u8]]) -> Result<Value, String> {
+        let mut out = BytesMut::new();
+        resp::encode_command(&mut out, args);
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.buf.clear();
+        let mut framer = resp::ReplyFramer::new();
+        loop {
+            if let Some(len) = framer.next_frame(&self.buf).map_err(|e| e.to_string())? {
+                let frame = self.buf.split_to(len).freeze();
+                return match resp::decode(&frame).map_err(|e| e.to_string())? {
+                    Some((value, _)) => Ok(value),
+                    None => Err("framer and decoder disagree".into()),
+                };
+            }
+            if self
+                .stream
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(|e| e.to_string())?
+                == 0
+            {
+                return Err("connection closed".into());
+            }
+        }
+    }
+}
