@@ -153,8 +153,8 @@ class Processes:
         self.stack.callback(stop_process, proc)
         return proc
 
-    def on_close(self, fn, *args):
-        self.stack.callback(fn, *args)
+    def on_close(self, fn, *args, **kwargs):
+        self.stack.callback(fn, *args, **kwargs)
 
     def close(self):
         self.stack.close()
@@ -531,7 +531,7 @@ def run_round(systems, workloads, phase, rep, workdir, runs):
             try:
                 run = measure(system, workload, phase, rep, workdir)
             except BenchError as e:
-                system.failed = f"{phase} {rep} {workload.name}: {e}"
+                system.failed = " ".join(f"{phase} {rep} {workload.name}: {e}".split())
                 print(f"  {system.name} FAILED, dropped from the benchmark: {e}", flush=True)
                 continue
             runs.append(run)
@@ -576,22 +576,37 @@ def summarize(runs, systems, workloads):
                 "failed": system.failed,
             })
     medians = {(r["system"], r["workload"]): r.get("cpu_us_median") for r in rows}
+
+    def ratio(a, b, workload):
+        x, y = medians.get((a, workload)), medians.get((b, workload))
+        return x / y if x and y else None
+
     ratios = []
     for workload in workloads:
-        def ratio(a, b):
-            x, y = medians.get((a, workload.name)), medians.get((b, workload.name))
-            return x / y if x and y else None
-        vs_twemproxy = ratio("slotgate", "twemproxy")
+        vs_twemproxy = ratio("slotgate", "twemproxy", workload.name)
         target = TARGETS[workload.mode]
         ratios.append({
             "workload": workload.name,
             "slotgate_over_twemproxy": vs_twemproxy,
-            "slotgate_over_direct": ratio("slotgate", "direct"),
-            "twemproxy_over_direct": ratio("twemproxy", "direct"),
+            "slotgate_over_direct": ratio("slotgate", "direct", workload.name),
+            "twemproxy_over_direct": ratio("twemproxy", "direct", workload.name),
             "target_vs_twemproxy": target,
             "meets_target": None if vs_twemproxy is None else vs_twemproxy <= target,
         })
     return rows, ratios
+
+
+def unequal_load_notes(rows):
+    """CPU per request falls as load rises (more batching), so a proxy comparison is
+    fair only when both proxies ran at about the same request rate."""
+    notes = []
+    rps = {(r["system"], r["workload"]): r.get("rps_median") for r in rows}
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        a, b = rps.get(("slotgate", workload)), rps.get(("twemproxy", workload))
+        if a and b and max(a, b) / min(a, b) > 1.15:
+            notes.append(f"{workload}: slotgate ran at {a:,.0f} rps and twemproxy at {b:,.0f}; "
+                         "at unequal load their CPU per request is not strictly comparable")
+    return notes
 
 
 def fmt(value, spec=".2f", none="–"):
@@ -737,7 +752,7 @@ def start_systems(procs, notes):
     try:
         systems.append(start_slotgate(procs))
     except (BenchError, subprocess.TimeoutExpired) as e:
-        notes.append(f"slotgate skipped: {e}")
+        notes.append(" ".join(f"slotgate skipped: {e}".split()))
         print(f"slotgate skipped: {e}", flush=True)
     systems.append(start_twemproxy(procs, backends))
     systems.append(System("direct", direct_port, direct_proc.pid, [], [direct_port],
@@ -791,7 +806,7 @@ def main():
             try:
                 prepopulate(s)
             except BenchError as e:
-                s.failed = f"prepopulation: {e}"
+                s.failed = " ".join(f"prepopulation: {e}".split())
                 print(f"  {s.name} FAILED, dropped from the benchmark: {e}", flush=True)
         run_round(systems, workloads, "warmup", 0, workdir, runs)
         for rep in range(1, args.reps + 1):
@@ -806,6 +821,7 @@ def main():
     meta["duration_s"] = round((datetime.datetime.now() - started).total_seconds(), 1)
     notes += [f"{s.name} dropped: {s.failed}" for s in systems if s.failed]
     rows, ratios = summarize(runs, systems, workloads)
+    notes += unequal_load_notes(rows)
     table = markdown(meta, rows, ratios)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
@@ -824,6 +840,8 @@ def raise_interrupt(signum, frame):
 
 
 if __name__ == "__main__":
+    # Explicit, as a shell may start a background job with SIGINT ignored.
+    signal.signal(signal.SIGINT, raise_interrupt)
     signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         main()

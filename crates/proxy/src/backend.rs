@@ -43,6 +43,8 @@ pub(crate) struct Outgoing {
     pub frame: Bytes,
     pub client: Rc<ClientCell>,
     pub seq: u64,
+    /// Which part of a split request this is (0 when unsplit).
+    pub frag: u32,
     /// Send `ASKING` right before this request, in the same write (ASK redirection).
     pub asking: bool,
 }
@@ -51,6 +53,7 @@ pub(crate) struct Outgoing {
 struct InFlight {
     client: Option<Rc<ClientCell>>,
     seq: u64,
+    frag: u32,
 }
 
 /// How long a node that refused a connection is failed fast before the next dial.
@@ -93,7 +96,7 @@ impl Backend {
         if let Some(until) = self.down_until.get() {
             if Instant::now() < until {
                 let err = node_error(&self.addr, "is unreachable (recent connect failure)");
-                out.client.deliver(out.seq, err);
+                out.client.deliver(out.seq, out.frag, err);
                 return;
             }
             self.down_until.set(None);
@@ -110,7 +113,7 @@ impl Backend {
     fn fail_queued(&self, reply: &Bytes) {
         let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
         for out in queued {
-            out.client.deliver(out.seq, reply.clone());
+            out.client.deliver(out.seq, out.frag, reply.clone());
         }
     }
 }
@@ -212,12 +215,14 @@ impl Conn {
                 self.in_flight.push_back(InFlight {
                     client: None,
                     seq: 0,
+                    frag: 0,
                 });
             }
             self.write_queue.push_back(out.frame);
             self.in_flight.push_back(InFlight {
                 client: Some(out.client),
                 seq: out.seq,
+                frag: out.frag,
             });
         }
     }
@@ -275,7 +280,7 @@ impl Conn {
                 return Err("reply without a request (stream out of step)".into());
             };
             if let Some(client) = owner.client {
-                client.deliver(owner.seq, frame);
+                client.deliver(owner.seq, owner.frag, frame);
             }
         }
     }
@@ -288,7 +293,7 @@ impl Conn {
         );
         for owner in self.in_flight.drain(..) {
             if let Some(client) = owner.client {
-                client.deliver(owner.seq, lost.clone());
+                client.deliver(owner.seq, owner.frag, lost.clone());
             }
         }
         self.write_queue.clear();

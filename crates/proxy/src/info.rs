@@ -79,6 +79,7 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "total_protocol_errors", t.protocol_errors);
     line(out, "redirects_moved", t.redirects_moved);
     line(out, "redirects_ask", t.redirects_ask);
+    line(out, "tryagain_retries", t.tryagain_retries);
 }
 
 fn topology(shared: &Shared, out: &mut String) {

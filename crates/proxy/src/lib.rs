@@ -20,6 +20,7 @@
 
 mod backend;
 pub mod config;
+mod fanout;
 mod info;
 mod local;
 mod pending;

@@ -27,6 +27,7 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::backend::Backend;
+use crate::fanout::Fanout;
 
 /// One request's place in its client's reply order.
 pub(crate) struct Entry {
@@ -39,8 +40,27 @@ pub(crate) struct Entry {
     pub sent_to: Option<Rc<Backend>>,
     /// MOVED/ASK hops followed so far.
     pub hops: u8,
+    /// TRYAGAIN retries so far.
+    pub retries: u8,
     /// Slot-map version the request was routed with (a MOVED from an older map asks no refresh).
     pub map_version: u64,
+    /// Set when the request went out as several parts (split by slot, or to every master).
+    pub fanout: Option<Box<Fanout>>,
+}
+
+impl Entry {
+    /// An entry whose reply is already known (local commands, refusals).
+    pub(crate) fn ready(reply: Bytes) -> Entry {
+        Entry {
+            reply: Some(reply),
+            request: None,
+            sent_to: None,
+            hops: 0,
+            retries: 0,
+            map_version: 0,
+            fanout: None,
+        }
+    }
 }
 
 /// The queue itself; see the module doc for the invariants.
@@ -48,8 +68,8 @@ pub(crate) struct Entry {
 pub(crate) struct ReplyQueue {
     head_seq: u64,
     entries: VecDeque<Entry>,
-    /// Sequence numbers whose reply is a MOVED or ASK the session has not looked at yet.
-    redirected: Vec<u64>,
+    /// (sequence number, part) whose reply is a MOVED or ASK the session has not looked at yet.
+    redirected: Vec<(u64, u32)>,
     closed: bool,
 }
 
@@ -93,9 +113,10 @@ impl ClientCell {
         q.head_seq + q.entries.len() as u64 - 1
     }
 
-    /// A backend's (or the proxy's) reply for `seq`. Wakes the session only when it can act:
-    /// the head became ready, or a redirect needs following.
-    pub(crate) fn deliver(&self, seq: u64, reply: Bytes) {
+    /// A backend's reply for part `frag` of request `seq` (part 0 of an unsplit request).
+    /// Wakes the session only when it can act: the head became ready, or a redirect needs
+    /// following.
+    pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
         let mut q = self.queue.borrow_mut();
         if q.closed {
             return;
@@ -104,23 +125,35 @@ impl ClientCell {
             return;
         };
         let redirect = is_redirect(&reply);
-        let len = reply.len();
-        match q.entries.get_mut(idx as usize) {
-            Some(entry) => entry.reply = Some(reply),
-            None => return,
+        let Some(entry) = q.entries.get_mut(idx as usize) else {
+            return;
+        };
+        let ready = match (&mut entry.fanout, redirect) {
+            (None, _) => Some(reply),
+            (Some(f), true) => {
+                if let Some(part) = f.parts.get_mut(frag as usize) {
+                    part.reply = Some(reply);
+                }
+                None
+            }
+            (Some(f), false) => f.complete(frag as usize, reply),
+        };
+        let became_ready = ready.is_some() && !redirect;
+        if let Some(reply) = ready {
+            self.queued_bytes.set(self.queued_bytes.get() + reply.len());
+            entry.reply = Some(reply);
         }
-        self.queued_bytes.set(self.queued_bytes.get() + len);
         if redirect {
-            q.redirected.push(seq);
+            q.redirected.push((seq, frag));
         }
         drop(q);
-        if idx == 0 || redirect {
+        if (idx == 0 && became_ready) || redirect {
             self.wake();
         }
     }
 
     /// Take the redirects to follow; the session re-dispatches them with `with_entry`.
-    pub(crate) fn take_redirected(&self, into: &mut Vec<u64>) {
+    pub(crate) fn take_redirected(&self, into: &mut Vec<(u64, u32)>) {
         std::mem::swap(&mut self.queue.borrow_mut().redirected, into);
     }
 
@@ -179,9 +212,9 @@ impl ClientCell {
     }
 }
 
-/// `-MOVED ` or `-ASK `: the only replies the proxy acts on instead of forwarding.
+/// `-MOVED `, `-ASK ` or `-TRYAGAIN`: the replies the proxy acts on instead of forwarding.
 pub(crate) fn is_redirect(frame: &[u8]) -> bool {
-    frame.starts_with(b"-MOVED ") || frame.starts_with(b"-ASK ")
+    frame.starts_with(b"-MOVED ") || frame.starts_with(b"-ASK ") || frame.starts_with(b"-TRYAGAIN")
 }
 
 #[cfg(test)]
@@ -194,7 +227,9 @@ mod tests {
             request: None,
             sent_to: None,
             hops: 0,
+            retries: 0,
             map_version: 0,
+            fanout: None,
         }
     }
 
@@ -203,10 +238,10 @@ mod tests {
         let cell = ClientCell::new();
         let seqs: Vec<u64> = (0..3).map(|_| cell.push(entry())).collect();
         let mut out = VecDeque::new();
-        cell.deliver(seqs[2], Bytes::from_static(b"+c\r\n"));
-        cell.deliver(seqs[1], Bytes::from_static(b"+b\r\n"));
+        cell.deliver(seqs[2], 0, Bytes::from_static(b"+c\r\n"));
+        cell.deliver(seqs[1], 0, Bytes::from_static(b"+b\r\n"));
         assert_eq!(cell.pop_ready(&mut out), 0, "head not ready yet");
-        cell.deliver(seqs[0], Bytes::from_static(b"+a\r\n"));
+        cell.deliver(seqs[0], 0, Bytes::from_static(b"+a\r\n"));
         assert_eq!(cell.pop_ready(&mut out), 12);
         assert_eq!(out, vec![&b"+a\r\n"[..], b"+b\r\n", b"+c\r\n"]);
         assert_eq!(cell.queued_bytes(), 0);
@@ -216,10 +251,10 @@ mod tests {
     fn redirects_are_reported_not_popped_early() {
         let cell = ClientCell::new();
         let seq = cell.push(entry());
-        cell.deliver(seq, Bytes::from_static(b"-MOVED 1 127.0.0.1:7000\r\n"));
+        cell.deliver(seq, 0, Bytes::from_static(b"-MOVED 1 127.0.0.1:7000\r\n"));
         let mut r = Vec::new();
         cell.take_redirected(&mut r);
-        assert_eq!(r, vec![seq]);
+        assert_eq!(r, vec![(seq, 0)]);
         cell.with_entry(seq, |e| e.reply = None);
         let mut out = VecDeque::new();
         assert_eq!(cell.pop_ready(&mut out), 0);
@@ -230,7 +265,7 @@ mod tests {
         let cell = ClientCell::new();
         let seq = cell.push(entry());
         cell.close();
-        cell.deliver(seq, Bytes::from_static(b"+late\r\n"));
+        cell.deliver(seq, 0, Bytes::from_static(b"+late\r\n"));
         assert_eq!(cell.in_flight(), 0);
     }
 }

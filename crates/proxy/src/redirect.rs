@@ -6,92 +6,190 @@
 //! ASK: the slot is being migrated and this key is already on the target. Resend the request
 //! there preceded by ASKING in the same write; the map is not touched.
 //!
+//! TRYAGAIN: a multi-key command met a half-migrated slot and was refused before it ran, so
+//! resending is always safe: the same node again after a jittered, doubling delay.
+//!
 //! A request follows at most `max_redirects` hops; after that its client gets the server's
 //! own redirect error text, unchanged. A malformed redirect is passed through unchanged too.
+
+use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use cluster::redirect::{parse_redirect, Host, Redirect};
 use cluster::slot_map::join_host_port;
 
-use crate::backend::Outgoing;
+use crate::backend::{Backend, Outgoing};
 use crate::pending::Entry;
 use crate::session::Session;
 use crate::stats::WorkerStats;
 use crate::topology::host_of;
 
-/// A redirect the session decided to follow.
+/// What following a reply means.
+enum Kind {
+    Moved {
+        slot: u16,
+    },
+    Ask,
+    /// TRYAGAIN: the node refused before running it (a multi-key command during a slot
+    /// migration); resend to the same node after this delay.
+    Retry(Duration),
+}
+
+/// A redirect or retry the session decided to follow.
 struct Plan {
-    ask: bool,
-    slot: u16,
+    kind: Kind,
     addr: String,
     frame: Bytes,
     map_version: u64,
 }
 
-/// Follow every redirect delivered to this session since the last turn.
-pub(crate) fn follow(session: &mut Session) {
-    let mut seqs = std::mem::take(&mut session.redirected);
-    session.cell.take_redirected(&mut seqs);
-    for &seq in &seqs {
-        follow_one(session, seq);
-    }
-    seqs.clear();
-    session.redirected = seqs;
+/// TRYAGAIN retries per request: 10 ms doubling (jittered) adds up to about 1.3 s.
+const MAX_RETRIES: u8 = 7;
+
+/// The redirect-relevant fields of a request or of one part of a split request.
+struct Hop<'a> {
+    reply: &'a mut Option<Bytes>,
+    frame: Option<Bytes>,
+    sent_to: &'a Option<Rc<Backend>>,
+    hops: &'a mut u8,
+    retries: &'a mut u8,
 }
 
-fn follow_one(session: &mut Session, seq: u64) {
+/// Follow every redirect delivered to this session since the last turn.
+pub(crate) fn follow(session: &mut Session) {
+    let mut pending = std::mem::take(&mut session.redirected);
+    session.cell.take_redirected(&mut pending);
+    for &(seq, frag) in &pending {
+        follow_one(session, seq, frag);
+    }
+    pending.clear();
+    session.redirected = pending;
+}
+
+fn follow_one(session: &mut Session, seq: u64, frag: u32) {
     let max = session.worker.shared.config.cluster.max_redirects;
-    let Some(Some(plan)) = session.cell.with_entry(seq, |e| plan(e, max)) else {
+    let Some(Some(plan)) = session.cell.with_entry(seq, |e| plan_entry(e, frag, max)) else {
         return;
     };
     let worker = session.worker.clone();
-    if plan.ask {
-        WorkerStats::bump(&worker.stats.redirects_ask);
-    } else {
-        WorkerStats::bump(&worker.stats.redirects_moved);
-        let map = worker.topology().current();
-        let already_known = map.node_of(plan.slot).is_some_and(|n| n.addr == plan.addr);
-        if !already_known {
-            map.patch(plan.slot, &plan.addr);
-            worker.topology().request_refresh(plan.map_version);
+    match plan.kind {
+        Kind::Ask => WorkerStats::bump(&worker.stats.redirects_ask),
+        Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
+        Kind::Moved { slot } => {
+            WorkerStats::bump(&worker.stats.redirects_moved);
+            let map = worker.topology().current();
+            let already_known = map.node_of(slot).is_some_and(|n| n.addr == plan.addr);
+            if !already_known {
+                map.patch(slot, &plan.addr);
+                worker.topology().request_refresh(plan.map_version);
+            }
         }
     }
     let backend = worker.backend_for_addr(&plan.addr);
-    session
-        .cell
-        .with_entry(seq, |e| e.sent_to = Some(backend.clone()));
-    backend.send(Outgoing {
+    session.cell.with_entry(seq, |e| match e.fanout.as_mut() {
+        None => e.sent_to = Some(backend.clone()),
+        Some(f) => {
+            if let Some(part) = f.parts.get_mut(frag as usize) {
+                part.sent_to = Some(backend.clone());
+            }
+        }
+    });
+    let asking = matches!(plan.kind, Kind::Ask);
+    let out = Outgoing {
         frame: plan.frame,
         client: session.cell.clone(),
         seq,
-        asking: plan.ask,
-    });
+        frag,
+        asking,
+    };
+    match plan.kind {
+        Kind::Retry(delay) => {
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(delay).await;
+                backend.send(out);
+            });
+        }
+        _ => backend.send(out),
+    }
 }
 
-/// Decide whether to follow the redirect in `entry`; on yes, clear its reply and count the hop.
-fn plan(entry: &mut Entry, max_redirects: u8) -> Option<Plan> {
-    if entry.hops >= max_redirects {
+/// Decide for a whole request or for one of its parts. A part whose redirect is not followed
+/// is complete with that error as its reply (and may complete the whole request).
+fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
+    let map_version = entry.map_version;
+    let Some(fanout) = entry.fanout.as_mut() else {
+        let frame = entry.request.as_ref().map(|r| r.raw().clone());
+        let hop = Hop {
+            reply: &mut entry.reply,
+            frame,
+            sent_to: &entry.sent_to,
+            hops: &mut entry.hops,
+            retries: &mut entry.retries,
+        };
+        return plan(hop, max_redirects, map_version);
+    };
+    let part = fanout.parts.get_mut(frag as usize)?;
+    let frame = Some(part.frame.clone());
+    let hop = Hop {
+        reply: &mut part.reply,
+        frame,
+        sent_to: &part.sent_to,
+        hops: &mut part.hops,
+        retries: &mut part.retries,
+    };
+    if let Some(plan) = plan(hop, max_redirects, map_version) {
+        return Some(plan);
+    }
+    let final_reply = part.reply.take()?;
+    entry.reply = fanout.complete(frag as usize, final_reply);
+    None
+}
+
+/// Decide whether to follow the reply in `hop`; on yes, clear it and count the hop or retry.
+fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
+    let reply = hop.reply.as_ref()?;
+    if reply.starts_with(b"-TRYAGAIN") {
+        return plan_retry(hop, map_version);
+    }
+    if *hop.hops >= max_redirects {
         return None;
     }
-    let reply = entry.reply.as_ref()?;
     let line = reply.get(1..reply.len().checked_sub(2)?)?;
-    let (ask, slot, to) = match parse_redirect(line)? {
-        Redirect::Moved { slot, to } => (false, slot, to),
-        Redirect::Ask { slot, to } => (true, slot, to),
+    let (kind, to) = match parse_redirect(line)? {
+        Redirect::Moved { slot, to } => (Kind::Moved { slot }, to),
+        Redirect::Ask { to, .. } => (Kind::Ask, to),
     };
     let addr = match to.host {
         Host::Name(host) => join_host_port(host, to.port),
-        Host::Same => join_host_port(host_of(&entry.sent_to.as_ref()?.addr), to.port),
+        Host::Same => join_host_port(host_of(&hop.sent_to.as_ref()?.addr), to.port),
         Host::Unknown => return None,
     };
-    let frame = entry.request.as_ref()?.raw().clone();
-    entry.reply = None;
-    entry.hops += 1;
+    let frame = hop.frame?;
+    *hop.reply = None;
+    *hop.hops += 1;
     Some(Plan {
-        ask,
-        slot,
+        kind,
         addr,
         frame,
-        map_version: entry.map_version,
+        map_version,
+    })
+}
+
+fn plan_retry(hop: Hop<'_>, map_version: u64) -> Option<Plan> {
+    if *hop.retries >= MAX_RETRIES {
+        return None;
+    }
+    let addr = hop.sent_to.as_ref()?.addr.to_string();
+    let base_ms = 10u64 << *hop.retries;
+    let delay = Duration::from_millis(base_ms / 2 + rand::random::<u64>() % base_ms);
+    let frame = hop.frame?;
+    *hop.reply = None;
+    *hop.retries += 1;
+    Some(Plan {
+        kind: Kind::Retry(delay),
+        addr,
+        frame,
+        map_version,
     })
 }

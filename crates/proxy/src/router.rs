@@ -6,6 +6,8 @@
 
 use bytes::Bytes;
 use cluster::command::{flags, CommandSpec, KeyPositions, RequestPolicy};
+
+use crate::fanout::{merge_for, Merge};
 use resp::Request;
 
 /// The routing decision for one request.
@@ -17,6 +19,10 @@ pub(crate) enum Route {
     Slot(u16),
     /// Keyless: any master gives the same answer.
     AnyNode,
+    /// Keys in several slots of a command that may be split: one part per slot, merged.
+    Split { keys: KeyPositions, merge: Merge },
+    /// Sent to every master, replies merged (DBSIZE, KEYS, FLUSHALL, SCRIPT LOAD…).
+    Broadcast(Merge),
     /// Refused; the error reply is ready.
     Refuse(Bytes),
 }
@@ -57,8 +63,21 @@ pub(crate) fn route(req: &Request) -> Route {
     }
     match spec.key_positions(req.argc(), arg) {
         Err(e) => Route::Refuse(error(&e.to_string())),
-        Ok(keys) => route_keys(req, &keys),
+        Ok(keys) if keys.count() == 0 && is_broadcast(spec) => {
+            match merge_for(spec.response_policy, false) {
+                Some(merge) => Route::Broadcast(merge),
+                None => Route::AnyNode,
+            }
+        }
+        Ok(keys) => route_keys(req, spec, keys),
     }
+}
+
+fn is_broadcast(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.request_policy,
+        RequestPolicy::AllShards | RequestPolicy::AllNodes
+    )
 }
 
 fn local_command(name: &str) -> Option<Local> {
@@ -100,14 +119,14 @@ fn unsupported(spec: &CommandSpec, req: &Request) -> Option<&'static str> {
     if STATEFUL.contains(&spec.name) {
         return Some("needs a dedicated connection, which this proxy does not offer yet");
     }
+    if spec.has(flags::ADMIN) || spec.name == "migrate" {
+        return Some("is an administrative command, refused through the proxy");
+    }
     if spec.has(flags::BLOCKING) && really_blocks(spec, req) {
         return Some("is a blocking command, which this proxy does not serve yet");
     }
-    if matches!(
-        spec.request_policy,
-        RequestPolicy::AllShards | RequestPolicy::AllNodes
-    ) {
-        return Some("needs a cluster-wide fan-out, which this proxy does not do yet");
+    if is_broadcast(spec) && merge_for(spec.response_policy, false).is_none() {
+        return Some("needs a cluster-wide reply merge this proxy does not do yet");
     }
     if spec.name.starts_with("cluster") {
         return Some("is not served through the proxy yet");
@@ -123,18 +142,26 @@ fn really_blocks(spec: &CommandSpec, req: &Request) -> bool {
     (1..req.argc()).any(|i| req.arg(i).eq_ignore_ascii_case(b"block"))
 }
 
-/// Every key must hash to one slot, as Redis Cluster requires.
-fn route_keys(req: &Request, keys: &KeyPositions) -> Route {
+/// One slot: route there. Several: split if the table says the command is a per-key
+/// operation that may be split (MultiShard, and not MSETNX's all-or-nothing AggMin);
+/// otherwise refuse as Redis Cluster does.
+fn route_keys(req: &Request, spec: &CommandSpec, keys: KeyPositions) -> Route {
     let mut slots = keys.iter().map(|i| cluster::key_slot(req.arg(i)));
     let Some(first) = slots.next() else {
         return Route::AnyNode;
     };
-    if slots.any(|s| s != first) {
-        return Route::Refuse(Bytes::from_static(
-            b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
-        ));
+    let single_slot = !slots.any(|s| s != first);
+    drop(slots);
+    if single_slot {
+        return Route::Slot(first);
     }
-    Route::Slot(first)
+    let splittable = spec.request_policy == RequestPolicy::MultiShard;
+    match merge_for(spec.response_policy, true) {
+        Some(merge) if splittable => Route::Split { keys, merge },
+        _ => Route::Refuse(Bytes::from_static(
+            b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+        )),
+    }
 }
 
 /// `-ERR <msg>\r\n`, with CR and LF in `msg` turned into spaces as Redis does.
@@ -200,7 +227,11 @@ mod tests {
         assert_eq!(route(&req(&["COMMAND", "COUNT"])), Route::AnyNode);
         let cases: &[(&[&str], &str)] = &[
             (
-                &["MGET", "a", "b"],
+                &["MSETNX", "a", "1", "b", "2"],
+                "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+            ),
+            (
+                &["RENAME", "a", "b"],
                 "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
             ),
             (
@@ -227,11 +258,27 @@ mod tests {
 
     #[test]
     fn refuses_what_a_shared_connection_cannot_carry() {
+        assert!(matches!(
+            route(&req(&["MGET", "a", "b"])),
+            Route::Split {
+                merge: Merge::KeyOrder,
+                ..
+            }
+        ));
+        assert!(matches!(
+            route(&req(&["DEL", "a", "b"])),
+            Route::Split {
+                merge: Merge::Sum,
+                ..
+            }
+        ));
+        assert_eq!(route(&req(&["DBSIZE"])), Route::Broadcast(Merge::Sum));
+        assert_eq!(route(&req(&["KEYS", "*"])), Route::Broadcast(Merge::Concat));
         for args in [
             &["BLPOP", "l", "0"][..],
             &["MULTI"],
             &["SUBSCRIBE", "c"],
-            &["KEYS", "*"],
+            &["CONFIG", "SET", "maxmemory", "1"],
         ] {
             assert!(
                 refusal(route(&req(args))).starts_with("-ERR slotgate: "),

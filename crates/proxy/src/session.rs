@@ -31,6 +31,7 @@ use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
 use crate::backend::{advance, fill_slices, Outgoing};
+use crate::fanout::Fanout;
 use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
 use crate::redirect;
@@ -62,7 +63,7 @@ pub(crate) struct Session {
     out: VecDeque<Bytes>,
     out_bytes: usize,
     pub(crate) info: SessionInfo,
-    pub(crate) redirected: Vec<u64>,
+    pub(crate) redirected: Vec<(u64, u32)>,
     /// No more requests will be read (EOF, QUIT, protocol error); finish what is in flight.
     draining: bool,
 }
@@ -204,18 +205,60 @@ impl Session {
             Route::Refuse(reply) => self.reply_now(reply),
             Route::Slot(slot) => self.forward(req, Some(slot)),
             Route::AnyNode => self.forward(req, None),
+            Route::Split { keys, merge } => self.fan_out(Fanout::split(&req, &keys, merge)),
+            Route::Broadcast(merge) => {
+                let masters = self.worker.topology().current().nodes().len();
+                self.fan_out(Fanout::broadcast(&req, masters, merge));
+            }
+        }
+    }
+
+    /// Send every part of a split or broadcast request; the reply queue merges them.
+    fn fan_out(&mut self, mut fanout: Fanout) {
+        let map = self.worker.topology().current();
+        let mut sends = Vec::with_capacity(fanout.parts.len());
+        for (i, part) in fanout.parts.iter_mut().enumerate() {
+            let backend = match part.slot {
+                Some(slot) => self.worker.backend_for_slot(&map, slot),
+                None => map
+                    .nodes()
+                    .get(i)
+                    .map(|n| self.worker.backend_for_addr(&n.addr)),
+            };
+            part.sent_to = backend.clone();
+            sends.push((backend, part.frame.clone()));
+        }
+        let seq = self.cell.push(Entry {
+            reply: None,
+            request: None,
+            sent_to: None,
+            hops: 0,
+            retries: 0,
+            map_version: map.version(),
+            fanout: Some(Box::new(fanout)),
+        });
+        for (frag, (backend, frame)) in sends.into_iter().enumerate() {
+            let frag = frag as u32;
+            match backend {
+                Some(b) => b.send(Outgoing {
+                    frame,
+                    client: self.cell.clone(),
+                    seq,
+                    frag,
+                    asking: false,
+                }),
+                None => self.cell.deliver(
+                    seq,
+                    frag,
+                    Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"),
+                ),
+            }
         }
     }
 
     /// Queue a reply the proxy made itself, in order behind everything before it.
     fn reply_now(&mut self, reply: Bytes) {
-        self.cell.push(Entry {
-            reply: Some(reply),
-            request: None,
-            sent_to: None,
-            hops: 0,
-            map_version: 0,
-        });
+        self.cell.push(Entry::ready(reply));
     }
 
     /// Send to the master of `slot` (or any master).
@@ -234,12 +277,15 @@ impl Session {
             request: Some(req),
             sent_to: Some(backend.clone()),
             hops: 0,
+            retries: 0,
             map_version: map.version(),
+            fanout: None,
         });
         backend.send(Outgoing {
             frame,
             client: self.cell.clone(),
             seq,
+            frag: 0,
             asking: false,
         });
     }

@@ -31,6 +31,7 @@ pub struct WorkerStats {
     pub protocol_errors: AtomicU64,
     pub redirects_moved: AtomicU64,
     pub redirects_ask: AtomicU64,
+    pub tryagain_retries: AtomicU64,
 }
 
 impl WorkerStats {
@@ -49,6 +50,7 @@ pub struct Totals {
     pub protocol_errors: u64,
     pub redirects_moved: u64,
     pub redirects_ask: u64,
+    pub tryagain_retries: u64,
 }
 
 impl Shared {
@@ -63,6 +65,7 @@ impl Shared {
             t.protocol_errors += get(&w.protocol_errors);
             t.redirects_moved += get(&w.redirects_moved);
             t.redirects_ask += get(&w.redirects_ask);
+            t.tryagain_retries += get(&w.tryagain_retries);
         }
         t
     }

@@ -132,6 +132,8 @@ fn a_slot_migrated_under_load_is_invisible_to_clients() {
             "OK"
         );
     }
+    assert_eq!(text(&c.call(&["SET", "fixed:key", "F"])), "OK");
+    assert_ne!(cluster::key_slot(b"fixed:key"), slot);
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
     let ops = Arc::new(AtomicU64::new(0));
@@ -241,6 +243,20 @@ fn load_loop(
             errors.fetch_add(1, Ordering::Relaxed);
         }
         ops.fetch_add(2, Ordering::Relaxed);
+        if i.is_multiple_of(10) {
+            // A split MGET: one part in the migrating slot, one elsewhere.
+            let (a, b) = (i % 300, (i * 7) % 300);
+            let (ka, kb) = (format!("{{mig}}:{a}"), format!("{{mig}}:{b}"));
+            let got = c.call(&["MGET", &ka, "fixed:key", &kb]);
+            let got: Vec<String> = got
+                .as_array()
+                .map(|v| v.iter().map(text).collect())
+                .unwrap_or_default();
+            if got != [format!("v{a}"), "F".to_string(), format!("v{b}")] {
+                eprintln!("error on MGET {ka} fixed:key {kb}: {got:?}");
+                errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         i += 1;
     }
 }

@@ -1,0 +1,77 @@
+use super::*;
+
+fn req(args: &[&str]) -> Request {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    Request::from_args(&args)
+}
+
+fn keys_of(r: &Request) -> KeyPositions {
+    let spec = cluster::lookup(r.arg(0)).unwrap();
+    spec.key_positions(r.argc(), |i| r.arg(i)).unwrap()
+}
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+#[test]
+fn mget_is_split_by_slot_and_merged_in_key_order() {
+    let r = req(&["MGET", "a", "b", "{a}x", "c"]);
+    let mut f = Fanout::split(&r, &keys_of(&r), Merge::KeyOrder);
+    assert_eq!(f.parts.len(), 3, "a and {{a}}x share a slot");
+    let frames: Vec<String> = f
+        .parts
+        .iter()
+        .map(|p| String::from_utf8_lossy(&p.frame).into_owned())
+        .collect();
+    assert_eq!(frames[0], "*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$4\r\n{a}x\r\n");
+    assert!(f.complete(2, b("*1\r\n$2\r\nvc\r\n")).is_none());
+    assert!(f.complete(1, b("*1\r\n$-1\r\n")).is_none());
+    let merged = f.complete(0, b("*2\r\n$2\r\nva\r\n$3\r\nvax\r\n")).unwrap();
+    assert_eq!(
+        merged,
+        b("*4\r\n$2\r\nva\r\n$-1\r\n$3\r\nvax\r\n$2\r\nvc\r\n")
+    );
+}
+
+#[test]
+fn mset_keeps_values_with_their_keys() {
+    let r = req(&["MSET", "a", "1", "b", "2"]);
+    let mut f = Fanout::split(&r, &keys_of(&r), Merge::AllSucceeded);
+    assert_eq!(
+        f.parts[1].frame,
+        b("*3\r\n$4\r\nMSET\r\n$1\r\nb\r\n$1\r\n2\r\n")
+    );
+    f.complete(0, b("+OK\r\n"));
+    assert_eq!(f.complete(1, b("+OK\r\n")).unwrap(), b("+OK\r\n"));
+}
+
+#[test]
+fn merges_follow_the_response_policy() {
+    let r = req(&["DBSIZE"]);
+    let mut sum = Fanout::broadcast(&r, 3, Merge::Sum);
+    sum.complete(0, b(":2\r\n"));
+    sum.complete(1, b(":0\r\n"));
+    assert_eq!(sum.complete(2, b(":5\r\n")).unwrap(), b(":7\r\n"));
+
+    let mut keys = Fanout::broadcast(&req(&["KEYS", "*"]), 2, Merge::Concat);
+    keys.complete(0, b("*1\r\n$1\r\na\r\n"));
+    assert_eq!(
+        keys.complete(1, b("*1\r\n$1\r\nb\r\n")).unwrap(),
+        b("*2\r\n$1\r\na\r\n$1\r\nb\r\n")
+    );
+
+    let mut and = Fanout::broadcast(&req(&["SCRIPT", "EXISTS", "x", "y"]), 2, Merge::LogicalAnd);
+    and.complete(0, b("*2\r\n:1\r\n:1\r\n"));
+    assert_eq!(
+        and.complete(1, b("*2\r\n:1\r\n:0\r\n")).unwrap(),
+        b("*2\r\n:1\r\n:0\r\n")
+    );
+
+    let mut failed = Fanout::broadcast(&req(&["FLUSHALL"]), 2, Merge::AllSucceeded);
+    failed.complete(0, b("+OK\r\n"));
+    assert_eq!(
+        failed.complete(1, b("-ERR boom\r\n")).unwrap(),
+        b("-ERR boom\r\n")
+    );
+}
