@@ -4,7 +4,6 @@
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,6 +49,8 @@ pub struct Plan {
     pub clients: u64,
     /// Base seed for the per-client generators.
     pub seed: u64,
+    /// Close every connection after each batch (the next batch connects again).
+    pub reconnect: bool,
 }
 
 /// One node connection and the requests in flight on it (indexes into the batch).
@@ -61,15 +62,16 @@ pub(crate) struct Node {
 
 /// A simulated client.
 pub struct Client {
-    pub(crate) plan: Rc<Plan>,
+    pub(crate) plan: Arc<Plan>,
     pub(crate) route: Route,
     pub(crate) rng: Rng,
+    id: u64,
     keys: KeyGen,
     pacer: Option<Pacer>,
     quota: Option<u64>,
     deadline: Option<Instant>,
     pub(crate) t0: Instant,
-    pub(crate) stats: Rc<RefCell<Stats>>,
+    pub(crate) stats: std::rc::Rc<RefCell<Stats>>,
     progress: Arc<AtomicU64>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) map: Option<Arc<SlotMap>>,
@@ -93,13 +95,13 @@ pub struct ClientSetup {
     pub quota: Option<u64>,
     pub t0: Instant,
     pub deadline: Option<Instant>,
-    pub stats: Rc<RefCell<Stats>>,
+    pub stats: std::rc::Rc<RefCell<Stats>>,
     pub progress: Arc<AtomicU64>,
 }
 
 impl Client {
     /// A client with no connections yet.
-    pub fn new(plan: Rc<Plan>, route: Route, s: ClientSetup) -> Client {
+    pub fn new(plan: Arc<Plan>, route: Route, s: ClientSetup) -> Client {
         let keys = KeyGen::new(&plan.key_dist, plan.keyspace, s.id, plan.clients);
         let pacer = plan.rate.map(|r| Pacer::new(s.t0, r, s.id, plan.clients));
         let rng = Rng::new(plan.seed.wrapping_mul(1_000_003).wrapping_add(s.id));
@@ -107,6 +109,7 @@ impl Client {
         Client {
             route,
             rng,
+            id: s.id,
             keys,
             pacer,
             quota: s.quota,
@@ -135,10 +138,23 @@ impl Client {
             }
             Route::Cluster(_) => self.sync_map(),
         }
+        if self.plan.reconnect {
+            return Ok(()); // churn: every batch pays its own connect, inside the measurement
+        }
         for node in &mut self.nodes {
             node.conn = Some(Conn::connect(node.addr).await?);
         }
         Ok(())
+    }
+
+    /// Sets the measured start (the pacing timetable begins there) and the deadline.
+    pub fn start(&mut self, t0: Instant, deadline: Option<Instant>) {
+        self.t0 = t0;
+        self.deadline = deadline;
+        self.pacer = self
+            .plan
+            .rate
+            .map(|r| Pacer::new(t0, r, self.id, self.plan.clients));
     }
 
     /// Runs until the quota or the deadline is reached.
@@ -162,6 +178,9 @@ impl Client {
             self.run_batch(n).await;
             self.quota = self.quota.map(|q| q - n as u64);
             self.progress.fetch_add(n as u64, Ordering::Relaxed);
+            if self.plan.reconnect {
+                self.nodes.iter_mut().for_each(|n| n.conn = None);
+            }
             if std::mem::take(&mut self.backoff) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

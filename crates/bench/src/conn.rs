@@ -92,9 +92,9 @@ impl Conn {
             self.end = 0;
             // No I/O happens here: returning WouldBlock only clears tokio's cached readiness.
             // A reply arriving later raises a fresh edge that the driver records.
-            let _ = self
-                .stream
-                .try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
+            let _ = self.stream.try_io(Interest::READABLE, || {
+                Err::<(), _>(io::ErrorKind::WouldBlock.into())
+            });
         }
     }
 
@@ -139,6 +139,7 @@ pub async fn call(addr: SocketAddr, args: &[&[u8]]) -> io::Result<Vec<u8>> {
     conn.wbuf.extend_from_slice(&buf);
     conn.flush().await?;
     let mut out = Vec::new();
-    conn.read_replies(1, |_, frame, _| out = frame.to_vec()).await?;
+    conn.read_replies(1, |_, frame, _| out = frame.to_vec())
+        .await?;
     Ok(out)
 }

@@ -1,1 +1,50 @@
-//! x
+//! `slotgate bench`: slotgate's load generator and scenario runner.
+//!
+//! It exists because a proxy benchmark is only as honest as its load generator (seed 003):
+//! this one is lean enough not to be the bottleneck on a 2-core box, reports its own CPU per
+//! request next to every result, measures latency from the intended send time under `--rate`,
+//! and speaks both plain RESP and Redis Cluster (slot routing, MOVED/ASK, two refresh
+//! policies) so the same tool can drive a proxy, twemproxy or the cluster directly.
+
+pub mod args;
+pub mod chart;
+pub mod client;
+pub mod compare;
+pub mod conn;
+pub mod cpu;
+pub mod engine;
+pub mod keys;
+pub mod pacing;
+pub mod procs;
+pub mod report;
+mod round;
+pub mod run;
+pub mod selfcheck;
+pub mod stats;
+pub mod systems;
+pub mod topology;
+pub mod workload;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+/// The `slotgate bench` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Generate load against one RESP endpoint or a Redis Cluster and report latency,
+    /// throughput, errors by kind and the generator's own CPU per request.
+    Run(args::RunArgs),
+    /// Measure this generator's CPU per request against redis-benchmark's, same load, same run.
+    Selfcheck(selfcheck::SelfcheckArgs),
+    /// Same workload against slotgate, nutcracker and Redis direct; CPU/syscalls per request.
+    Compare(compare::CompareArgs),
+}
+
+/// Entry point for `slotgate bench ...`.
+pub fn run_cli(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Run(a) => run::run(&a).map(|_| ()),
+        BenchCommand::Selfcheck(a) => selfcheck::run(&a),
+        BenchCommand::Compare(a) => compare::run(&a),
+    }
+}

@@ -139,7 +139,10 @@ impl Topology {
 
 /// The masters' addresses that parse as socket addresses.
 fn addrs(map: &SlotMap) -> Vec<SocketAddr> {
-    map.nodes().iter().filter_map(|n| n.addr.parse().ok()).collect()
+    map.nodes()
+        .iter()
+        .filter_map(|n| n.addr.parse().ok())
+        .collect()
 }
 
 /// One CLUSTER SLOTS round trip, parsed into a map.
@@ -152,5 +155,9 @@ pub async fn fetch(node: SocketAddr, version: u64) -> Result<SlotMap> {
     if let resp::Value::Error(e) = &value {
         bail!("{node}: {}", String::from_utf8_lossy(e));
     }
-    Ok(SlotMap::from_cluster_slots(version, &value, &node.ip().to_string())?)
+    Ok(SlotMap::from_cluster_slots(
+        version,
+        &value,
+        &node.ip().to_string(),
+    )?)
 }

@@ -60,7 +60,10 @@ pub fn parse_mix(s: &str) -> Result<Vec<(u32, CommandSpec)>> {
         let (cmd, w) = part
             .rsplit_once(':')
             .with_context(|| format!("mix entry {part:?} needs COMMAND:WEIGHT"))?;
-        let w: u32 = w.trim().parse().with_context(|| format!("weight in {part:?}"))?;
+        let w: u32 = w
+            .trim()
+            .parse()
+            .with_context(|| format!("weight in {part:?}"))?;
         out.push((w, cmd.trim().parse()?));
     }
     if out.iter().map(|(w, _)| u64::from(*w)).sum::<u64>() == 0 {
@@ -99,7 +102,11 @@ fn custom_arg(word: &str) -> Arg {
     for (hole, is_key) in [("__key__", true), ("__value__", false)] {
         if let Some((a, b)) = word.split_once(hole) {
             let (a, b) = (a.as_bytes().to_vec(), b.as_bytes().to_vec());
-            return if is_key { Arg::Key(a, b) } else { Arg::Value(a, b) };
+            return if is_key {
+                Arg::Key(a, b)
+            } else {
+                Arg::Value(a, b)
+            };
         }
     }
     Arg::Lit(word.as_bytes().to_vec())
@@ -148,7 +155,12 @@ impl Template {
     }
 
     /// Appends one request to `out` with fresh keys; returns the first key's span in `out`.
-    pub fn write(&self, out: &mut Vec<u8>, keys: &mut KeyGen, rng: &mut Rng) -> Option<(usize, usize)> {
+    pub fn write(
+        &self,
+        out: &mut Vec<u8>,
+        keys: &mut KeyGen,
+        rng: &mut Rng,
+    ) -> Option<(usize, usize)> {
         let base = out.len();
         out.extend_from_slice(&self.bytes);
         for &at in &self.key_digits {
@@ -217,7 +229,10 @@ mod tests {
         let mut out = Vec::new();
         let mut keys = KeyGen::new(&KeyDist::Sequential, 1000, 42, 1);
         let span = t.write(&mut out, &mut keys, &mut Rng::new(1)).unwrap();
-        assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$16\r\nkey:000000000042\r\n$4\r\nxxxx\r\n");
+        assert_eq!(
+            out,
+            b"*3\r\n$3\r\nSET\r\n$16\r\nkey:000000000042\r\n$4\r\nxxxx\r\n"
+        );
         assert_eq!(&out[span.0..span.1], b"key:000000000042");
     }
 
@@ -228,7 +243,10 @@ mod tests {
         let mut out = Vec::new();
         let mut keys = KeyGen::new(&KeyDist::Sequential, 10, 7, 1);
         t.write(&mut out, &mut keys, &mut Rng::new(1));
-        assert_eq!(out, b"*4\r\n$4\r\nHSET\r\n$15\r\nh:k000000000007\r\n$1\r\nf\r\n$2\r\nxx\r\n");
+        assert_eq!(
+            out,
+            b"*4\r\n$4\r\nHSET\r\n$15\r\nh:k000000000007\r\n$1\r\nf\r\n$2\r\nxx\r\n"
+        );
         let m = Template::new(&"mget:3".parse().unwrap(), b"key:", 0);
         assert_eq!(m.key_digits.len(), 3);
     }
@@ -236,7 +254,10 @@ mod tests {
     #[test]
     fn parses_commands_and_mixes() {
         assert_eq!("GET".parse::<CommandSpec>().unwrap(), CommandSpec::Get);
-        assert_eq!("mset:4".parse::<CommandSpec>().unwrap(), CommandSpec::Mset(4));
+        assert_eq!(
+            "mset:4".parse::<CommandSpec>().unwrap(),
+            CommandSpec::Mset(4)
+        );
         assert!("mget:0".parse::<CommandSpec>().is_err());
         assert!("bogus".parse::<CommandSpec>().is_err());
         let mix = parse_mix("get:9,set:1").unwrap();

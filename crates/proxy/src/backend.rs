@@ -47,6 +47,9 @@ pub(crate) struct Outgoing {
     pub frag: u32,
     /// Send `ASKING` right before this request, in the same write (ASK redirection).
     pub asking: bool,
+    /// `frame` holds this many commands before the one whose reply the client gets (a
+    /// transaction sent as MULTI…EXEC): their replies are read and dropped.
+    pub skip: u32,
 }
 
 /// Who is owed the next reply read from the node.
@@ -72,6 +75,8 @@ pub(crate) struct Backend {
     queue: RefCell<VecDeque<Outgoing>>,
     waker: RefCell<Option<Waker>>,
     running: Cell<bool>,
+    /// Set by `close`: the connection task ends and drops the socket.
+    closed: Cell<bool>,
     /// Until when to fail requests without dialling, after a failed connect.
     down_until: Cell<Option<Instant>>,
     connect_timeout: Duration,
@@ -86,6 +91,7 @@ impl Backend {
             queue: RefCell::new(VecDeque::new()),
             waker: RefCell::new(None),
             running: Cell::new(false),
+            closed: Cell::new(false),
             down_until: Cell::new(None),
             connect_timeout,
         })
@@ -105,6 +111,15 @@ impl Backend {
         if !self.running.replace(true) {
             tokio::task::spawn_local(run(self.clone()));
         } else if let Some(w) = self.waker.borrow().as_ref() {
+            w.wake_by_ref();
+        }
+    }
+
+    /// End the connection (a session's dedicated connection when the session ends): the
+    /// node sees the socket close, which also releases a client blocked there.
+    pub(crate) fn close(&self) {
+        self.closed.set(true);
+        if let Some(w) = self.waker.borrow().as_ref() {
             w.wake_by_ref();
         }
     }
@@ -136,7 +151,8 @@ async fn run(backend: Rc<Backend>) {
     conn.poison(&reason);
     backend.running.set(false);
     // Requests queued after the last turn still deserve a connection.
-    if !backend.queue.borrow().is_empty() && !backend.running.replace(true) {
+    if !backend.closed.get() && !backend.queue.borrow().is_empty() && !backend.running.replace(true)
+    {
         tokio::task::spawn_local(run(backend.clone()));
     }
 }
@@ -192,6 +208,9 @@ impl Conn {
             }
         }
         loop {
+            if self.backend.closed.get() {
+                return Poll::Ready("closed by the proxy".into());
+            }
             self.take_queued();
             let wrote = match self.poll_write(cx) {
                 Ok(n) => n,
@@ -212,6 +231,13 @@ impl Conn {
         for out in queue.drain(..) {
             if out.asking {
                 self.write_queue.push_back(Bytes::from_static(ASKING));
+                self.in_flight.push_back(InFlight {
+                    client: None,
+                    seq: 0,
+                    frag: 0,
+                });
+            }
+            for _ in 0..out.skip {
                 self.in_flight.push_back(InFlight {
                     client: None,
                     seq: 0,

@@ -20,6 +20,7 @@
 
 mod backend;
 pub mod config;
+mod exclusive;
 mod fanout;
 mod info;
 mod local;
@@ -29,6 +30,7 @@ mod router;
 mod session;
 pub mod stats;
 pub mod topology;
+mod transaction;
 mod worker;
 
 use std::net::SocketAddr;

@@ -44,6 +44,8 @@ pub(crate) struct Entry {
     pub retries: u8,
     /// Slot-map version the request was routed with (a MOVED from an older map asks no refresh).
     pub map_version: u64,
+    /// Sent on the session's dedicated connection (a redirect must stay on one).
+    pub pinned: bool,
     /// Set when the request went out as several parts (split by slot, or to every master).
     pub fanout: Option<Box<Fanout>>,
 }
@@ -58,6 +60,7 @@ impl Entry {
             hops: 0,
             retries: 0,
             map_version: 0,
+            pinned: false,
             fanout: None,
         }
     }
@@ -111,6 +114,11 @@ impl ClientCell {
         }
         q.entries.push_back(entry);
         q.head_seq + q.entries.len() as u64 - 1
+    }
+
+    /// Append an entry whose reply is already known.
+    pub(crate) fn push_ready(&self, reply: Bytes) {
+        self.push(Entry::ready(reply));
     }
 
     /// A backend's reply for part `frag` of request `seq` (part 0 of an unsplit request).
@@ -229,6 +237,7 @@ mod tests {
             hops: 0,
             retries: 0,
             map_version: 0,
+            pinned: false,
             fanout: None,
         }
     }

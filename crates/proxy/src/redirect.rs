@@ -86,7 +86,11 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
             }
         }
     }
-    let backend = worker.backend_for_addr(&plan.addr);
+    let pinned = session.cell.with_entry(seq, |e| e.pinned).unwrap_or(false);
+    let backend = match pinned {
+        true => session.dedicated_for(&plan.addr),
+        false => worker.backend_for_addr(&plan.addr),
+    };
     session.cell.with_entry(seq, |e| match e.fanout.as_mut() {
         None => e.sent_to = Some(backend.clone()),
         Some(f) => {
@@ -102,6 +106,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         seq,
         frag,
         asking,
+        skip: 0,
     };
     match plan.kind {
         Kind::Retry(delay) => {

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use cluster::command::{flags, CommandSpec, KeyPositions, RequestPolicy};
 
 use crate::fanout::{merge_for, Merge};
+use crate::transaction::TxCommand;
 use resp::Request;
 
 /// The routing decision for one request.
@@ -25,6 +26,10 @@ pub(crate) enum Route {
     Broadcast(Merge),
     /// Refused; the error reply is ready.
     Refuse(Bytes),
+    /// A transaction command; `slot` is that of WATCH's keys (None if they span slots).
+    Tx { cmd: TxCommand, slot: Option<u16> },
+    /// A command that may block: run alone on the session's dedicated connection.
+    Exclusive(Option<u16>),
 }
 
 /// Commands the proxy answers without a backend.
@@ -55,10 +60,16 @@ pub(crate) fn route(req: &Request) -> Route {
             spec.name
         )));
     }
+    if let Some(cmd) = tx_command(spec.name) {
+        return Route::Tx {
+            cmd,
+            slot: watch_slot(req),
+        };
+    }
     if let Some(local) = local_command(spec.name) {
         return Route::Local(local);
     }
-    if let Some(why) = unsupported(spec, req) {
+    if let Some(why) = unsupported(spec) {
         return Route::Refuse(error(&format!("slotgate: '{}' {why}", spec.name)));
     }
     match spec.key_positions(req.argc(), arg) {
@@ -69,7 +80,12 @@ pub(crate) fn route(req: &Request) -> Route {
                 None => Route::AnyNode,
             }
         }
-        Ok(keys) => route_keys(req, spec, keys),
+        Ok(keys) => match route_keys(req, spec, keys) {
+            Route::Slot(slot) if spec.has(flags::BLOCKING) && really_blocks(spec, req) => {
+                Route::Exclusive(Some(slot))
+            }
+            other => other,
+        },
     }
 }
 
@@ -78,6 +94,24 @@ fn is_broadcast(spec: &CommandSpec) -> bool {
         spec.request_policy,
         RequestPolicy::AllShards | RequestPolicy::AllNodes
     )
+}
+
+fn tx_command(name: &str) -> Option<TxCommand> {
+    Some(match name {
+        "multi" => TxCommand::Multi,
+        "exec" => TxCommand::Exec,
+        "discard" => TxCommand::Discard,
+        "watch" => TxCommand::Watch,
+        "unwatch" => TxCommand::Unwatch,
+        _ => return None,
+    })
+}
+
+/// The one slot of WATCH's keys, or None when they span slots (or for the other commands).
+fn watch_slot(req: &Request) -> Option<u16> {
+    let mut slots = (1..req.argc()).map(|i| cluster::key_slot(req.arg(i)));
+    let first = slots.next()?;
+    slots.all(|s| s == first).then_some(first)
 }
 
 fn local_command(name: &str) -> Option<Local> {
@@ -98,13 +132,8 @@ fn local_command(name: &str) -> Option<Local> {
 
 /// Commands that would break the shared, multiplexed backend connections or would silently
 /// give a one-node answer to a cluster-wide question. Each gets a clear refusal instead.
-fn unsupported(spec: &CommandSpec, req: &Request) -> Option<&'static str> {
+fn unsupported(spec: &CommandSpec) -> Option<&'static str> {
     const STATEFUL: &[&str] = &[
-        "multi",
-        "exec",
-        "discard",
-        "watch",
-        "unwatch",
         "subscribe",
         "psubscribe",
         "ssubscribe",
@@ -121,9 +150,6 @@ fn unsupported(spec: &CommandSpec, req: &Request) -> Option<&'static str> {
     }
     if spec.has(flags::ADMIN) || spec.name == "migrate" {
         return Some("is an administrative command, refused through the proxy");
-    }
-    if spec.has(flags::BLOCKING) && really_blocks(spec, req) {
-        return Some("is a blocking command, which this proxy does not serve yet");
     }
     if is_broadcast(spec) && merge_for(spec.response_policy, false).is_none() {
         return Some("needs a cluster-wide reply merge this proxy does not do yet");
@@ -273,11 +299,19 @@ mod tests {
             }
         ));
         assert_eq!(route(&req(&["DBSIZE"])), Route::Broadcast(Merge::Sum));
+        let blpop = route(&req(&["BLPOP", "l", "0"]));
+        assert_eq!(blpop, Route::Exclusive(Some(cluster::key_slot(b"l"))));
+        let multi = route(&req(&["MULTI"]));
+        assert_eq!(
+            multi,
+            Route::Tx {
+                cmd: TxCommand::Multi,
+                slot: None
+            }
+        );
         assert_eq!(route(&req(&["KEYS", "*"])), Route::Broadcast(Merge::Concat));
         for args in [
-            &["BLPOP", "l", "0"][..],
-            &["MULTI"],
-            &["SUBSCRIBE", "c"],
+            &["SUBSCRIBE", "c"][..],
             &["CONFIG", "SET", "maxmemory", "1"],
         ] {
             assert!(

@@ -30,13 +30,15 @@ use resp::{Parsed, Progress, Request, RequestParser};
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
-use crate::backend::{advance, fill_slices, Outgoing};
+use crate::backend::{advance, fill_slices, Backend, Outgoing};
+use crate::exclusive::Held;
 use crate::fanout::Fanout;
 use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
 use crate::redirect;
 use crate::router::{self, Route};
 use crate::stats::WorkerStats;
+use crate::transaction::Transaction;
 use crate::worker::Worker;
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -50,6 +52,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     let mut session = Session::new(stream, worker.clone(), id);
     poll_fn(|cx| session.poll(cx)).await;
     session.cell.close();
+    session.drop_dedicated();
     WorkerStats::bump(&worker.stats.connections_closed);
     tracing::debug!(client.id = id, "client closed");
 }
@@ -66,6 +69,19 @@ pub(crate) struct Session {
     pub(crate) redirected: Vec<(u64, u32)>,
     /// No more requests will be read (EOF, QUIT, protocol error); finish what is in flight.
     draining: bool,
+    /// Parsing stopped for backpressure or an exclusive request while `read_buf` may still
+    /// hold complete requests: parse them before reading the socket again.
+    input_stalled: bool,
+    /// This session's own connection, for blocking commands and transactions.
+    pub(crate) dedicated: Option<Rc<Backend>>,
+    /// An exclusive request waiting for the requests before it to be answered.
+    pub(crate) held: Option<Held>,
+    /// An exclusive request is in flight: read nothing more until it is answered.
+    pub(crate) serial: bool,
+    /// MULTI in progress.
+    pub(crate) tx: Option<Transaction>,
+    /// Slot of the WATCHed keys, if any.
+    pub(crate) watch_slot: Option<u16>,
 }
 
 /// What reading the socket produced.
@@ -95,6 +111,12 @@ impl Session {
             info: SessionInfo::new(id),
             redirected: Vec::new(),
             draining: false,
+            input_stalled: false,
+            dedicated: None,
+            held: None,
+            serial: false,
+            tx: None,
+            watch_slot: None,
         }
     }
 
@@ -104,15 +126,39 @@ impl Session {
         loop {
             redirect::follow(self);
             self.out_bytes += self.cell.pop_ready(&mut self.out);
+            // After the pop: a held request waits for the replies before it to be written.
+            self.release_held();
             if self.poll_flush(cx).is_err() {
                 return Poll::Ready(());
             }
             if self.draining {
+                // A blocked command may never answer: a departed client must not keep it.
+                if self.serial {
+                    return Poll::Ready(());
+                }
                 let done = self.out.is_empty() && self.cell.in_flight() == 0;
                 return if done { Poll::Ready(()) } else { Poll::Pending };
             }
             if !self.may_read() {
-                return Poll::Pending;
+                if !self.exclusive_busy() {
+                    return Poll::Pending;
+                }
+                // Blocked: keep reading (unparsed, bounded) only to notice a departure.
+                match self.poll_fill(cx) {
+                    ReadOutcome::Pending => return Poll::Pending,
+                    ReadOutcome::Gone => return Poll::Ready(()),
+                    ReadOutcome::Data if !self.make_room(None) => return Poll::Ready(()),
+                    ReadOutcome::Data => {
+                        self.input_stalled = true;
+                        continue;
+                    }
+                }
+            }
+            if std::mem::take(&mut self.input_stalled) {
+                if !self.parse_and_dispatch() {
+                    return Poll::Ready(());
+                }
+                continue;
             }
             match self.poll_fill(cx) {
                 ReadOutcome::Pending => return Poll::Pending,
@@ -129,7 +175,8 @@ impl Session {
     /// Backpressure: read only while the client's backlog is within bounds.
     fn may_read(&self) -> bool {
         let limits = &self.worker.shared.config.limits;
-        self.cell.in_flight() < limits.max_pending_per_client
+        !self.exclusive_busy()
+            && self.cell.in_flight() < limits.max_pending_per_client
             && self.out_bytes + self.cell.queued_bytes() < limits.output_soft_limit_bytes
     }
 
@@ -152,7 +199,11 @@ impl Session {
     /// Parse every complete request and dispatch it. False when the client must be dropped
     /// without any reply (query buffer overflow, the cross-protocol guard).
     fn parse_and_dispatch(&mut self) -> bool {
-        while self.may_read() || self.draining {
+        loop {
+            if !self.may_read() && !self.draining {
+                self.input_stalled = true;
+                return true;
+            }
             match self.parser.parse(&mut self.read_buf) {
                 Ok(Progress::Done(Parsed::Request(req))) => self.dispatch(req),
                 Ok(Progress::Done(Parsed::Noop)) => {}
@@ -172,7 +223,6 @@ impl Session {
                 return true;
             }
         }
-        true
     }
 
     /// Reserve exactly once for a big request, and enforce the query buffer limit.
@@ -194,7 +244,13 @@ impl Session {
 
     fn dispatch(&mut self, req: Request) {
         WorkerStats::bump(&self.worker.stats.commands_processed);
-        match router::route(&req) {
+        let route = router::route(&req);
+        if self.tx.is_some() && !matches!(route, Route::Tx { .. }) {
+            return self.queue_in_transaction(req, route);
+        }
+        match route {
+            Route::Tx { cmd, slot } => self.transaction_command(cmd, req, slot),
+            Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
             Route::Local(cmd) => {
                 let shared = self.worker.shared.clone();
                 let reply = local::run(cmd, &req, &mut self.info, |r| {
@@ -235,6 +291,7 @@ impl Session {
             hops: 0,
             retries: 0,
             map_version: map.version(),
+            pinned: false,
             fanout: Some(Box::new(fanout)),
         });
         for (frag, (backend, frame)) in sends.into_iter().enumerate() {
@@ -246,6 +303,7 @@ impl Session {
                     seq,
                     frag,
                     asking: false,
+                    skip: 0,
                 }),
                 None => self.cell.deliver(
                     seq,
@@ -279,6 +337,7 @@ impl Session {
             hops: 0,
             retries: 0,
             map_version: map.version(),
+            pinned: false,
             fanout: None,
         });
         backend.send(Outgoing {
@@ -287,6 +346,7 @@ impl Session {
             seq,
             frag: 0,
             asking: false,
+            skip: 0,
         });
     }
 

@@ -13,6 +13,8 @@
 //!   forwarded untouched, and [`decode`] reads the few replies the proxy needs;
 //! * proxy → anyone: [`Value::encode`] and the `write_*` helpers build replies.
 
+#![warn(missing_docs)]
+
 mod encode;
 mod error;
 mod header;

@@ -15,6 +15,8 @@ fn framer_table() {
         (b"", Ok(None)),
         (b"+OK\r\n+next", Ok(Some(5))),
         (b"+OK\r", Ok(None)),
+        // Tolerated although Redis never sends it; `encode` would sanitise it.
+        (b"+a\nb\r\n", Ok(Some(6))),
         (b"-ERR x\r\n", Ok(Some(8))),
         (b":-5\r\n", Ok(Some(5))),
         (b"$-1\r\n", Ok(Some(5))),

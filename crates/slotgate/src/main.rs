@@ -32,6 +32,9 @@ enum Command {
     Cluster(devcluster::ClusterCommand),
     /// Start a local 3-master cluster and the proxy in front of it; Ctrl-C tears both down.
     Demo(demo::DemoArgs),
+    /// Load generator and benchmark scenarios (see docs/bench.md).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 #[derive(Args, Debug)]
@@ -59,6 +62,7 @@ fn main() -> Result<()> {
         Command::Proxy(args) => run_proxy(args),
         Command::Cluster(cmd) => devcluster::run_cli(cmd),
         Command::Demo(args) => demo::run(args),
+        Command::Bench(cmd) => bench::run_cli(cmd),
     }
 }
 

@@ -52,18 +52,34 @@ fuzz_target!(|data: &[u8]| {
     let framed = ReplyFramer::new().next_frame(data);
     let decoded = decode(&bytes);
     let decoded_len = decoded.as_ref().map(|o| o.as_ref().map(|(_, n)| *n));
-    assert_eq!(framed, decoded_len.map_err(Clone::clone), "framer and decode disagree");
+    assert_eq!(
+        framed,
+        decoded_len.map_err(Clone::clone),
+        "framer and decode disagree"
+    );
     if let Ok(Some((value, n))) = decoded {
         assert!(n <= data.len());
         if !is_lossy(&value) {
             let mut out = BytesMut::new();
             value.encode(&mut out);
             let wire = out.freeze();
-            assert_eq!(decode(&wire), Ok(Some((value, wire.len()))), "encode round trip");
+            assert_eq!(
+                decode(&wire),
+                Ok(Some((value, wire.len()))),
+                "encode round trip"
+            );
         }
     }
     let whole = frames(data, &[usize::MAX]);
     let split = 1 + data.first().copied().unwrap_or(0) as usize % 5;
-    assert_eq!(frames(data, &[split, 1, 2]), whole, "split changed the framing");
-    assert_eq!(frames(data, &[1]), whole, "byte-wise feed changed the framing");
+    assert_eq!(
+        frames(data, &[split, 1, 2]),
+        whole,
+        "split changed the framing"
+    );
+    assert_eq!(
+        frames(data, &[1]),
+        whole,
+        "byte-wise feed changed the framing"
+    );
 });

@@ -6,7 +6,7 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use resp::{Limits, Parsed, ProtocolError, Progress, RequestParser};
+use resp::{Limits, Parsed, Progress, ProtocolError, RequestParser};
 
 #[derive(Debug, PartialEq)]
 enum Outcome {
@@ -70,15 +70,29 @@ fn check_request(p: &Parsed) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&control, input)) = data.split_first() else { return };
+    let Some((&control, input)) = data.split_first() else {
+        return;
+    };
     let limits = if control & 1 == 0 {
         Limits::default()
     } else {
-        Limits { max_bulk_len: 16, max_inline_len: 24, max_multibulk_len: 6 }
+        Limits {
+            max_bulk_len: 16,
+            max_inline_len: 24,
+            max_multibulk_len: 6,
+        }
     };
     let unauth = control & 2 != 0;
     let whole = run(limits, unauth, input, &[usize::MAX]);
     let sizes = [1 + (control >> 2) as usize % 7, 1, 3];
-    assert_eq!(run(limits, unauth, input, &sizes), whole, "split changed the result");
-    assert_eq!(run(limits, unauth, input, &[1]), whole, "byte-wise feed changed the result");
+    assert_eq!(
+        run(limits, unauth, input, &sizes),
+        whole,
+        "split changed the result"
+    );
+    assert_eq!(
+        run(limits, unauth, input, &[1]),
+        whole,
+        "byte-wise feed changed the result"
+    );
 });

@@ -1,0 +1,172 @@
+//! The three systems `compare` puts under the same load: slotgate in front of a 3-master
+//! Redis Cluster, nutcracker `-v 4` in front of 3 standalone Redis, and one Redis direct.
+//! Backends are pinned to CPU0 with the load generator; the system under test gets CPU1 alone.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result};
+
+use crate::procs::{self, Proc};
+
+/// CPU of the load generator and the backends.
+pub const GEN_CPU: u32 = 0;
+/// CPU of the system under test.
+pub const SUT_CPU: u32 = 1;
+
+/// One system under test and what it needs alive.
+pub struct System {
+    /// `slotgate`, `nutcracker` or `redis`.
+    pub name: &'static str,
+    /// The measured process.
+    pub sut: Proc,
+    /// Backends kept alive for as long as the system runs.
+    _backends: Vec<Proc>,
+    cluster: Option<devcluster::Cluster>,
+}
+
+impl System {
+    /// Where clients connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.sut.addr()
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        if let Some(c) = self.cluster.as_mut() {
+            let _ = c.stop();
+        }
+    }
+}
+
+/// Starts all three systems (slotgate is skipped, with a note, when its binary is missing).
+pub fn start_all(dir: &std::path::Path) -> Result<Vec<System>> {
+    let mut out = Vec::new();
+    match procs::slotgate_binary() {
+        Ok(_) => out.push(slotgate()?),
+        Err(e) => eprintln!("note: slotgate not measured: {e}"),
+    }
+    out.push(nutcracker(dir)?);
+    out.push(System {
+        name: "redis",
+        sut: procs::redis(Some(SUT_CPU))?,
+        _backends: Vec::new(),
+        cluster: None,
+    });
+    Ok(out)
+}
+
+fn slotgate() -> Result<System> {
+    let opts = devcluster::Options {
+        masters: 3,
+        replicas: 0,
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).context("starting the 3-master cluster")?;
+    for node in cluster.nodes() {
+        pin(node.pid, GEN_CPU)?;
+    }
+    let sut = procs::slotgate(Some(SUT_CPU), cluster.seed(), 1)?;
+    Ok(System {
+        name: "slotgate",
+        sut,
+        _backends: Vec::new(),
+        cluster: Some(cluster),
+    })
+}
+
+fn nutcracker(dir: &std::path::Path) -> Result<System> {
+    let backends = (0..3)
+        .map(|_| procs::redis(Some(GEN_CPU)))
+        .collect::<Result<Vec<_>>>()?;
+    let addrs: Vec<SocketAddr> = backends.iter().map(Proc::addr).collect();
+    let sut = procs::nutcracker(Some(SUT_CPU), &addrs, dir)?;
+    Ok(System {
+        name: "nutcracker",
+        sut,
+        _backends: backends,
+        cluster: None,
+    })
+}
+
+/// Moves a process we started (a devcluster node) onto `cpu`.
+fn pin(pid: u32, cpu: u32) -> Result<()> {
+    let ok = Command::new("taskset")
+        .args(["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()])
+        .stdout(Stdio::null())
+        .status()?
+        .success();
+    anyhow::ensure!(ok, "taskset -p {pid} failed");
+    Ok(())
+}
+
+/// A running `perf stat -e raw_syscalls:sys_enter -p PID`, stopped with SIGINT.
+pub struct SyscallCounter {
+    child: Child,
+    out: std::path::PathBuf,
+}
+
+impl SyscallCounter {
+    /// Starts counting; `None` when perf is unavailable.
+    pub fn start(pid: &str, dir: &std::path::Path) -> Option<SyscallCounter> {
+        let out = dir.join(format!("perf-{pid}.csv"));
+        let child = Command::new("perf")
+            .args([
+                "stat",
+                "-x",
+                ",",
+                "-e",
+                "raw_syscalls:sys_enter",
+                "-p",
+                pid,
+                "-o",
+            ])
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        // perf needs a moment to attach before the load starts.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Some(SyscallCounter { child, out })
+    }
+
+    /// Stops perf and returns the count (`None` if perf failed).
+    pub fn stop(mut self) -> Option<u64> {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+        let _ = self.child.wait();
+        let text = std::fs::read_to_string(&self.out).ok()?;
+        let _ = std::fs::remove_file(&self.out);
+        parse_perf_count(&text)
+    }
+}
+
+impl Drop for SyscallCounter {
+    fn drop(&mut self) {
+        // Only if stop() was not called (an error path): do not leave perf attached.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The count field of `perf stat -x,` output for the first event line.
+pub fn parse_perf_count(text: &str) -> Option<u64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains("sys_enter"))
+        .find_map(|l| l.split(',').next()?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parses_perf_csv() {
+        let t = "# started on x\n\n1412670,,raw_syscalls:sys_enter,2698734671,100.00,,\n";
+        assert_eq!(super::parse_perf_count(t), Some(1412670));
+        assert_eq!(
+            super::parse_perf_count("<not counted>,,raw_syscalls:sys_enter"),
+            None
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! End-to-end: the generator against a real redis-server on a free port. Proves the numbers
+//! it reports are what happened (request counts, errors by kind, JSON shape), in ~1 s.
+
+use bench::args::RunArgs;
+use clap::Parser;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+fn run(args: &[&str]) -> serde_json::Value {
+    let cli = Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
+        .expect("valid flags");
+    bench::run::run_quiet(&cli.run, false).expect("run").0
+}
+
+#[test]
+fn closed_and_open_loop_against_redis() {
+    let Ok(redis) = bench::procs::redis(None) else {
+        eprintln!("redis-server not available; skipping");
+        return;
+    };
+    let target = redis.addr().to_string();
+    let v = run(&[
+        "--target",
+        &target,
+        "--requests",
+        "3000",
+        "--clients",
+        "8",
+        "--pipeline",
+        "4",
+        "--keyspace",
+        "500",
+        "--prepopulate",
+        "--threads",
+        "2",
+    ]);
+    assert_eq!(v["requests"], 3000);
+    assert_eq!(v["ok"], 3000);
+    assert_eq!(v["errors"]["total"], 0);
+    for k in [
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "own_cpu_us_per_request",
+        "throughput_rps",
+    ] {
+        assert!(v[k].as_f64().expect(k) > 0.0, "{k}: {v}");
+    }
+    assert!(v["per_second"].as_array().is_some_and(|a| !a.is_empty()));
+
+    // A wrong-type command on every other request: errors are counted by kind, not hidden.
+    let v = run(&[
+        "--target",
+        &target,
+        "--requests",
+        "400",
+        "--clients",
+        "4",
+        "--mix",
+        "get:1,HINCRBY __key__ f 1:1",
+        "--keyspace",
+        "10",
+    ]);
+    assert_eq!(v["requests"], 400);
+    let other = v["errors"]["other"].as_u64().unwrap();
+    assert!(other > 100 && other < 300, "{v}");
+    assert_eq!(v["ok"].as_u64().unwrap() + other, 400);
+
+    // Open loop: ~500 requests at 1000/s over 0.5 s, with the send lag reported.
+    let v = run(&[
+        "--target",
+        &target,
+        "--duration",
+        "500ms",
+        "--rate",
+        "1000",
+        "--clients",
+        "5",
+    ]);
+    let n = v["requests"].as_u64().unwrap();
+    assert!((400..=560).contains(&n), "{v}");
+    assert!(v["send_lag_us"]["p99"].is_number());
+}
+
+#[test]
+fn cluster_routing_against_a_real_cluster() {
+    let opts = devcluster::Options {
+        masters: 3,
+        replicas: 0,
+        ..Default::default()
+    };
+    let Ok(mut cluster) = devcluster::Cluster::start(&opts) else {
+        eprintln!("cannot start a cluster (redis-server missing?); skipping");
+        return;
+    };
+    let seed = cluster.seed().to_string();
+    // Slot-routed: every request reaches its owner.
+    let v = run(&[
+        "--cluster",
+        &seed,
+        "--requests",
+        "3000",
+        "--clients",
+        "6",
+        "--pipeline",
+        "8",
+        "--command",
+        "set",
+        "--keyspace",
+        "1000",
+    ]);
+    assert_eq!(v["ok"], 3000, "{v}");
+    assert_eq!(v["errors"]["total"], 0, "{v}");
+    // Pointed at one node as a plain endpoint: about 2/3 of the keys answer MOVED, counted.
+    let v = run(&[
+        "--target",
+        &seed,
+        "--requests",
+        "900",
+        "--clients",
+        "3",
+        "--keyspace",
+        "1000",
+    ]);
+    let moved = v["errors"]["moved"].as_u64().unwrap();
+    assert!((450..750).contains(&moved), "{v}");
+    cluster.stop().expect("stop cluster");
+}

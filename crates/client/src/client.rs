@@ -1,0 +1,215 @@
+//! `Client`: the cheap, cloneable handle applications hold, and its settings.
+//!
+//! All clones share one `Inner` (node connections, slot map, counters), so
+//! cloning per task or per thread costs one reference count and never opens
+//! another connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::cmd::Cmd;
+use crate::engine;
+use crate::error::{Error, Result};
+use crate::pipeline::Pipeline;
+use crate::pool::Pool;
+use crate::stats::{Counters, Stats};
+use crate::topology::{Pacing, Topology};
+use resp::Value;
+
+/// Client settings.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let cfg = slotgate_client::Config {
+///     timeout: Duration::from_secs(2),
+///     ..Default::default()
+/// };
+/// assert_eq!(cfg.min_refresh_interval, Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Limit for opening one TCP connection.
+    pub connect_timeout: Duration,
+    /// Deadline for a whole call (a command or pipeline, redirects and retries included).
+    pub timeout: Duration,
+    /// Least time between two topology refreshes (a random extra of up to the
+    /// same amount is added each time).
+    pub min_refresh_interval: Duration,
+    /// Background refresh period (±20%).
+    pub periodic_refresh: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            connect_timeout: Duration::from_secs(2),
+            timeout: Duration::from_secs(10),
+            min_refresh_interval: Duration::from_secs(1),
+            periodic_refresh: Duration::from_secs(60),
+        }
+    }
+}
+
+/// State shared by all clones of a client.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub pool: Arc<Pool>,
+    pub stats: Arc<Counters>,
+    /// `None` in single-node mode.
+    pub topology: Option<Arc<Topology>>,
+    pub single_addr: String,
+    timeout: Duration,
+    /// Dropping it (with the last clone) stops the refresher task.
+    _shutdown: Option<watch::Sender<()>>,
+}
+
+/// An async Redis Cluster (or single node) client; `Clone + Send + Sync`.
+///
+/// Must be created and used inside a tokio runtime. For plain threads use
+/// [`crate::blocking::Client`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f() -> slotgate_client::Result<()> {
+/// let client = slotgate_client::Client::cluster(["127.0.0.1:7000", "127.0.0.1:7001"]).await?;
+/// let other = client.clone(); // same connections
+/// tokio::spawn(async move { other.incr("hits").await });
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl Client {
+    /// Connects to a cluster through any of `seeds` (`host:port`) with default settings.
+    pub async fn cluster<S: Into<String>>(seeds: impl IntoIterator<Item = S>) -> Result<Client> {
+        Client::cluster_with(seeds, Config::default()).await
+    }
+
+    /// Connects to a cluster with explicit settings.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> slotgate_client::Result<()> {
+    /// let cfg = slotgate_client::Config::default();
+    /// let client = slotgate_client::Client::cluster_with(["127.0.0.1:7000"], cfg).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn cluster_with<S: Into<String>>(
+        seeds: impl IntoIterator<Item = S>,
+        cfg: Config,
+    ) -> Result<Client> {
+        let seeds: Vec<String> = seeds.into_iter().map(Into::into).collect();
+        let stats = Arc::new(Counters::default());
+        let pool = Arc::new(Pool::new(cfg.connect_timeout, stats.clone()));
+        let pacing = Pacing {
+            min_interval: cfg.min_refresh_interval,
+            periodic: cfg.periodic_refresh,
+        };
+        let topo = Arc::new(Topology::bootstrap(&seeds, &pool, stats.clone(), pacing).await?);
+        let (tx, rx) = watch::channel(());
+        topo.spawn_refresher(pool.clone(), rx);
+        Ok(Client::from_inner(Inner {
+            pool,
+            stats,
+            topology: Some(topo),
+            single_addr: String::new(),
+            timeout: cfg.timeout,
+            _shutdown: Some(tx),
+        }))
+    }
+
+    /// Connects to one non-cluster node (checked with a PING). Redirect
+    /// errors, if any, are returned as [`Error::Server`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f() -> slotgate_client::Result<()> {
+    /// let client = slotgate_client::Client::single("127.0.0.1:6400").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn single(addr: impl Into<String>) -> Result<Client> {
+        let cfg = Config::default();
+        let stats = Arc::new(Counters::default());
+        let client = Client::from_inner(Inner {
+            pool: Arc::new(Pool::new(cfg.connect_timeout, stats.clone())),
+            stats,
+            topology: None,
+            single_addr: addr.into(),
+            timeout: cfg.timeout,
+            _shutdown: None,
+        });
+        client.cmd(Cmd::new("PING")).await?;
+        Ok(client)
+    }
+
+    fn from_inner(inner: Inner) -> Client {
+        Client {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Runs one command; Redis error replies become [`Error::Server`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: slotgate_client::Client) -> slotgate_client::Result<()> {
+    /// use slotgate_client::Cmd;
+    /// let v = client.cmd(Cmd::new("GET").arg("k")).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn cmd(&self, cmd: Cmd) -> Result<Value> {
+        let cmds = [cmd.freeze()];
+        let mut out = self.run(&cmds).await;
+        out.pop()
+            .unwrap_or_else(|| Err(Error::Protocol("no reply".into())))
+    }
+
+    /// Runs a pipeline: one write per node, one result per command in the
+    /// pipeline's order, whatever nodes and redirects were involved.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: slotgate_client::Client) {
+    /// let mut p = slotgate_client::Pipeline::new();
+    /// p.cmd(["GET", "a"]).cmd(["GET", "b"]);
+    /// let replies = client.execute(&p).await;
+    /// # }
+    /// ```
+    pub async fn execute(&self, pipeline: &Pipeline) -> Vec<Result<Value>> {
+        self.run(pipeline.commands()).await
+    }
+
+    /// The client's counters (refreshes, redirects, retries).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn f(client: slotgate_client::Client) {
+    /// assert_eq!(client.stats().refresh_failed, 0);
+    /// # }
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.inner.stats.snapshot()
+    }
+
+    async fn run(&self, cmds: &[crate::cmd::Frozen]) -> Vec<Result<Value>> {
+        let work = engine::execute(&self.inner, cmds);
+        match tokio::time::timeout(self.inner.timeout, work).await {
+            Ok(results) => results,
+            // Abandoned replies are read and dropped by their connections.
+            Err(_) => vec![Err(Error::Timeout); cmds.len()],
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Runs a list of commands (one command or a whole pipeline) against the
+//! cluster and returns one result per command, in the caller's order.
+//!
+//! Each round groups the unfinished commands by target node, queues one batch
+//! per node (all nodes at once), then judges every reply: MOVED patches the
+//! slot, asks for a refresh and resends to the new owner; ASK resends to the
+//! target behind `ASKING` in the same write; TRYAGAIN/CLUSTERDOWN back off
+//! with jitter; a lost connection resends only what is safe to resend. The
+//! reply order is by index, so redirects never reorder a pipeline's results.
+
+use std::time::Duration;
+
+use cluster::{error_kind, parse_redirect, ErrorKind, Host, Redirect};
+use rand::Rng;
+use resp::Value;
+
+use crate::cmd::{Batch, Frozen};
+use crate::conn::Ticket;
+use crate::error::{Error, Result};
+use crate::stats::bump;
+use crate::topology::host_of;
+use crate::Inner;
+
+/// MOVED/ASK hops per command (the common default, R12).
+const MAX_REDIRECTS: u32 = 5;
+/// TRYAGAIN/CLUSTERDOWN/connection retries per command.
+const MAX_RETRIES: u32 = 8;
+const BACKOFF_BASE: Duration = Duration::from_millis(10);
+const BACKOFF_CAP: Duration = Duration::from_secs(1);
+
+/// Per-command progress.
+#[derive(Debug, Clone, Default)]
+struct State {
+    /// Set by a redirect: (address, send ASKING first).
+    target: Option<(String, bool)>,
+    /// Map version the command was last routed with.
+    version: u64,
+    hops: u32,
+    retries: u32,
+}
+
+/// What to do with a command after its reply.
+enum Next {
+    Done(Result<Value>),
+    Retry { backoff: bool },
+}
+
+/// Executes `cmds`; the result at index i is command i's.
+pub(crate) async fn execute(inner: &Inner, cmds: &[Frozen]) -> Vec<Result<Value>> {
+    let mut results: Vec<Option<Result<Value>>> = vec![None; cmds.len()];
+    let mut states = vec![State::default(); cmds.len()];
+    let mut todo: Vec<usize> = (0..cmds.len()).collect();
+    while !todo.is_empty() {
+        let mut groups: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
+        for &i in &todo {
+            match route(inner, &cmds[i], &mut states[i]) {
+                Ok((addr, asking)) => add_to_group(&mut groups, addr, i, asking),
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        let tickets: Vec<Ticket> = groups
+            .iter()
+            .map(|(addr, members)| submit(inner, addr, cmds, members))
+            .collect();
+        let mut next_todo = Vec::new();
+        let mut backoff = 0;
+        for ((addr, members), ticket) in groups.iter().zip(tickets) {
+            let mut replies = ticket.wait().await.into_iter();
+            for &(i, asking) in members {
+                if asking {
+                    // ASKING's own +OK; a failure shows in the command's reply.
+                    replies.next();
+                }
+                let reply = replies
+                    .next()
+                    .unwrap_or_else(|| Err(Error::Protocol("missing reply".into())));
+                match judge(inner, addr, &cmds[i], &mut states[i], reply) {
+                    Next::Done(r) => results[i] = Some(r),
+                    Next::Retry { backoff: b } => {
+                        backoff = backoff.max(if b { states[i].retries } else { 0 });
+                        next_todo.push(i);
+                    }
+                }
+            }
+        }
+        if backoff > 0 {
+            tokio::time::sleep(backoff_delay(backoff)).await;
+        }
+        todo = next_todo;
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::Protocol("command not run".into()))))
+        .collect()
+}
+
+fn add_to_group(groups: &mut Vec<(String, Vec<(usize, bool)>)>, addr: String, i: usize, ask: bool) {
+    // Few nodes per pipeline: a linear scan beats hashing here.
+    match groups.iter_mut().find(|(a, _)| *a == addr) {
+        Some((_, members)) => members.push((i, ask)),
+        None => groups.push((addr, vec![(i, ask)])),
+    }
+}
+
+fn submit(inner: &Inner, addr: &str, cmds: &[Frozen], members: &[(usize, bool)]) -> Ticket {
+    let mut batch = Batch::default();
+    for &(i, asking) in members {
+        batch.push(&cmds[i], asking);
+    }
+    let (segments, replies) = batch.finish();
+    inner.pool.get(addr).submit(segments, replies)
+}
+
+/// The node a command goes to now, and whether it needs ASKING.
+fn route(inner: &Inner, cmd: &Frozen, state: &mut State) -> Result<(String, bool)> {
+    if let Some(t) = &state.target {
+        return Ok(t.clone());
+    }
+    let Some(topo) = &inner.topology else {
+        return Ok((inner.single_addr.clone(), false));
+    };
+    let map = topo.current();
+    state.version = map.version();
+    let node = match cmd.route.slot {
+        Some(slot) => map.node_of(slot).ok_or_else(|| {
+            topo.request_refresh(map.version());
+            Error::Topology(format!("no node serves slot {slot}"))
+        })?,
+        None => {
+            let nodes = map.nodes();
+            let pick = rand::thread_rng().gen_range(0..nodes.len().max(1));
+            nodes
+                .get(pick)
+                .ok_or_else(|| Error::Topology("empty map".into()))?
+        }
+    };
+    Ok((node.addr.clone(), false))
+}
+
+/// Decides what a reply means for its command.
+fn judge(inner: &Inner, from: &str, cmd: &Frozen, st: &mut State, reply: Result<Value>) -> Next {
+    match reply {
+        Ok(Value::Error(text)) => judge_error(inner, from, st, &text),
+        Ok(v) => Next::Done(Ok(v)),
+        Err(Error::NotSent(e)) => retry_after_io(inner, st, Error::NotSent(e)),
+        Err(Error::OutcomeUnknown(e)) if cmd.route.idempotent => {
+            retry_after_io(inner, st, Error::OutcomeUnknown(e))
+        }
+        Err(e) => Next::Done(Err(e)),
+    }
+}
+
+/// Resending is harmless here; ask for a refresh in case the node is gone.
+fn retry_after_io(inner: &Inner, st: &mut State, e: Error) -> Next {
+    st.retries += 1;
+    if st.retries > 3 {
+        return Next::Done(Err(e));
+    }
+    if let Some(topo) = &inner.topology {
+        topo.request_refresh(st.version);
+    }
+    Next::Retry { backoff: true }
+}
+
+fn judge_error(inner: &Inner, from: &str, st: &mut State, text: &[u8]) -> Next {
+    let text_str = || String::from_utf8_lossy(text).into_owned();
+    let Some(topo) = &inner.topology else {
+        return Next::Done(Err(Error::Server(text_str())));
+    };
+    if let Some(redirect) = parse_redirect(text) {
+        st.hops += 1;
+        if st.hops > MAX_REDIRECTS {
+            return Next::Done(Err(Error::RedirectLimit(text_str())));
+        }
+        let (slot, to, asking) = match redirect {
+            Redirect::Moved { slot, to } => (slot, to, false),
+            Redirect::Ask { slot, to } => (slot, to, true),
+        };
+        let addr = match to.host {
+            Host::Name(h) => cluster::slot_map::join_host_port(h, to.port),
+            Host::Same => cluster::slot_map::join_host_port(host_of(from), to.port),
+            Host::Unknown => {
+                // Never dial `?`: learn the owner from a refresh, then re-route.
+                topo.request_refresh(st.version);
+                st.target = None;
+                return Next::Retry { backoff: true };
+            }
+        };
+        if asking {
+            bump(&inner.stats.ask);
+        } else {
+            bump(&inner.stats.moved);
+            topo.current().patch(slot, &addr);
+            topo.request_refresh(st.version);
+        }
+        st.target = Some((addr, asking));
+        return Next::Retry { backoff: false };
+    }
+    let kind = error_kind(&[b"-", text].concat());
+    match kind {
+        ErrorKind::TryAgain | ErrorKind::ClusterDown | ErrorKind::Loading => {
+            st.retries += 1;
+            if st.retries > MAX_RETRIES {
+                return Next::Done(Err(Error::RetriesExhausted(text_str())));
+            }
+            bump(&inner.stats.tryagain);
+            if kind == ErrorKind::ClusterDown {
+                topo.request_refresh(st.version);
+            }
+            // Re-route by the map: the migration may have finished meanwhile.
+            st.target = None;
+            Next::Retry { backoff: true }
+        }
+        _ => Next::Done(Err(Error::Server(text_str()))),
+    }
+}
+
+/// Exponential from 10 ms, capped at 1 s, times U(0.5, 1) so retries spread.
+fn backoff_delay(attempt: u32) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(1 << attempt.min(10));
+    let full = exp.min(BACKOFF_CAP);
+    full / 2 + crate::topology::jitter_up_to(full / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        for attempt in 1..20 {
+            let d = backoff_delay(attempt);
+            assert!(d <= BACKOFF_CAP, "{attempt}: {d:?}");
+        }
+        assert!(backoff_delay(1) <= Duration::from_millis(20));
+        assert!(backoff_delay(12) >= BACKOFF_CAP / 2);
+    }
+}

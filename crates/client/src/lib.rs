@@ -1,0 +1,46 @@
+//! slotgate-client: a Redis Cluster client library for Rust (async and
+//! blocking) and C, built on the same sans-IO `resp` and `cluster` crates as
+//! the slotgate proxy.
+//!
+//! It exists so applications can talk to a cluster directly with the
+//! guarantees the field reports ask for: one multiplexed connection per node
+//! owned by one task, replies that can never reach the wrong caller (field
+//! report 004), pipelines that keep the caller's order across nodes and
+//! redirects, and a throttled, single-flight topology refresh (report 000).
+//!
+//! # Examples
+//!
+//! ```no_run
+//! # async fn f() -> slotgate_client::Result<()> {
+//! use slotgate_client::{Client, Pipeline};
+//! let client = Client::cluster(["127.0.0.1:7000"]).await?;
+//! client.set("k", "v").await?;
+//! let mut p = Pipeline::new();
+//! p.cmd(["GET", "k"]).cmd(["INCR", "n"]);
+//! for reply in client.execute(&p).await {
+//!     println!("{:?}", reply?);
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod blocking;
+mod client;
+mod cmd;
+mod commands;
+mod conn;
+mod engine;
+mod error;
+#[allow(unsafe_code)]
+pub mod ffi;
+mod pipeline;
+mod pool;
+mod stats;
+mod topology;
+
+pub(crate) use client::Inner;
+pub use client::{Client, Config};
+pub use cmd::{Cmd, ToArg};
+pub use error::{Error, Result};
+pub use pipeline::Pipeline;
+pub use resp::Value;
+pub use stats::Stats;

@@ -1,0 +1,168 @@
+//! Cluster behaviour on a real cluster: a pipeline across all masters keeps
+//! its order through MOVED (a slot migrated after the client loaded its map),
+//! ASK redirects inside a pipeline get one ASKING each, and a write whose
+//! connection died after sending is reported, never resent.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use slotgate_client::{Client, Cmd, Error, Pipeline, Value};
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+#[test]
+fn pipeline_across_masters_keeps_order_through_moved() {
+    let cluster = common::cluster();
+    let src = cluster.owner_of(b"mig").expect("owner");
+    let dst = *cluster.masters().iter().find(|m| **m != src).expect("dst");
+    let slot = cluster::key_slot(b"mig");
+    let rt = common::runtime();
+    rt.block_on(async {
+        let client = Client::cluster([common::seed(&cluster)])
+            .await
+            .expect("connect");
+        // Every 3rd key is in the migrating slot; the rest spread everywhere.
+        let keys: Vec<String> = (0..60)
+            .map(|i| {
+                if i % 3 == 0 {
+                    format!("{{mig}}:{i}")
+                } else {
+                    format!("k:{i}")
+                }
+            })
+            .collect();
+        let owners: HashSet<_> = keys
+            .iter()
+            .map(|k| cluster.owner_of(k.as_bytes()).expect("owner"))
+            .collect();
+        assert_eq!(owners.len(), 3, "the pipeline spans all masters");
+        let mut set = Pipeline::with_capacity(keys.len());
+        for k in &keys {
+            set.cmd(["SET", k.as_str(), &format!("v-{k}")]);
+        }
+        assert!(client.execute(&set).await.into_iter().all(|r| r.is_ok()));
+
+        common::migrate_slot(&cluster, slot, src, dst);
+        let mut get = Pipeline::with_capacity(keys.len());
+        for k in &keys {
+            get.cmd(["GET", k.as_str()]);
+        }
+        let got: Vec<Value> = client
+            .execute(&get)
+            .await
+            .into_iter()
+            .map(|r| r.expect("reply"))
+            .collect();
+        let want: Vec<Value> = keys.iter().map(|k| bulk(&format!("v-{k}"))).collect();
+        assert_eq!(got, want);
+        let s = client.stats();
+        assert!(s.moved >= 1, "{s:?}");
+        assert!(s.refresh_requested >= 1, "{s:?}");
+
+        // A burst of MOVED-prone requests costs at most one refresh per interval.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let s = client.stats();
+        // 20 MOVED in one round asked 20 times; one refresh ran (the patch had
+        // already made the map right, so nothing new needed installing).
+        assert!((1..=2).contains(&s.refresh_performed), "{s:?}");
+        let before = s.moved;
+        let again = client.execute(&get).await;
+        assert!(again.iter().all(|r| r.is_ok()));
+        assert_eq!(
+            client.stats().moved,
+            before,
+            "the refreshed map routes directly"
+        );
+    });
+}
+
+#[test]
+fn ask_redirects_inside_a_pipeline_are_followed() {
+    let cluster = common::cluster();
+    let src = cluster.owner_of(b"ask").expect("owner");
+    let dst = *cluster.masters().iter().find(|m| **m != src).expect("dst");
+    let s = cluster::key_slot(b"ask").to_string();
+    let (src_id, dst_id) = (
+        common::node_id(&cluster, src),
+        common::node_id(&cluster, dst),
+    );
+    let rt = common::runtime();
+    rt.block_on(async {
+        let client = Client::cluster([common::seed(&cluster)])
+            .await
+            .expect("connect");
+        common::admin(
+            &cluster,
+            dst,
+            &["CLUSTER", "SETSLOT", &s, "IMPORTING", &src_id],
+        );
+        common::admin(
+            &cluster,
+            src,
+            &["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst_id],
+        );
+        // New keys in a migrating slot: the source answers ASK for each.
+        let mut p = Pipeline::new();
+        for i in 0..10 {
+            p.cmd(["SET", &format!("{{ask}}:{i}"), &format!("a{i}")])
+                .cmd(["GET", "other"]);
+        }
+        let replies = client.execute(&p).await;
+        assert!(replies.iter().all(|r| r.is_ok()), "{replies:?}");
+        let stats = client.stats();
+        assert!(stats.ask >= 10, "{stats:?}");
+        assert_eq!(stats.moved, 0, "ASK must not repoint the slot: {stats:?}");
+        let n = common::admin(&cluster, dst, &["CLUSTER", "COUNTKEYSINSLOT", &s]);
+        assert_eq!(
+            n.as_text().as_deref(),
+            Some("10"),
+            "the keys landed on the importing node"
+        );
+        assert_eq!(
+            client.get("{ask}:3").await.expect("get"),
+            Some(Bytes::from("a3"))
+        );
+    });
+}
+
+#[test]
+fn a_write_whose_connection_died_is_reported_not_resent() {
+    let cluster = common::cluster();
+    let node = cluster.owner_of(b"q").expect("owner");
+    let rt = common::runtime();
+    rt.block_on(async {
+        let client = Client::cluster([common::seed(&cluster)])
+            .await
+            .expect("connect");
+        client.set("{q}:g", "gv").await.expect("set");
+        let mut p = Pipeline::new();
+        p.add(Cmd::new("BLPOP").arg("{q}:list").arg(5))
+            .cmd(["INCR", "{q}:n"])
+            .cmd(["GET", "{q}:g"]);
+        let c2 = client.clone();
+        let run = tokio::spawn(async move { c2.execute(&p).await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        common::admin(&cluster, node, &["CLIENT", "KILL", "TYPE", "normal"]);
+        let replies = run.await.expect("task");
+        assert!(
+            matches!(replies[0], Err(Error::OutcomeUnknown(_))),
+            "{replies:?}"
+        );
+        assert!(
+            matches!(replies[1], Err(Error::OutcomeUnknown(_))),
+            "{replies:?}"
+        );
+        assert_eq!(replies[2], Ok(bulk("gv")), "a read is resent");
+        assert_eq!(
+            client.get("{q}:n").await.expect("get"),
+            None,
+            "INCR never ran"
+        );
+        assert!(client.stats().reconnects >= 1);
+    });
+}

@@ -1,0 +1,176 @@
+//! Blocking commands and transactions, which run on a session's dedicated connection, on a
+//! real cluster: blocked clients never stall others, disconnects release the node, and
+//! MULTI/EXEC/WATCH behave as on a Redis Cluster node.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{text, Client, Harness};
+use resp::Value;
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("array expected, got {v:?}"))
+        .iter()
+        .map(text)
+        .collect()
+}
+
+#[test]
+fn a_hundred_blocked_clients_stall_no_one() {
+    let h = Harness::start(3, 0);
+    let addr = h.addr();
+    let blocked: Vec<Client> = (0..100)
+        .map(|i| {
+            let mut c = Client::connect(addr);
+            c.send(&[b"BLPOP", format!("queue:{i}").as_bytes(), b"0"]);
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // 50 other clients keep getting normal replies quickly, on the same workers.
+    let busy: Vec<_> = (0..50)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                for j in 0..50 {
+                    let started = Instant::now();
+                    assert_eq!(text(&c.call(&["SET", &format!("busy:{i}:{j}"), "x"])), "OK");
+                    assert!(
+                        started.elapsed() < Duration::from_secs(2),
+                        "a normal request stalled"
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in busy {
+        t.join().expect("busy client");
+    }
+    let mut pusher = h.client();
+    for i in 0..100 {
+        assert_eq!(
+            text(&pusher.call(&["LPUSH", &format!("queue:{i}"), &format!("job{i}")])),
+            ":1"
+        );
+    }
+    for (i, mut c) in blocked.into_iter().enumerate() {
+        let got = strings(&c.read().expect("BLPOP reply"));
+        assert_eq!(got, vec![format!("queue:{i}"), format!("job{i}")]);
+        // The session goes on normally afterwards.
+        assert_eq!(text(&c.call(&["PING"])), "PONG");
+    }
+}
+
+#[test]
+fn blocking_timeouts_and_disconnects_behave() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    let started = Instant::now();
+    assert_eq!(text(&c.call(&["BLPOP", "never", "0.2"])), "(nil)");
+    assert!(started.elapsed() >= Duration::from_millis(150));
+
+    // Pipelined before the BLPOP: executed (and answered) first.
+    c.send(&[b"RPUSH", b"pipe", b"a"]);
+    c.send(&[b"BLPOP", b"pipe", b"1"]);
+    c.send(&[b"GET", b"after"]);
+    assert_eq!(text(&c.read().unwrap()), ":1");
+    assert_eq!(
+        strings(&c.read().unwrap()),
+        vec!["pipe".to_string(), "a".to_string()]
+    );
+    assert_eq!(text(&c.read().unwrap()), "(nil)");
+
+    // A client that leaves while blocked no longer consumes pushes.
+    let mut leaver = h.client();
+    leaver.send(&[b"BLPOP", b"gone", b"0"]);
+    std::thread::sleep(Duration::from_millis(200));
+    drop(leaver);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(text(&c.call(&["LPUSH", "gone", "x"])), ":1");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        text(&c.call(&["LLEN", "gone"])),
+        ":1",
+        "the departed client's BLPOP was released"
+    );
+}
+
+#[test]
+fn transactions_behave_as_on_a_cluster_node() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    let owner = h.cluster.owner_of(b"{t}").unwrap();
+    let mut direct = Client::connect(owner);
+
+    let script: &[&[&str]] = &[
+        &["MULTI"],
+        &["SET", "{t}a", "1"],
+        &["INCR", "{t}a"],
+        &["GET", "{t}a"],
+        &["EXEC"],
+    ];
+    let via_proxy: Vec<Value> = script.iter().map(|cmd| c.call(cmd)).collect();
+    let reference: Vec<Value> = script.iter().map(|cmd| direct.call(cmd)).collect();
+    assert_eq!(via_proxy, reference, "same replies as the owning node");
+    assert_eq!(strings(&via_proxy[4]), vec!["OK", ":2", "2"]);
+
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(
+        text(&c.call(&["MULTI"])),
+        "-ERR MULTI calls can not be nested"
+    );
+    assert_eq!(text(&c.call(&["SET", "{t}b", "1"])), "QUEUED");
+    assert_eq!(
+        text(&c.call(&["SET", "{u}c", "2"])),
+        "-CROSSSLOT Keys in request don't hash to the same slot"
+    );
+    assert_eq!(
+        text(&c.call(&["EXEC"])),
+        "-EXECABORT Transaction discarded because of previous errors."
+    );
+    assert_eq!(
+        text(&c.call(&["GET", "{t}b"])),
+        "(nil)",
+        "nothing of an aborted transaction applied"
+    );
+
+    assert_eq!(text(&c.call(&["EXEC"])), "-ERR EXEC without MULTI");
+    assert_eq!(text(&c.call(&["DISCARD"])), "-ERR DISCARD without MULTI");
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(
+        text(&c.call(&["GET"])),
+        "-ERR wrong number of arguments for 'get' command"
+    );
+    assert_eq!(text(&c.call(&["DISCARD"])), "OK");
+}
+
+#[test]
+fn watch_detects_a_concurrent_change() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    let mut other = h.client();
+    assert_eq!(text(&c.call(&["SET", "{w}k", "0"])), "OK");
+
+    assert_eq!(text(&c.call(&["WATCH", "{w}k"])), "OK");
+    assert_eq!(text(&other.call(&["SET", "{w}k", "changed"])), "OK");
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["SET", "{w}k", "mine"])), "QUEUED");
+    assert_eq!(
+        c.call(&["EXEC"]),
+        Value::NullArray,
+        "EXEC fails after the watched key changed"
+    );
+    assert_eq!(text(&c.call(&["GET", "{w}k"])), "changed");
+
+    assert_eq!(text(&c.call(&["WATCH", "{w}k"])), "OK");
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["SET", "{w}k", "mine"])), "QUEUED");
+    assert_eq!(strings(&c.call(&["EXEC"])), vec!["OK"]);
+    assert_eq!(text(&c.call(&["GET", "{w}k"])), "mine");
+    assert_eq!(
+        text(&c.call(&["WATCH", "{w}a", "{x}b"])),
+        "-CROSSSLOT Keys in request don't hash to the same slot"
+    );
+}
