@@ -6,6 +6,7 @@
 //! and speaks both plain RESP and Redis Cluster (slot routing, MOVED/ASK, two refresh
 //! policies) so the same tool can drive a proxy, twemproxy or the cluster directly.
 
+pub mod admin;
 pub mod args;
 pub mod chart;
 pub mod client;
@@ -19,6 +20,9 @@ pub mod procs;
 pub mod report;
 mod round;
 pub mod run;
+pub mod scen_mem;
+pub mod scen_reshard;
+pub mod scenario;
 pub mod selfcheck;
 pub mod stats;
 pub mod systems;
@@ -38,6 +42,10 @@ pub enum BenchCommand {
     Selfcheck(selfcheck::SelfcheckArgs),
     /// Same workload against slotgate, nutcracker and Redis direct; CPU/syscalls per request.
     Compare(compare::CompareArgs),
+    /// The field reports' experiments (short-conn, info-idle, slow-readers, big-values,
+    /// reshard, failover).
+    #[command(subcommand)]
+    Scenario(scenario::ScenarioCommand),
 }
 
 /// Entry point for `slotgate bench ...`.
@@ -46,5 +54,6 @@ pub fn run_cli(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Run(a) => run::run(&a).map(|_| ()),
         BenchCommand::Selfcheck(a) => selfcheck::run(&a),
         BenchCommand::Compare(a) => compare::run(&a),
+        BenchCommand::Scenario(c) => scenario::run(c),
     }
 }

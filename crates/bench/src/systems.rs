@@ -42,18 +42,28 @@ impl Drop for System {
 
 /// Starts all three systems (slotgate is skipped, with a note, when its binary is missing).
 pub fn start_all(dir: &std::path::Path) -> Result<Vec<System>> {
+    start_named(&["slotgate", "nutcracker", "redis"], dir)
+}
+
+/// Starts the named systems in order; slotgate is skipped, with a note, without its binary.
+pub fn start_named(names: &[&str], dir: &std::path::Path) -> Result<Vec<System>> {
     let mut out = Vec::new();
-    match procs::slotgate_binary() {
-        Ok(_) => out.push(slotgate()?),
-        Err(e) => eprintln!("note: slotgate not measured: {e}"),
+    for name in names {
+        match *name {
+            "slotgate" => match procs::slotgate_binary() {
+                Ok(_) => out.push(slotgate()?),
+                Err(e) => eprintln!("note: slotgate not measured: {e}"),
+            },
+            "nutcracker" => out.push(nutcracker(dir)?),
+            "redis" => out.push(System {
+                name: "redis",
+                sut: procs::redis(Some(SUT_CPU))?,
+                _backends: Vec::new(),
+                cluster: None,
+            }),
+            other => anyhow::bail!("unknown system {other:?} (slotgate|nutcracker|redis)"),
+        }
     }
-    out.push(nutcracker(dir)?);
-    out.push(System {
-        name: "redis",
-        sut: procs::redis(Some(SUT_CPU))?,
-        _backends: Vec::new(),
-        cluster: None,
-    });
     Ok(out)
 }
 

@@ -45,7 +45,10 @@ impl std::str::FromStr for CommandSpec {
             "ping" => CommandSpec::Ping,
             l if l.starts_with("mget:") => CommandSpec::Mget(multi(&l[5..])?),
             l if l.starts_with("mset:") => CommandSpec::Mset(multi(&l[5..])?),
-            _ if s.split_whitespace().count() > 0 && s.contains(' ') || s.contains("__key__") => {
+            _ if s.contains(char::is_whitespace)
+                || s.contains("__key__")
+                || (!s.is_empty() && s.chars().all(|c| c.is_ascii_alphabetic())) =>
+            {
                 CommandSpec::Custom(s.to_string())
             }
             _ => bail!("unknown command {s:?} (get|set|incr|ping|mget:K|mset:K|\"TEMPLATE __key__ __value__\")"),
@@ -259,7 +262,12 @@ mod tests {
             CommandSpec::Mset(4)
         );
         assert!("mget:0".parse::<CommandSpec>().is_err());
-        assert!("bogus".parse::<CommandSpec>().is_err());
+        assert!("mget:x".parse::<CommandSpec>().is_err());
+        assert!("".parse::<CommandSpec>().is_err());
+        assert_eq!(
+            "INFO".parse::<CommandSpec>().unwrap(),
+            CommandSpec::Custom("INFO".into())
+        );
         let mix = parse_mix("get:9,set:1").unwrap();
         assert_eq!(mix, vec![(9, CommandSpec::Get), (1, CommandSpec::Set)]);
         assert!(parse_mix("get").is_err());

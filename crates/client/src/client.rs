@@ -24,10 +24,8 @@ use resp::Value;
 ///
 /// ```
 /// use std::time::Duration;
-/// let cfg = slotgate_client::Config {
-///     timeout: Duration::from_secs(2),
-///     ..Default::default()
-/// };
+/// let cfg = slotgate_client::Config::default().with_timeout(Duration::from_secs(2));
+/// assert_eq!(cfg.timeout, Duration::from_secs(2));
 /// assert_eq!(cfg.min_refresh_interval, Duration::from_secs(1));
 /// ```
 #[derive(Debug, Clone)]
@@ -52,6 +50,32 @@ impl Default for Config {
             min_refresh_interval: Duration::from_secs(1),
             periodic_refresh: Duration::from_secs(60),
         }
+    }
+}
+
+impl Config {
+    /// Sets [`Config::timeout`].
+    pub fn with_timeout(mut self, t: Duration) -> Config {
+        self.timeout = t;
+        self
+    }
+
+    /// Sets [`Config::connect_timeout`].
+    pub fn with_connect_timeout(mut self, t: Duration) -> Config {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Sets [`Config::min_refresh_interval`].
+    pub fn with_min_refresh_interval(mut self, t: Duration) -> Config {
+        self.min_refresh_interval = t;
+        self
+    }
+
+    /// Sets [`Config::periodic_refresh`].
+    pub fn with_periodic_refresh(mut self, t: Duration) -> Config {
+        self.periodic_refresh = t;
+        self
     }
 }
 

@@ -32,16 +32,17 @@ pub(crate) struct Held {
     /// The slot that decides the node; None for any master.
     pub slot: Option<u16>,
     /// Kept so a MOVED reply can resend it (None for a transaction).
-    pub request: Option<Request>,
+    pub resend: Option<Bytes>,
 }
 
 impl Held {
     pub(crate) fn single(req: Request, slot: Option<u16>) -> Held {
+        let frame = req.raw().clone();
         Held {
-            frame: req.raw().clone(),
+            resend: Some(frame.clone()),
+            frame,
             skip: 0,
             slot,
-            request: Some(req),
         }
     }
 }
@@ -81,7 +82,7 @@ impl Session {
         let backend = self.dedicated_for(&addr);
         let mut entry = Entry::ready(Bytes::new());
         entry.reply = None;
-        entry.request = held.request;
+        entry.frame = held.resend;
         entry.sent_to = Some(backend.clone());
         entry.map_version = map.version();
         entry.pinned = true;

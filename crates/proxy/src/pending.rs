@@ -24,7 +24,6 @@ use std::rc::Rc;
 use std::task::Waker;
 
 use bytes::Bytes;
-use resp::Request;
 
 use crate::backend::Backend;
 use crate::fanout::Fanout;
@@ -33,8 +32,9 @@ use crate::fanout::Fanout;
 pub(crate) struct Entry {
     /// The reply, once known. A redirect reply stays here until the session follows it.
     pub reply: Option<Bytes>,
-    /// The request, kept while a redirect may still need to resend it (a refcount, not a copy).
-    pub request: Option<Request>,
+    /// The request's bytes, kept while a redirect may still need to resend them (a
+    /// refcount, not a copy).
+    pub frame: Option<Bytes>,
     /// The backend the request was last sent to: the host of an empty-host MOVED, and loop
     /// detection.
     pub sent_to: Option<Rc<Backend>>,
@@ -55,7 +55,7 @@ impl Entry {
     pub(crate) fn ready(reply: Bytes) -> Entry {
         Entry {
             reply: Some(reply),
-            request: None,
+            frame: None,
             sent_to: None,
             hops: 0,
             retries: 0,
@@ -232,7 +232,7 @@ mod tests {
     fn entry() -> Entry {
         Entry {
             reply: None,
-            request: None,
+            frame: None,
             sent_to: None,
             hops: 0,
             retries: 0,

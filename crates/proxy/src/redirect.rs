@@ -124,7 +124,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
 fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
     let map_version = entry.map_version;
     let Some(fanout) = entry.fanout.as_mut() else {
-        let frame = entry.request.as_ref().map(|r| r.raw().clone());
+        let frame = entry.frame.clone();
         let hop = Hop {
             reply: &mut entry.reply,
             frame,

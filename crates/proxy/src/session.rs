@@ -286,7 +286,7 @@ impl Session {
         }
         let seq = self.cell.push(Entry {
             reply: None,
-            request: None,
+            frame: None,
             sent_to: None,
             hops: 0,
             retries: 0,
@@ -332,7 +332,7 @@ impl Session {
         let frame = req.raw().clone();
         let seq = self.cell.push(Entry {
             reply: None,
-            request: Some(req),
+            frame: Some(frame.clone()),
             sent_to: Some(backend.clone()),
             hops: 0,
             retries: 0,

@@ -119,7 +119,7 @@ impl Session {
             frame: frame.freeze(),
             skip,
             slot: tx.slot,
-            request: None,
+            resend: None,
         });
     }
 

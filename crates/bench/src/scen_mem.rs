@@ -1,0 +1,229 @@
+//! Memory scenarios. `slow-readers`: clients that pipeline but never read force the server to
+//! buffer replies; does its RSS grow without bound? `big-values`: large pipelined SET/GET
+//! batches; how long, and how much memory does the server need at peak?
+
+use std::io::{ErrorKind, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::Args;
+use resp::Value;
+
+use crate::admin::Admin;
+use crate::systems::{self, System};
+
+/// Flags of `scenario slow-readers`.
+#[derive(Args, Debug, Clone)]
+pub struct SlowArgs {
+    /// Systems to measure, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "redis,slotgate,nutcracker"
+    )]
+    pub systems: Vec<String>,
+    /// Clients that write and never read.
+    #[arg(long, default_value_t = 50)]
+    pub clients: usize,
+    /// Size of the value every GET returns.
+    #[arg(long, default_value_t = 4096)]
+    pub value_size: usize,
+    /// How long the clients keep writing.
+    #[arg(long, default_value = "3s", value_parser = crate::args::parse_duration)]
+    pub duration: Duration,
+    /// Safety cap: stop early when the server's RSS passes this many MB.
+    #[arg(long, default_value_t = 1024)]
+    pub max_rss_mb: u64,
+}
+
+/// Flags of `scenario big-values`.
+#[derive(Args, Debug, Clone)]
+pub struct BigArgs {
+    /// Systems to measure, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "redis,slotgate,nutcracker"
+    )]
+    pub systems: Vec<String>,
+    /// Largest value size in MB (sizes are 0.1, 1, 10, 100 MB up to this).
+    #[arg(long, default_value_t = 100.0)]
+    pub max_mb: f64,
+}
+
+fn start(names: &[String]) -> Result<(Vec<System>, std::path::PathBuf)> {
+    let dir = std::env::temp_dir().join(format!("slotgate-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    Ok((systems::start_named(&names, &dir)?, dir))
+}
+
+/// Runs `slow-readers` on each system.
+pub fn slow_readers(a: &SlowArgs) -> Result<()> {
+    let (systems, dir) = start(&a.systems)?;
+    println!("system       base MB   peak MB   end MB   after close MB   MB accepted from clients");
+    for sys in &systems {
+        let mut admin = Admin::connect(sys.addr())?;
+        let value = "v".repeat(a.value_size);
+        admin.ok(&["SET", "slow:{v}", &value])?;
+        let base = sys.sut.rss();
+        let (peak, written, capped) = flood(sys, a)?;
+        let end = sys.sut.rss();
+        std::thread::sleep(Duration::from_secs(1));
+        let mb = |b: u64| b as f64 / 1048576.0;
+        println!(
+            "{:<12} {:>7.1}   {:>7.1}   {:>6.1}   {:>14.1}   {:>10.1}{}",
+            sys.name,
+            mb(base),
+            mb(peak),
+            mb(end),
+            mb(sys.sut.rss()),
+            mb(written),
+            if capped {
+                "  (stopped at --max-rss-mb)"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Writes pipelined GETs on every connection for the duration, never reading. Returns the
+/// peak RSS seen, bytes the server accepted, and whether the RSS cap stopped it.
+fn flood(sys: &System, a: &SlowArgs) -> Result<(u64, u64, bool)> {
+    let batch = "*2\r\n$3\r\nGET\r\n$8\r\nslow:{v}\r\n"
+        .repeat(100)
+        .into_bytes();
+    let mut conns = Vec::new();
+    for _ in 0..a.clients {
+        let c = TcpStream::connect(sys.addr())?;
+        c.set_nonblocking(true)?;
+        conns.push((c, 0usize));
+    }
+    let (t0, mut peak, mut written) = (Instant::now(), 0u64, 0u64);
+    let cap = a.max_rss_mb * 1048576;
+    while t0.elapsed() < a.duration {
+        for (c, off) in &mut conns {
+            match c.write(&batch[*off..]) {
+                Ok(n) => {
+                    written += n as u64;
+                    *off = (*off + n) % batch.len();
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => {}
+            }
+        }
+        peak = peak.max(sys.sut.rss());
+        if peak > cap {
+            return Ok((peak, written, true));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok((peak, written, false))
+}
+
+/// Runs `big-values` on each system.
+pub fn big_values(a: &BigArgs) -> Result<()> {
+    let (systems, dir) = start(&a.systems)?;
+    let sizes: Vec<usize> = [100 * 1024, 1 << 20, 10 << 20, 100 << 20]
+        .into_iter()
+        .filter(|&s| s as f64 <= a.max_mb * 1048576.0)
+        .collect();
+    println!("system       value      10×SET ms   10×GET ms   peak server RSS MB (base)");
+    for sys in &systems {
+        for &size in &sizes {
+            let (set_ms, get_ms, peak, base) = match big_round(sys, size) {
+                Ok(r) => r,
+                Err(e) => {
+                    println!(
+                        "{:<12} {:>7.1} MB failed: {e:#}",
+                        sys.name,
+                        size as f64 / 1048576.0
+                    );
+                    continue;
+                }
+            };
+            println!(
+                "{:<12} {:>7.1} MB {:>10.0} {:>11.0}   {:>8.1} ({:.1})",
+                sys.name,
+                size as f64 / 1048576.0,
+                set_ms,
+                get_ms,
+                peak as f64 / 1048576.0,
+                base as f64 / 1048576.0
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// 10 pipelined SETs then 10 pipelined GETs of `size` bytes; (set ms, get ms, peak, base RSS).
+fn big_round(sys: &System, size: usize) -> Result<(f64, f64, u64, u64)> {
+    let base = sys.sut.rss();
+    let peak = Arc::new(AtomicU64::new(base));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop, pid) = (peak.clone(), stop.clone(), sys.sut.pid());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let r = crate::cpu::rss_bytes(&pid).unwrap_or(0);
+                peak.fetch_max(r, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let result = pipelined(sys, size);
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    let (set_ms, get_ms) = result?;
+    Ok((set_ms, get_ms, peak.load(Ordering::Relaxed), base))
+}
+
+fn pipelined(sys: &System, size: usize) -> Result<(f64, f64)> {
+    let keys: Vec<String> = (0..10).map(|i| format!("big:{{b}}{i}")).collect();
+    let value = vec![b'b'; size];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut conn = crate::conn::Conn::connect(sys.addr()).await?;
+        let t0 = Instant::now();
+        for k in &keys {
+            let mut b = bytes::BytesMut::new();
+            resp::encode_command(&mut b, &[b"SET", k.as_bytes(), &value]);
+            conn.wbuf.extend_from_slice(&b);
+            conn.flush().await?;
+        }
+        let mut bad = 0;
+        conn.read_replies(10, |_, f, _| bad += usize::from(f != b"+OK\r\n"))
+            .await?;
+        let set_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let t1 = Instant::now();
+        for k in &keys {
+            let mut b = bytes::BytesMut::new();
+            resp::encode_command(&mut b, &[b"GET", k.as_bytes()]);
+            conn.wbuf.extend_from_slice(&b);
+        }
+        conn.flush().await?;
+        let want = size + format!("${size}\r\n\r\n").len();
+        conn.read_replies(10, |_, f, _| bad += usize::from(f.len() != want))
+            .await?;
+        let get_ms = t1.elapsed().as_secs_f64() * 1000.0;
+        if bad > 0 {
+            bail!("{}: {bad} of 20 big-value replies were wrong", sys.name);
+        }
+        let mut admin = Admin::connect(sys.addr())?;
+        for k in &keys {
+            if let Value::Error(e) = admin.call(&[b"DEL", k.as_bytes()])? {
+                bail!("DEL: {}", String::from_utf8_lossy(&e));
+            }
+        }
+        Ok((set_ms, get_ms))
+    })
+}
