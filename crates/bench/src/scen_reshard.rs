@@ -227,9 +227,9 @@ fn report(
     for s in load["per_second"].as_array().into_iter().flatten() {
         println!(
             "{:>6} {:>6} {:>8} {:>10.0}",
-            s["t"],
-            s["ok"],
-            s["errors"],
+            s["t"].as_u64().unwrap_or(0),
+            s["ok"].as_u64().unwrap_or(0),
+            s["errors"].as_u64().unwrap_or(0),
             s["p99_us"].as_f64().unwrap_or(0.0)
         );
     }

@@ -116,7 +116,7 @@ enum Kind {
 }
 
 fn conn_scenario(a: &ConnArgs, kind: Kind) -> Result<()> {
-    raise_nofile(2 * a.idle + 4096)?;
+    raise_nofile(a.idle + 1024)?;
     let dir = std::env::temp_dir().join(format!("slotgate-scenario-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let names: Vec<&str> = a.systems.iter().map(String::as_str).collect();

@@ -4,13 +4,16 @@
 //! time can be compared with hiredis's quadratic output buffer.
 //!
 //! ```text
-//! cargo run --release -p slotgate-client --example bigpipe [host:port]
+//! cargo run --release -p slotgate-client --example bigpipe [[--single] host:port]
 //! ```
-//! Without an address it starts a one-master devcluster on free ports.
+//! Without an address it starts a one-master devcluster on free ports;
+//! `--single` talks to a standalone server (scripts/hiredis_bigpipe.sh runs
+//! hiredis and this against the same one).
 
 use std::time::{Duration, Instant};
 
-use slotgate_client::{Client, Cmd, Pipeline};
+use bytes::Bytes;
+use slotgate_client::{Client, Cmd, Config, Pipeline, ToArg};
 
 const SIZES: [(usize, &str); 4] = [
     (100 << 10, "100 KB"),
@@ -21,8 +24,10 @@ const SIZES: [(usize, &str); 4] = [
 const COMMANDS: usize = 10;
 const RUNS: usize = 5;
 
-/// One pipeline of `COMMANDS` SETs of `value`, built and executed.
-async fn one_run(client: &Client, value: &[u8]) -> anyhow::Result<Duration> {
+/// One pipeline of `COMMANDS` SETs of `value`, built and executed. A `&[u8]`
+/// value is copied once into each command; a `Bytes` value is sent from the
+/// caller's buffer.
+async fn one_run(client: &Client, value: impl ToArg + Copy) -> anyhow::Result<Duration> {
     let start = Instant::now();
     let mut p = Pipeline::with_capacity(COMMANDS);
     for i in 0..COMMANDS {
@@ -42,46 +47,59 @@ fn trimmed_mean(mut runs: Vec<Duration>) -> Duration {
     middle.iter().sum::<Duration>() / middle.len() as u32
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> anyhow::Result<()> {
-    let (_cluster, seed) = match std::env::args().nth(1) {
-        Some(addr) => (None, addr),
-        None => {
+/// The client to measure with, and the devcluster it runs on when it was
+/// started here (stopped when dropped).
+async fn connect() -> anyhow::Result<(Client, Option<devcluster::Cluster>)> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cfg = Config::default().with_timeout(Duration::from_secs(120));
+    match args.as_slice() {
+        [flag, addr] if flag == "--single" => {
+            Ok((Client::single_with(addr.as_str(), cfg).await?, None))
+        }
+        [addr] => Ok((Client::cluster_with([addr.as_str()], cfg).await?, None)),
+        _ => {
             let opts = devcluster::Options {
                 masters: 1,
                 replicas: 0,
                 ..Default::default()
             };
-            let c = devcluster::Cluster::start(&opts)?;
-            let seed = c.seed().to_string();
-            (Some(c), seed)
+            let cluster = devcluster::Cluster::start(&opts)?;
+            let client = Client::cluster_with([cluster.seed().to_string()], cfg).await?;
+            Ok((client, Some(cluster)))
         }
-    };
-    let cfg = slotgate_client::Config::default().with_timeout(Duration::from_secs(120));
-    let client = Client::cluster_with([seed.as_str()], cfg).await?;
+    }
+}
+
+/// Trimmed mean of `RUNS` runs.
+async fn measure(client: &Client, value: impl ToArg + Copy) -> anyhow::Result<Duration> {
+    let mut runs = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        runs.push(one_run(client, value).await?);
+    }
+    Ok(trimmed_mean(runs))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let (client, _cluster) = connect().await?;
     println!(
-        "pipeline of {COMMANDS} SETs, mean of middle {} of {RUNS} runs",
+        "slotgate-client: pipeline of {COMMANDS} SETs, mean of middle {} of {RUNS} runs",
         RUNS - 2
     );
     for (size, label) in SIZES {
-        let value = vec![b'x'; size];
-        let mut runs = Vec::with_capacity(RUNS);
-        for _ in 0..RUNS {
-            runs.push(one_run(&client, &value).await?);
-        }
-        let t = trimmed_mean(runs);
-        let mb_s = (size * COMMANDS) as f64 / t.as_secs_f64() / 1e6;
+        let value = Bytes::from(vec![b'x'; size]);
+        let copied = measure(&client, &value[..]).await?;
+        let shared = measure(&client, &value).await?;
+        let mb_s = |t: Duration| (size * COMMANDS) as f64 / t.as_secs_f64() / 1e6;
         println!(
-            "{label:>7}: {:>9.1} ms  ({mb_s:.0} MB/s)",
-            t.as_secs_f64() * 1e3
+            "{label:>7}: {:>8.1} ms ({:>4.0} MB/s) copied arg | {:>8.1} ms ({:>4.0} MB/s) shared Bytes",
+            copied.as_secs_f64() * 1e3,
+            mb_s(copied),
+            shared.as_secs_f64() * 1e3,
+            mb_s(shared),
         );
     }
-    client
-        .del(
-            &(0..COMMANDS)
-                .map(|i| format!("{{big}}:{i}"))
-                .collect::<Vec<_>>(),
-        )
-        .await?;
+    let keys: Vec<String> = (0..COMMANDS).map(|i| format!("{{big}}:{i}")).collect();
+    client.del(&keys).await?;
     Ok(())
 }

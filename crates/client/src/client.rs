@@ -162,7 +162,12 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn single(addr: impl Into<String>) -> Result<Client> {
-        let cfg = Config::default();
+        Client::single_with(addr, Config::default()).await
+    }
+
+    /// Connects to one non-cluster node with explicit settings (refresh
+    /// settings are unused).
+    pub async fn single_with(addr: impl Into<String>, cfg: Config) -> Result<Client> {
         let stats = Arc::new(Counters::default());
         let client = Client::from_inner(Inner {
             pool: Arc::new(Pool::new(cfg.connect_timeout, stats.clone())),

@@ -29,6 +29,12 @@ const SEGMENT_MIN: usize = 16 * 1024;
 pub trait ToArg {
     /// The argument's bytes.
     fn to_arg(&self) -> Cow<'_, [u8]>;
+
+    /// The argument as shared `Bytes` when it already is one: large ones are
+    /// then sent straight from the caller's buffer, never copied.
+    fn shared(&self) -> Option<Bytes> {
+        None
+    }
 }
 
 impl ToArg for [u8] {
@@ -50,6 +56,17 @@ impl<T: ToArg + ?Sized> ToArg for &T {
     fn to_arg(&self) -> Cow<'_, [u8]> {
         (**self).to_arg()
     }
+    fn shared(&self) -> Option<Bytes> {
+        (**self).shared()
+    }
+}
+impl ToArg for Bytes {
+    fn to_arg(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self)
+    }
+    fn shared(&self) -> Option<Bytes> {
+        Some(self.clone())
+    }
 }
 macro_rules! owned_bytes_arg {
     ($($t:ty),*) => {$(
@@ -60,7 +77,7 @@ macro_rules! owned_bytes_arg {
         }
     )*};
 }
-owned_bytes_arg!(String, Vec<u8>, Bytes);
+owned_bytes_arg!(String, Vec<u8>);
 macro_rules! number_arg {
     ($($t:ty),*) => {$(
         impl ToArg for $t {
@@ -84,8 +101,18 @@ number_arg!(i32, i64, u32, u64, usize, f64);
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Cmd {
+    /// The encoded arguments, except the payloads of shared ones.
     body: BytesMut,
-    spans: SmallVec<[(usize, usize); 4]>,
+    spans: SmallVec<[Span; 4]>,
+    /// Shared payloads and the body offset they belong at.
+    shared: Vec<(usize, Bytes)>,
+}
+
+/// Where argument i's payload is.
+#[derive(Debug, Clone, Copy)]
+enum Span {
+    Inline { start: usize, len: usize },
+    Shared(usize),
 }
 
 impl Cmd {
@@ -118,11 +145,20 @@ impl Cmd {
 
     /// Appends an argument in place.
     pub fn push_arg(&mut self, a: impl ToArg) {
+        if let Some(big) = a.shared().filter(|b| b.len() >= SEGMENT_MIN) {
+            self.body
+                .extend_from_slice(format!("${}\r\n", big.len()).as_bytes());
+            self.shared.push((self.body.len(), big));
+            self.spans.push(Span::Shared(self.shared.len() - 1));
+            self.body.extend_from_slice(b"\r\n");
+            return;
+        }
         let bytes = a.to_arg();
         resp::write_bulk(&mut self.body, &bytes);
         // The payload sits just before the trailing CRLF.
-        let end = self.body.len() - 2;
-        self.spans.push((end - bytes.len(), bytes.len()));
+        let len = bytes.len();
+        let start = self.body.len() - 2 - len;
+        self.spans.push(Span::Inline { start, len });
     }
 
     /// Number of arguments, command name included.
@@ -132,14 +168,17 @@ impl Cmd {
 
     /// Argument `i` (0 is the command name).
     pub fn arg_at(&self, i: usize) -> Option<&[u8]> {
-        let &(start, len) = self.spans.get(i)?;
-        self.body.get(start..start + len)
+        match *self.spans.get(i)? {
+            Span::Inline { start, len } => self.body.get(start..start + len),
+            Span::Shared(j) => self.shared.get(j).map(|(_, b)| &b[..]),
+        }
     }
 
     pub(crate) fn freeze(self) -> Frozen {
         let route = Route::of(&self);
         Frozen {
             body: self.body.freeze(),
+            shared: self.shared,
             argc: self.spans.len(),
             route,
         }
@@ -182,6 +221,7 @@ impl Route {
 #[derive(Debug, Clone)]
 pub(crate) struct Frozen {
     body: Bytes,
+    shared: Vec<(usize, Bytes)>,
     argc: usize,
     pub route: Route,
 }
@@ -204,13 +244,30 @@ impl Batch {
             self.replies += 1;
         }
         resp::write_array_header(&mut self.small, cmd.argc);
-        if cmd.body.len() >= SEGMENT_MIN {
-            self.segments.push(self.small.split().freeze());
-            self.segments.push(cmd.body.clone());
-        } else {
-            self.small.extend_from_slice(&cmd.body);
+        let mut at = 0;
+        for (offset, payload) in &cmd.shared {
+            self.piece(cmd.body.slice(at..*offset));
+            self.segment(payload.clone());
+            at = *offset;
         }
+        self.piece(cmd.body.slice(at..));
         self.replies += 1;
+    }
+
+    /// Small pieces are copied into the contiguous buffer, big ones shared.
+    fn piece(&mut self, piece: Bytes) {
+        if piece.len() >= SEGMENT_MIN {
+            self.segment(piece);
+        } else {
+            self.small.extend_from_slice(&piece);
+        }
+    }
+
+    fn segment(&mut self, seg: Bytes) {
+        if !self.small.is_empty() {
+            self.segments.push(self.small.split().freeze());
+        }
+        self.segments.push(seg);
     }
 
     /// The segments to write, in order.
@@ -253,11 +310,19 @@ mod tests {
             false,
         );
         b.push(&Cmd::from_args(["GET", "k"]).freeze(), false);
+        let shared = Bytes::from(big.clone());
+        b.push(&Cmd::new("SET").arg("k").arg(&shared).freeze(), false);
         let (segs, n) = b.finish();
-        assert_eq!((segs.len(), n), (3, 2));
+        assert_eq!((segs.len(), n), (5, 3));
+        assert_eq!(
+            segs[3].as_ptr(),
+            shared.as_ptr(),
+            "a shared payload is not copied"
+        );
         let mut want = BytesMut::new();
         resp::encode_command(&mut want, &[b"SET", b"k", &big]);
         resp::encode_command(&mut want, &[b"GET", b"k"]);
+        resp::encode_command(&mut want, &[b"SET", b"k", &big]);
         assert_eq!(flat(&segs), want.to_vec());
     }
 

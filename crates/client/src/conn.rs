@@ -267,3 +267,7 @@ async fn write_some(wr: &mut OwnedWriteHalf, out: &VecDeque<Bytes>) -> std::io::
     }
     Ok(n)
 }
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use cluster::slot_map::join_host_port;
 use cluster::{error_kind, parse_redirect, ErrorKind, Host, Redirect};
 use rand::Rng;
 use resp::Value;
@@ -18,7 +19,7 @@ use crate::cmd::{Batch, Frozen};
 use crate::conn::Ticket;
 use crate::error::{Error, Result};
 use crate::stats::bump;
-use crate::topology::host_of;
+use crate::topology::{host_of, Topology};
 use crate::Inner;
 
 /// MOVED/ASK hops per command (the common default, R12).
@@ -51,47 +52,60 @@ pub(crate) async fn execute(inner: &Inner, cmds: &[Frozen]) -> Vec<Result<Value>
     let mut states = vec![State::default(); cmds.len()];
     let mut todo: Vec<usize> = (0..cmds.len()).collect();
     while !todo.is_empty() {
-        let mut groups: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
-        for &i in &todo {
-            match route(inner, &cmds[i], &mut states[i]) {
-                Ok((addr, asking)) => add_to_group(&mut groups, addr, i, asking),
-                Err(e) => results[i] = Some(Err(e)),
-            }
-        }
-        let tickets: Vec<Ticket> = groups
-            .iter()
-            .map(|(addr, members)| submit(inner, addr, cmds, members))
-            .collect();
-        let mut next_todo = Vec::new();
-        let mut backoff = 0;
-        for ((addr, members), ticket) in groups.iter().zip(tickets) {
-            let mut replies = ticket.wait().await.into_iter();
-            for &(i, asking) in members {
-                if asking {
-                    // ASKING's own +OK; a failure shows in the command's reply.
-                    replies.next();
-                }
-                let reply = replies
-                    .next()
-                    .unwrap_or_else(|| Err(Error::Protocol("missing reply".into())));
-                match judge(inner, addr, &cmds[i], &mut states[i], reply) {
-                    Next::Done(r) => results[i] = Some(r),
-                    Next::Retry { backoff: b } => {
-                        backoff = backoff.max(if b { states[i].retries } else { 0 });
-                        next_todo.push(i);
-                    }
-                }
-            }
-        }
+        let (next, backoff) = round(inner, cmds, &mut states, &mut results, &todo).await;
         if backoff > 0 {
             tokio::time::sleep(backoff_delay(backoff)).await;
         }
-        todo = next_todo;
+        todo = next;
     }
     results
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(Error::Protocol("command not run".into()))))
         .collect()
+}
+
+/// Sends the `todo` commands (one batch per node, all queued before any is
+/// awaited) and judges their replies. Returns the commands to run again and
+/// the backoff attempt to wait for first (0: none).
+async fn round(
+    inner: &Inner,
+    cmds: &[Frozen],
+    states: &mut [State],
+    results: &mut [Option<Result<Value>>],
+    todo: &[usize],
+) -> (Vec<usize>, u32) {
+    let mut groups: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
+    for &i in todo {
+        match route(inner, &cmds[i], &mut states[i]) {
+            Ok((addr, asking)) => add_to_group(&mut groups, addr, i, asking),
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    let tickets: Vec<Ticket> = groups
+        .iter()
+        .map(|(addr, members)| submit(inner, addr, cmds, members))
+        .collect();
+    let (mut again, mut backoff) = (Vec::new(), 0);
+    for ((addr, members), ticket) in groups.iter().zip(tickets) {
+        let mut replies = ticket.wait().await.into_iter();
+        for &(i, asking) in members {
+            if asking {
+                // ASKING's own +OK; a failure shows in the command's reply.
+                replies.next();
+            }
+            let reply = replies
+                .next()
+                .unwrap_or_else(|| Err(Error::Protocol("missing reply".into())));
+            match judge(inner, addr, &cmds[i], &mut states[i], reply) {
+                Next::Done(r) => results[i] = Some(r),
+                Next::Retry { backoff: wait } => {
+                    backoff = backoff.max(if wait { states[i].retries } else { 0 });
+                    again.push(i);
+                }
+            }
+        }
+    }
+    (again, backoff)
 }
 
 fn add_to_group(groups: &mut Vec<(String, Vec<(usize, bool)>)>, addr: String, i: usize, ask: bool) {
@@ -163,56 +177,77 @@ fn retry_after_io(inner: &Inner, st: &mut State, e: Error) -> Next {
 }
 
 fn judge_error(inner: &Inner, from: &str, st: &mut State, text: &[u8]) -> Next {
-    let text_str = || String::from_utf8_lossy(text).into_owned();
     let Some(topo) = &inner.topology else {
-        return Next::Done(Err(Error::Server(text_str())));
+        return Next::Done(Err(server_error(text)));
     };
     if let Some(redirect) = parse_redirect(text) {
-        st.hops += 1;
-        if st.hops > MAX_REDIRECTS {
-            return Next::Done(Err(Error::RedirectLimit(text_str())));
-        }
-        let (slot, to, asking) = match redirect {
-            Redirect::Moved { slot, to } => (slot, to, false),
-            Redirect::Ask { slot, to } => (slot, to, true),
-        };
-        let addr = match to.host {
-            Host::Name(h) => cluster::slot_map::join_host_port(h, to.port),
-            Host::Same => cluster::slot_map::join_host_port(host_of(from), to.port),
-            Host::Unknown => {
-                // Never dial `?`: learn the owner from a refresh, then re-route.
-                topo.request_refresh(st.version);
-                st.target = None;
-                return Next::Retry { backoff: true };
-            }
-        };
-        if asking {
-            bump(&inner.stats.ask);
-        } else {
-            bump(&inner.stats.moved);
-            topo.current().patch(slot, &addr);
-            topo.request_refresh(st.version);
-        }
-        st.target = Some((addr, asking));
-        return Next::Retry { backoff: false };
+        return follow(inner, topo, from, st, text, redirect);
     }
     let kind = error_kind(&[b"-", text].concat());
-    match kind {
-        ErrorKind::TryAgain | ErrorKind::ClusterDown | ErrorKind::Loading => {
-            st.retries += 1;
-            if st.retries > MAX_RETRIES {
-                return Next::Done(Err(Error::RetriesExhausted(text_str())));
-            }
-            bump(&inner.stats.tryagain);
-            if kind == ErrorKind::ClusterDown {
-                topo.request_refresh(st.version);
-            }
-            // Re-route by the map: the migration may have finished meanwhile.
-            st.target = None;
-            Next::Retry { backoff: true }
-        }
-        _ => Next::Done(Err(Error::Server(text_str()))),
+    if !matches!(
+        kind,
+        ErrorKind::TryAgain | ErrorKind::ClusterDown | ErrorKind::Loading
+    ) {
+        return Next::Done(Err(server_error(text)));
     }
+    st.retries += 1;
+    if st.retries > MAX_RETRIES {
+        return Next::Done(Err(Error::RetriesExhausted(lossy(text))));
+    }
+    bump(&inner.stats.tryagain);
+    if kind == ErrorKind::ClusterDown {
+        topo.request_refresh(st.version);
+    }
+    // Re-route by the map: the migration may have finished meanwhile.
+    st.target = None;
+    Next::Retry { backoff: true }
+}
+
+/// MOVED: patch the slot, ask for a refresh, resend to the new owner.
+/// ASK: resend to the target behind ASKING, map untouched (R10).
+fn follow(
+    inner: &Inner,
+    topo: &Topology,
+    from: &str,
+    st: &mut State,
+    text: &[u8],
+    redirect: Redirect<'_>,
+) -> Next {
+    st.hops += 1;
+    if st.hops > MAX_REDIRECTS {
+        return Next::Done(Err(Error::RedirectLimit(lossy(text))));
+    }
+    let (slot, to, asking) = match redirect {
+        Redirect::Moved { slot, to } => (slot, to, false),
+        Redirect::Ask { slot, to } => (slot, to, true),
+    };
+    let addr = match to.host {
+        Host::Name(h) => join_host_port(h, to.port),
+        Host::Same => join_host_port(host_of(from), to.port),
+        Host::Unknown => {
+            // Never dial `?`: learn the owner from a refresh, then re-route.
+            topo.request_refresh(st.version);
+            st.target = None;
+            return Next::Retry { backoff: true };
+        }
+    };
+    if asking {
+        bump(&inner.stats.ask);
+    } else {
+        bump(&inner.stats.moved);
+        topo.current().patch(slot, &addr);
+        topo.request_refresh(st.version);
+    }
+    st.target = Some((addr, asking));
+    Next::Retry { backoff: false }
+}
+
+fn lossy(text: &[u8]) -> String {
+    String::from_utf8_lossy(text).into_owned()
+}
+
+fn server_error(text: &[u8]) -> Error {
+    Error::Server(lossy(text))
 }
 
 /// Exponential from 10 ms, capped at 1 s, times U(0.5, 1) so retries spread.

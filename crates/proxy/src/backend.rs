@@ -27,6 +27,7 @@ use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -37,6 +38,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::pending::ClientCell;
+use crate::topology::Topology;
 
 /// One request waiting to be written to the node.
 pub(crate) struct Outgoing {
@@ -80,12 +82,18 @@ pub(crate) struct Backend {
     /// Until when to fail requests without dialling, after a failed connect.
     down_until: Cell<Option<Instant>>,
     connect_timeout: Duration,
+    /// Told when this node cannot be reached, so a dead master is noticed without a MOVED.
+    topology: Arc<Topology>,
 }
 
 // === impl Backend ===
 
 impl Backend {
-    pub(crate) fn new(addr: &str, connect_timeout: Duration) -> Rc<Backend> {
+    pub(crate) fn new(
+        addr: &str,
+        connect_timeout: Duration,
+        topology: Arc<Topology>,
+    ) -> Rc<Backend> {
         Rc::new(Backend {
             addr: addr.into(),
             queue: RefCell::new(VecDeque::new()),
@@ -94,6 +102,7 @@ impl Backend {
             closed: Cell::new(false),
             down_until: Cell::new(None),
             connect_timeout,
+            topology,
         })
     }
 
@@ -149,6 +158,9 @@ async fn run(backend: Rc<Backend>) {
     let reason = poll_fn(|cx| conn.poll(cx)).await;
     tracing::info!(node = %backend.addr, %reason, "backend connection closed");
     conn.poison(&reason);
+    if !backend.closed.get() {
+        backend.topology.request_refresh_now();
+    }
     backend.running.set(false);
     // Requests queued after the last turn still deserve a connection.
     if !backend.closed.get() && !backend.queue.borrow().is_empty() && !backend.running.replace(true)
@@ -159,6 +171,7 @@ async fn run(backend: Rc<Backend>) {
 
 fn connect_failed(backend: &Rc<Backend>, why: &str) {
     tracing::warn!(node = %backend.addr, why, "cannot connect to backend");
+    backend.topology.request_refresh_now();
     backend
         .down_until
         .set(Some(Instant::now() + RECONNECT_BACKOFF));

@@ -86,6 +86,7 @@ impl Session {
         entry.sent_to = Some(backend.clone());
         entry.map_version = map.version();
         entry.pinned = true;
+        entry.slot = held.slot;
         let seq = self.cell.push(entry);
         let out = Outgoing {
             frame: held.frame,
@@ -109,7 +110,7 @@ impl Session {
             d.close();
         }
         let timeout = Duration::from_millis(self.worker.shared.config.cluster.connect_timeout_ms);
-        let backend = Backend::new(addr, timeout);
+        let backend = Backend::new(addr, timeout, self.worker.shared.topology.clone());
         self.dedicated = Some(backend.clone());
         backend
     }

@@ -80,6 +80,7 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "redirects_moved", t.redirects_moved);
     line(out, "redirects_ask", t.redirects_ask);
     line(out, "tryagain_retries", t.tryagain_retries);
+    line(out, "cluster_error_retries", t.cluster_error_retries);
 }
 
 fn topology(shared: &Shared, out: &mut String) {

@@ -19,6 +19,7 @@
 //! request path takes a lock, hops threads or logs at info level.
 
 mod backend;
+mod cluster_view;
 pub mod config;
 mod exclusive;
 mod fanout;
@@ -92,6 +93,7 @@ impl Proxy {
             workers: workers.clone(),
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
+            cluster_view: cluster_view::ClusterView::new(addr),
         });
         let (tx, rx) = watch::channel(false);
         let mut threads = vec![topology

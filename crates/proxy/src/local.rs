@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use resp::Request;
 
 use crate::router::{error, Local};
+use crate::stats::Shared;
 
 /// What the proxy knows about one client connection.
 #[derive(Debug)]
@@ -30,13 +31,8 @@ impl SessionInfo {
     }
 }
 
-/// Answer a local command. `info_text` renders INFO (it needs the whole proxy's counters).
-pub(crate) fn run(
-    cmd: Local,
-    req: &Request,
-    session: &mut SessionInfo,
-    info_text: impl FnOnce(&Request) -> String,
-) -> Bytes {
+/// Answer a local command; `shared` holds what the whole proxy knows (counters, topology).
+pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: &Shared) -> Bytes {
     let mut out = BytesMut::new();
     match cmd {
         Local::Ping => ping(req, session, &mut out),
@@ -53,10 +49,15 @@ pub(crate) fn run(
             *session = SessionInfo::new(session.id);
             resp::write_simple(&mut out, b"RESET");
         }
-        Local::Info => resp::write_bulk(&mut out, info_text(req).as_bytes()),
+        Local::Info => resp::write_bulk(&mut out, crate::info::render(shared, req).as_bytes()),
         Local::ClusterKeyslot => {
             resp::write_int(&mut out, i64::from(cluster::key_slot(req.arg(2))))
         }
+        Local::ClusterSlots => return shared.cluster_view.slots(),
+        Local::ClusterShards => return shared.cluster_view.shards(session.protocol),
+        Local::ClusterNodes => return shared.cluster_view.nodes(),
+        Local::ClusterMyid => return shared.cluster_view.myid(),
+        Local::ClusterInfo => return shared.cluster_view.info(&shared.topology.current()),
     }
     out.freeze()
 }
@@ -216,6 +217,36 @@ pub(crate) fn parse_i64(bytes: &[u8]) -> Option<i64> {
 mod tests {
     use super::*;
 
+    /// A proxy's shared state over a fake one-master map (no I/O).
+    fn shared() -> Shared {
+        use cluster::slot_map::{NodeEntry, SlotMap, SlotRange};
+        let master = NodeEntry {
+            addr: "127.0.0.1:1".into(),
+            id: None,
+            replicas: vec![],
+        };
+        let map = SlotMap::from_ranges(
+            1,
+            &[SlotRange {
+                start: 0,
+                end: 16383,
+                master,
+            }],
+        )
+        .unwrap();
+        let config = crate::Config::default();
+        let topology = crate::topology::Topology::with_map(&config.cluster, map);
+        let addr = "127.0.0.1:7777".parse().unwrap();
+        Shared {
+            config,
+            topology,
+            workers: vec![],
+            started: std::time::Instant::now(),
+            next_client_id: std::sync::atomic::AtomicU64::new(1),
+            cluster_view: crate::cluster_view::ClusterView::new(addr),
+        }
+    }
+
     fn run_args(args: &[&str], s: &mut SessionInfo) -> String {
         let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
         let req = Request::from_args(&a);
@@ -223,7 +254,7 @@ mod tests {
             crate::router::Route::Local(l) => l,
             other => panic!("{args:?} is not local: {other:?}"),
         };
-        String::from_utf8(run(cmd, &req, s, |_| String::new()).to_vec()).unwrap()
+        String::from_utf8(run(cmd, &req, s, &shared()).to_vec()).unwrap()
     }
 
     #[test]
@@ -256,10 +287,14 @@ mod tests {
                 "-ERR Protocol version is not an integer or out of range\r\n",
             ),
             (&["CLUSTER", "KEYSLOT", "foo"], ":12182\r\n"),
+            (&["CLUSTER", "MYID"], "$40\r\n"),
         ];
         for (args, expected) in cases {
-            assert_eq!(run_args(args, s), *expected, "{args:?}");
+            let got = run_args(args, s);
+            assert!(got.starts_with(expected), "{args:?}: {got:?}");
         }
+        let info = run_args(&["CLUSTER", "INFO"], s);
+        assert!(info.contains("cluster_state:ok\r\n"), "{info}");
     }
 
     #[test]

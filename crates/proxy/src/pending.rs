@@ -44,6 +44,8 @@ pub(crate) struct Entry {
     pub retries: u8,
     /// Slot-map version the request was routed with (a MOVED from an older map asks no refresh).
     pub map_version: u64,
+    /// The slot its keys hash to, to route it again after a failover (None when keyless).
+    pub slot: Option<u16>,
     /// Sent on the session's dedicated connection (a redirect must stay on one).
     pub pinned: bool,
     /// Set when the request went out as several parts (split by slot, or to every master).
@@ -60,6 +62,7 @@ impl Entry {
             hops: 0,
             retries: 0,
             map_version: 0,
+            slot: None,
             pinned: false,
             fanout: None,
         }
@@ -220,9 +223,19 @@ impl ClientCell {
     }
 }
 
-/// `-MOVED `, `-ASK ` or `-TRYAGAIN`: the replies the proxy acts on instead of forwarding.
+/// Replies the proxy acts on instead of forwarding: redirects (MOVED, ASK), and errors that
+/// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING).
 pub(crate) fn is_redirect(frame: &[u8]) -> bool {
-    frame.starts_with(b"-MOVED ") || frame.starts_with(b"-ASK ") || frame.starts_with(b"-TRYAGAIN")
+    const PREFIXES: &[&[u8]] = &[
+        b"-MOVED ",
+        b"-ASK ",
+        b"-TRYAGAIN",
+        b"-CLUSTERDOWN",
+        b"-MASTERDOWN",
+        b"-READONLY",
+        b"-LOADING",
+    ];
+    frame.first() == Some(&b'-') && PREFIXES.iter().any(|p| frame.starts_with(p))
 }
 
 #[cfg(test)]
@@ -237,6 +250,7 @@ mod tests {
             hops: 0,
             retries: 0,
             map_version: 0,
+            slot: None,
             pinned: false,
             fanout: None,
         }

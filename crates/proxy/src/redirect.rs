@@ -34,18 +34,24 @@ enum Kind {
     /// TRYAGAIN: the node refused before running it (a multi-key command during a slot
     /// migration); resend to the same node after this delay.
     Retry(Duration),
+    /// CLUSTERDOWN, MASTERDOWN, READONLY, LOADING: not executed, and the slot's owner may be
+    /// changing (failover). Ask for a refresh, wait, then route by slot again.
+    Reroute(Duration),
 }
 
 /// A redirect or retry the session decided to follow.
 struct Plan {
     kind: Kind,
+    /// The slot to route by again (Reroute), when known.
+    slot: Option<u16>,
     addr: String,
     frame: Bytes,
     map_version: u64,
 }
 
-/// TRYAGAIN retries per request: 10 ms doubling (jittered) adds up to about 1.3 s.
-const MAX_RETRIES: u8 = 7;
+/// Retries per request for "not executed" errors: 10 ms doubling, capped at 500 ms, jittered;
+/// about 2 s in all, enough to ride over a failover's CLUSTERDOWN window on loopback.
+const MAX_RETRIES: u8 = 9;
 
 /// The redirect-relevant fields of a request or of one part of a split request.
 struct Hop<'a> {
@@ -76,6 +82,10 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
     match plan.kind {
         Kind::Ask => WorkerStats::bump(&worker.stats.redirects_ask),
         Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
+        Kind::Reroute(_) => {
+            WorkerStats::bump(&worker.stats.cluster_error_retries);
+            worker.topology().request_refresh_now();
+        }
         Kind::Moved { slot } => {
             WorkerStats::bump(&worker.stats.redirects_moved);
             let map = worker.topology().current();
@@ -115,6 +125,15 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
                 backend.send(out);
             });
         }
+        Kind::Reroute(delay) => {
+            let slot = plan.slot;
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(delay).await;
+                let map = worker.topology().current();
+                let target = slot.and_then(|s| worker.backend_for_slot(&map, s));
+                target.unwrap_or(backend).send(out);
+            });
+        }
         _ => backend.send(out),
     }
 }
@@ -123,6 +142,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
 /// is complete with that error as its reply (and may complete the whole request).
 fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
     let map_version = entry.map_version;
+    let pinned = entry.pinned;
     let Some(fanout) = entry.fanout.as_mut() else {
         let frame = entry.frame.clone();
         let hop = Hop {
@@ -132,7 +152,9 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
             hops: &mut entry.hops,
             retries: &mut entry.retries,
         };
-        return plan(hop, max_redirects, map_version);
+        let mut plan = plan(hop, max_redirects, map_version, pinned)?;
+        plan.slot = plan.slot.or(entry.slot);
+        return Some(plan);
     };
     let part = fanout.parts.get_mut(frag as usize)?;
     let frame = Some(part.frame.clone());
@@ -143,7 +165,8 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
         hops: &mut part.hops,
         retries: &mut part.retries,
     };
-    if let Some(plan) = plan(hop, max_redirects, map_version) {
+    if let Some(mut plan) = plan(hop, max_redirects, map_version, false) {
+        plan.slot = plan.slot.or(part.slot);
         return Some(plan);
     }
     let final_reply = part.reply.take()?;
@@ -152,10 +175,18 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
 }
 
 /// Decide whether to follow the reply in `hop`; on yes, clear it and count the hop or retry.
-fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
+fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64, pinned: bool) -> Option<Plan> {
     let reply = hop.reply.as_ref()?;
     if reply.starts_with(b"-TRYAGAIN") {
-        return plan_retry(hop, map_version);
+        return plan_retry(hop, map_version, false);
+    }
+    if !reply.starts_with(b"-MOVED ") && !reply.starts_with(b"-ASK ") {
+        // A dedicated connection cannot be re-routed from a timer: pass the error through.
+        return if pinned {
+            None
+        } else {
+            plan_retry(hop, map_version, true)
+        };
     }
     if *hop.hops >= max_redirects {
         return None;
@@ -173,26 +204,38 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
     let frame = hop.frame?;
     *hop.reply = None;
     *hop.hops += 1;
+    let slot = match kind {
+        Kind::Moved { slot } => Some(slot),
+        _ => None,
+    };
     Some(Plan {
         kind,
+        slot,
         addr,
         frame,
         map_version,
     })
 }
 
-fn plan_retry(hop: Hop<'_>, map_version: u64) -> Option<Plan> {
+/// Retry after a jittered, doubling delay: on the same node (`reroute` false) or by slot.
+fn plan_retry(hop: Hop<'_>, map_version: u64, reroute: bool) -> Option<Plan> {
     if *hop.retries >= MAX_RETRIES {
         return None;
     }
     let addr = hop.sent_to.as_ref()?.addr.to_string();
-    let base_ms = 10u64 << *hop.retries;
+    let base_ms = (10u64 << *hop.retries).min(500);
     let delay = Duration::from_millis(base_ms / 2 + rand::random::<u64>() % base_ms);
     let frame = hop.frame?;
     *hop.reply = None;
     *hop.retries += 1;
+    let kind = if reroute {
+        Kind::Reroute(delay)
+    } else {
+        Kind::Retry(delay)
+    };
     Some(Plan {
-        kind: Kind::Retry(delay),
+        kind,
+        slot: None,
         addr,
         frame,
         map_version,

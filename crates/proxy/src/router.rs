@@ -45,6 +45,11 @@ pub(crate) enum Local {
     Reset,
     Info,
     ClusterKeyslot,
+    ClusterSlots,
+    ClusterShards,
+    ClusterNodes,
+    ClusterInfo,
+    ClusterMyid,
 }
 
 /// Decide where `req` goes.
@@ -125,6 +130,11 @@ fn local_command(name: &str) -> Option<Local> {
         "reset" => Local::Reset,
         "info" => Local::Info,
         "cluster|keyslot" => Local::ClusterKeyslot,
+        "cluster|slots" => Local::ClusterSlots,
+        "cluster|shards" => Local::ClusterShards,
+        "cluster|nodes" => Local::ClusterNodes,
+        "cluster|info" => Local::ClusterInfo,
+        "cluster|myid" => Local::ClusterMyid,
         n if n == "client" || n.starts_with("client|") => Local::Client,
         _ => return None,
     })

@@ -253,9 +253,7 @@ impl Session {
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
             Route::Local(cmd) => {
                 let shared = self.worker.shared.clone();
-                let reply = local::run(cmd, &req, &mut self.info, |r| {
-                    crate::info::render(&shared, r)
-                });
+                let reply = local::run(cmd, &req, &mut self.info, &shared);
                 self.reply_now(reply);
             }
             Route::Refuse(reply) => self.reply_now(reply),
@@ -291,6 +289,7 @@ impl Session {
             hops: 0,
             retries: 0,
             map_version: map.version(),
+            slot: None,
             pinned: false,
             fanout: Some(Box::new(fanout)),
         });
@@ -337,6 +336,7 @@ impl Session {
             hops: 0,
             retries: 0,
             map_version: map.version(),
+            slot,
             pinned: false,
             fanout: None,
         });

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::cluster_view::ClusterView;
 use crate::config::Config;
 use crate::topology::Topology;
 
@@ -19,6 +20,8 @@ pub struct Shared {
     pub started: Instant,
     /// Source of CLIENT ID values, unique across workers.
     pub next_client_id: AtomicU64,
+    /// Pre-encoded CLUSTER replies presenting the proxy as a one-node cluster.
+    pub(crate) cluster_view: ClusterView,
 }
 
 /// One worker's counters.
@@ -32,6 +35,7 @@ pub struct WorkerStats {
     pub redirects_moved: AtomicU64,
     pub redirects_ask: AtomicU64,
     pub tryagain_retries: AtomicU64,
+    pub cluster_error_retries: AtomicU64,
 }
 
 impl WorkerStats {
@@ -51,6 +55,7 @@ pub struct Totals {
     pub redirects_moved: u64,
     pub redirects_ask: u64,
     pub tryagain_retries: u64,
+    pub cluster_error_retries: u64,
 }
 
 impl Shared {
@@ -66,6 +71,7 @@ impl Shared {
             t.redirects_moved += get(&w.redirects_moved);
             t.redirects_ask += get(&w.redirects_ask);
             t.tryagain_retries += get(&w.tryagain_retries);
+            t.cluster_error_retries += get(&w.cluster_error_retries);
         }
         t
     }

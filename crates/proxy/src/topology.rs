@@ -75,20 +75,23 @@ impl Topology {
         let mut last_err = String::from("no seeds configured");
         for seed in &seeds {
             match rt.block_on(fetch_map(seed, 1, None)) {
-                Ok(map) => {
-                    return Ok(Arc::new(Topology {
-                        map: ArcSwap::from_pointee(map),
-                        wanted: AtomicBool::new(false),
-                        notify: Notify::new(),
-                        next_version: AtomicU64::new(2),
-                        stats: TopologyStats::default(),
-                        cfg: cfg.clone(),
-                    }))
-                }
+                Ok(map) => return Ok(Topology::with_map(cfg, map)),
                 Err(e) => last_err = format!("{seed}: {e}"),
             }
         }
         Err(BootstrapError(last_err))
+    }
+
+    /// A topology starting from `map` (which must carry version 1).
+    pub fn with_map(cfg: &ClusterConfig, map: SlotMap) -> Arc<Topology> {
+        Arc::new(Topology {
+            map: ArcSwap::from_pointee(map),
+            wanted: AtomicBool::new(false),
+            notify: Notify::new(),
+            next_version: AtomicU64::new(2),
+            stats: TopologyStats::default(),
+            cfg: cfg.clone(),
+        })
     }
 
     /// The map to route with. Lock-free; hold the guard only while routing one request.
@@ -105,6 +108,15 @@ impl Topology {
                 .fetch_add(1, Ordering::Relaxed);
             return;
         }
+        self.stats.refresh_requested.fetch_add(1, Ordering::Relaxed);
+        if !self.wanted.swap(true, Ordering::AcqRel) {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Ask for a refresh because a node misbehaved (unreachable, connection lost, cluster
+    /// down): coalesced and throttled like every other request.
+    pub fn request_refresh_now(&self) {
         self.stats.refresh_requested.fetch_add(1, Ordering::Relaxed);
         if !self.wanted.swap(true, Ordering::AcqRel) {
             self.notify.notify_one();

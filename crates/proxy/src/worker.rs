@@ -84,7 +84,7 @@ impl Worker {
             return b.clone();
         }
         let timeout = Duration::from_millis(self.shared.config.cluster.connect_timeout_ms);
-        let backend = Backend::new(addr, timeout);
+        let backend = Backend::new(addr, timeout, self.shared.topology.clone());
         self.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
