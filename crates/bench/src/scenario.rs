@@ -140,6 +140,12 @@ fn conn_scenario(a: &ConnArgs, kind: Kind) -> Result<()> {
                 v["errors"]["total"],
                 v["p99_us"].as_f64().unwrap_or(0.0)
             );
+            if v["errors"]["total"].as_f64() >= v["requests"].as_f64() {
+                println!(
+                    "{:<12} every request failed: this figure measures failures",
+                    sys.name
+                );
+            }
             per.push(cpu);
         }
         println!(

@@ -124,7 +124,13 @@ pub struct Template {
     pub key_digits: Vec<usize>,
     /// Length of the key prefix just before each digit run.
     pub prefix_len: usize,
+    /// Where each value starts, when values are long enough to carry a token.
+    pub value_tokens: Vec<usize>,
 }
+
+/// A value at least this long starts with `<key digits>:<12 random digits>`, so a reply can be
+/// traced to the key it was written for (crossed-reply checks, `--verify`).
+pub const TOKEN_LEN: usize = 2 * KEY_DIGITS + 1;
 
 impl Template {
     /// Encodes `spec` with keys `prefix` + 12 digits and values of `value_size` bytes.
@@ -132,7 +138,12 @@ impl Template {
         let args = spec_args(spec);
         let mut bytes = format!("*{}\r\n", args.len()).into_bytes();
         let mut key_digits = Vec::new();
+        let mut value_tokens = Vec::new();
         for arg in &args {
+            if let (Arg::Value(a, _), true) = (arg, value_size >= TOKEN_LEN) {
+                let header = format!("${}\r\n", a.len() + value_size + arg_suffix_len(arg));
+                value_tokens.push(bytes.len() + header.len() + a.len());
+            }
             let (payload, digit_at) = match arg {
                 Arg::Lit(l) => (l.clone(), None),
                 Arg::Key(a, b) => {
@@ -154,6 +165,7 @@ impl Template {
             bytes,
             key_digits,
             prefix_len: prefix.len(),
+            value_tokens,
         }
     }
 
@@ -169,11 +181,50 @@ impl Template {
         for &at in &self.key_digits {
             write_digits(&mut out[base + at..base + at + KEY_DIGITS], keys.next(rng));
         }
+        // Value j carries key j's digits (the first key's when there are fewer keys).
+        for (j, &at) in self.value_tokens.iter().enumerate() {
+            let key_at = self.key_digits.get(j).or(self.key_digits.first());
+            let v = base + at;
+            if let Some(&k) = key_at {
+                out.copy_within(base + k..base + k + KEY_DIGITS, v);
+            }
+            out[v + KEY_DIGITS] = b':';
+            let token = rng.below(1_000_000_000_000);
+            write_digits(&mut out[v + KEY_DIGITS + 1..v + TOKEN_LEN], token);
+        }
         self.key_digits.first().map(|&at| {
             let start = base + at - self.prefix_len;
             (start, base + at + KEY_DIGITS)
         })
     }
+}
+
+fn arg_suffix_len(arg: &Arg) -> usize {
+    match arg {
+        Arg::Value(_, b) | Arg::Key(_, b) => b.len(),
+        Arg::Lit(_) => 0,
+    }
+}
+
+/// Whether `reply` can be the reply to `request` (a GET or SET from a token template): a GET
+/// gets nil or a value carrying its own key's digits, a SET gets +OK. Other pairs are not
+/// checked (true). Error replies are counted elsewhere and never checked here.
+pub fn reply_matches(request: &[u8], reply: &[u8]) -> bool {
+    if request.starts_with(b"*3\r\n$3\r\nSET\r\n") {
+        return reply == b"+OK\r\n";
+    }
+    if !request.starts_with(b"*2\r\n$3\r\nGET\r\n") || request.len() < KEY_DIGITS + 2 {
+        return true;
+    }
+    let key = &request[request.len() - 2 - KEY_DIGITS..request.len() - 2];
+    if reply.starts_with(b"$-1") {
+        return true;
+    }
+    let Some(nl) = reply.iter().position(|&b| b == b'\n') else {
+        return false;
+    };
+    let payload = &reply[nl + 1..];
+    reply[0] == b'$' && payload.len() >= TOKEN_LEN && &payload[..KEY_DIGITS] == key
 }
 
 /// Writes `n` zero-padded into `buf` (rightmost digits win if `n` is too wide).
@@ -272,6 +323,27 @@ mod tests {
         assert_eq!(mix, vec![(9, CommandSpec::Get), (1, CommandSpec::Set)]);
         assert!(parse_mix("get").is_err());
         assert!(parse_mix("get:0").is_err());
+    }
+
+    #[test]
+    fn values_carry_their_key_and_replies_are_checked() {
+        let set = Template::new(&CommandSpec::Set, b"key:", 32);
+        let get = Template::new(&CommandSpec::Get, b"key:", 32);
+        let mut out = Vec::new();
+        let mut rng = Rng::new(5);
+        set.write(&mut out, &mut KeyGen::new(&KeyDist::Sequential, 100, 7, 1), &mut rng);
+        let value = &out[out.len() - 34..out.len() - 2];
+        assert_eq!(&value[..13], b"000000000007:");
+        let mut req = Vec::new();
+        get.write(&mut req, &mut KeyGen::new(&KeyDist::Sequential, 100, 7, 1), &mut rng);
+        let reply = [b"$32\r\n".as_slice(), value, b"\r\n"].concat();
+        assert!(reply_matches(&req, &reply));
+        assert!(reply_matches(&req, b"$-1\r\n"));
+        assert!(!reply_matches(&req, b"+OK\r\n"));
+        let other = [b"$32\r\n000000000008".as_slice(), &value[12..], b"\r\n"].concat();
+        assert!(!reply_matches(&req, &other));
+        assert!(reply_matches(&out, b"+OK\r\n"));
+        assert!(!reply_matches(&out, b"$-1\r\n"));
     }
 
     #[test]

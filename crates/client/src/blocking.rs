@@ -73,8 +73,8 @@ impl Client {
         })
     }
 
-    /// The async client underneath (usable inside this client's runtime only
-    /// through the blocking calls; exposed for [`crate::Client::stats`] etc.).
+    /// The async client underneath, sharing this client's connections. Its
+    /// async methods need a tokio runtime; the blocking methods here provide one.
     pub fn as_async(&self) -> &crate::Client {
         &self.inner
     }

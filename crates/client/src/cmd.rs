@@ -226,6 +226,13 @@ pub(crate) struct Frozen {
     pub route: Route,
 }
 
+impl Frozen {
+    /// A command without even a name: Redis would never answer it.
+    pub fn is_empty(&self) -> bool {
+        self.argc == 0
+    }
+}
+
 /// One write's worth of commands for one node: segments in order, plus how many
 /// replies they will produce.
 #[derive(Debug, Default)]

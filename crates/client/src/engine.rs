@@ -127,6 +127,9 @@ fn submit(inner: &Inner, addr: &str, cmds: &[Frozen], members: &[(usize, bool)])
 
 /// The node a command goes to now, and whether it needs ASKING.
 fn route(inner: &Inner, cmd: &Frozen, state: &mut State) -> Result<(String, bool)> {
+    if cmd.is_empty() {
+        return Err(Error::Invalid("empty command".into()));
+    }
     if let Some(t) = &state.target {
         return Ok(t.clone());
     }
@@ -235,8 +238,12 @@ fn follow(
         bump(&inner.stats.ask);
     } else {
         bump(&inner.stats.moved);
-        topo.current().patch(slot, &addr);
-        topo.request_refresh(st.version);
+        let map = topo.current();
+        // Another request's MOVED already patched this slot: nothing new to learn.
+        if map.node_of(slot).is_none_or(|n| n.addr != addr) {
+            map.patch(slot, &addr);
+            topo.request_refresh(st.version);
+        }
     }
     st.target = Some((addr, asking));
     Next::Retry { backoff: false }

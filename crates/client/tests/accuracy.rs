@@ -18,6 +18,12 @@ const PAIRS: [(&str, &str); 6] = [
     ("T2", "Tv2"),
 ];
 
+/// The value stored under `key` (K1 → Kv1).
+fn value_of(key: &str) -> Value {
+    let (_, v) = PAIRS.iter().find(|(k, _)| *k == key).expect("known key");
+    bulk(v)
+}
+
 fn bulk(s: &str) -> Value {
     Value::BulkString(Bytes::copy_from_slice(s.as_bytes()))
 }
@@ -70,14 +76,7 @@ fn threads_pipelining_on_one_client_get_their_own_replies() {
                         .into_iter()
                         .map(|r| r.expect("reply"))
                         .collect();
-                    let want = keys.map(|k| {
-                        bulk(
-                            &k.replace('1', "v1")
-                                .replace('2', "v2")
-                                .replace('3', "v3")
-                                .replace('4', "v4"),
-                        )
-                    });
+                    let want = keys.map(value_of);
                     assert_eq!(got, want, "thread with {keys:?}");
                 }
             })

@@ -39,6 +39,8 @@ fn typed_helpers_work_across_slots() {
             Some(Bytes::from("x"))
         );
         assert_eq!(c.del(&keys).await.expect("del"), 20);
+        let empty = c.cmd(Cmd::default()).await;
+        assert!(matches!(empty, Err(Error::Invalid(_))), "{empty:?}");
         let wrong = c.cmd(Cmd::new("INCR").arg("h:hash")).await;
         assert!(
             matches!(wrong, Err(Error::Server(ref t)) if t.starts_with("WRONGTYPE")),

@@ -166,3 +166,54 @@ fn a_write_whose_connection_died_is_reported_not_resent() {
         assert!(client.stats().reconnects >= 1);
     });
 }
+
+/// A multi-key command whose keys are split by a migration gets TRYAGAIN; it
+/// is retried with backoff and succeeds once the migration ends.
+#[test]
+fn tryagain_is_retried_until_the_migration_ends() {
+    let cluster = common::cluster();
+    let src = cluster.owner_of(b"t").expect("owner");
+    let dst = *cluster.masters().iter().find(|m| **m != src).expect("dst");
+    let slot = cluster::key_slot(b"t");
+    let s = slot.to_string();
+    let rt = common::runtime();
+    let client = rt
+        .block_on(Client::cluster([common::seed(&cluster)]))
+        .expect("connect");
+    rt.block_on(client.mset(&[("{t}a", "1"), ("{t}b", "2")]))
+        .expect("mset");
+    let (src_id, dst_id) = (
+        common::node_id(&cluster, src),
+        common::node_id(&cluster, dst),
+    );
+    common::admin(
+        &cluster,
+        dst,
+        &["CLUSTER", "SETSLOT", &s, "IMPORTING", &src_id],
+    );
+    common::admin(
+        &cluster,
+        src,
+        &["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst_id],
+    );
+    let port = dst.port().to_string();
+    let migrate = [
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+        "{t}b",
+    ];
+    common::admin(&cluster, src, &migrate);
+
+    let c2 = client.clone();
+    let mget = rt.spawn(async move { c2.mget(&["{t}a", "{t}b"]).await });
+    std::thread::sleep(Duration::from_millis(300));
+    common::migrate_slot(&cluster, slot, src, dst);
+    let got = rt.block_on(mget).expect("task").expect("mget");
+    assert_eq!(got, vec![Some(Bytes::from("1")), Some(Bytes::from("2"))]);
+    assert!(client.stats().tryagain >= 1, "{:?}", client.stats());
+}

@@ -70,6 +70,7 @@ const READ_CHUNK: usize = 64 * 1024;
 const MAX_IOVECS: usize = 64;
 
 static ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+static HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 
 /// The handle sessions hold; the connection task owns the socket.
 pub(crate) struct Backend {
@@ -84,6 +85,8 @@ pub(crate) struct Backend {
     connect_timeout: Duration,
     /// Told when this node cannot be reached, so a dead master is noticed without a MOVED.
     topology: Arc<Topology>,
+    /// Speak RESP3 (HELLO 3 first on every new connection), for RESP3 clients.
+    pub resp3: bool,
 }
 
 // === impl Backend ===
@@ -93,6 +96,7 @@ impl Backend {
         addr: &str,
         connect_timeout: Duration,
         topology: Arc<Topology>,
+        resp3: bool,
     ) -> Rc<Backend> {
         Rc::new(Backend {
             addr: addr.into(),
@@ -103,6 +107,7 @@ impl Backend {
             down_until: Cell::new(None),
             connect_timeout,
             topology,
+            resp3,
         })
     }
 
@@ -155,6 +160,15 @@ async fn run(backend: Rc<Backend>) {
     let _ = stream.set_nodelay(true);
     tracing::debug!(node = %backend.addr, "backend connected");
     let mut conn = Conn::new(backend.clone(), stream);
+    if backend.resp3 {
+        // Before anything else on this connection; its reply (a map) is dropped.
+        conn.write_queue.push_back(Bytes::from_static(HELLO3));
+        conn.in_flight.push_back(InFlight {
+            client: None,
+            seq: 0,
+            frag: 0,
+        });
+    }
     let reason = poll_fn(|cx| conn.poll(cx)).await;
     tracing::info!(node = %backend.addr, %reason, "backend connection closed");
     conn.poison(&reason);

@@ -14,7 +14,6 @@
 //! session ends: the node sees the socket close, which releases a client blocked there.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use resp::Request;
@@ -103,14 +102,14 @@ impl Session {
     /// The session's dedicated connection to `addr`, opening it (and closing one to another
     /// node) as needed.
     pub(crate) fn dedicated_for(&mut self, addr: &str) -> Rc<Backend> {
+        let resp3 = self.info.protocol == 3;
         if let Some(d) = &self.dedicated {
-            if &*d.addr == addr {
+            if &*d.addr == addr && d.resp3 == resp3 {
                 return d.clone();
             }
             d.close();
         }
-        let timeout = Duration::from_millis(self.worker.shared.config.cluster.connect_timeout_ms);
-        let backend = Backend::new(addr, timeout, self.worker.shared.topology.clone());
+        let backend = self.worker.new_backend(addr, resp3);
         self.dedicated = Some(backend.clone());
         backend
     }

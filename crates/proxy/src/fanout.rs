@@ -38,6 +38,10 @@ pub(crate) enum Merge {
     Concat,
     /// Arrays of integers combined element-wise with AND (SCRIPT EXISTS).
     LogicalAnd,
+    /// One SCAN page from master `node` of `masters`: the cursor is rewritten.
+    Scan { node: usize, masters: usize },
+    /// INFO: the proxy's sections (`Fanout::prefix`) plus the masters' keyspace summed.
+    InfoKeyspace,
 }
 
 /// One sub-request and its fate.
@@ -57,6 +61,8 @@ pub(crate) struct Fanout {
     pub parts: Vec<Part>,
     pub remaining: usize,
     order: Vec<(u32, u32)>,
+    /// Text placed before the merged part (INFO's own sections).
+    pub prefix: Bytes,
 }
 
 /// The merge a response policy asks for, or None when the proxy cannot merge it (yet).
@@ -120,6 +126,18 @@ impl Fanout {
             remaining: parts.len(),
             parts,
             order,
+            prefix: Bytes::new(),
+        }
+    }
+
+    /// A request made of the given parts.
+    pub(crate) fn from_parts(parts: Vec<Part>, merge: Merge) -> Fanout {
+        Fanout {
+            merge,
+            remaining: parts.len(),
+            parts,
+            order: Vec::new(),
+            prefix: Bytes::new(),
         }
     }
 
@@ -140,6 +158,7 @@ impl Fanout {
             remaining: parts.len(),
             parts,
             order: Vec::new(),
+            prefix: Bytes::new(),
         }
     }
 
@@ -155,7 +174,8 @@ impl Fanout {
     fn merged(&self) -> Bytes {
         let replies: Vec<&Bytes> = self.parts.iter().filter_map(|p| p.reply.as_ref()).collect();
         if let Some(err) = replies.iter().find(|r| resp::is_error_frame(r)) {
-            if self.merge != Merge::OneSucceeded {
+            // INFO stays available while a master is down: its keyspace is just not counted.
+            if !matches!(self.merge, Merge::OneSucceeded | Merge::InfoKeyspace) {
                 return (*err).clone();
             }
         }
@@ -169,6 +189,8 @@ impl Fanout {
             }
             Merge::Concat => concat(&replies),
             Merge::LogicalAnd => logical_and(&replies),
+            Merge::Scan { node, masters } => crate::scan::rewrite_reply(replies[0], node, masters),
+            Merge::InfoKeyspace => crate::scan::merge_keyspace(&self.prefix, &replies),
         }
     }
 

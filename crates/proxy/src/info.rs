@@ -20,6 +20,18 @@ const SECTIONS: &[(&str, Section)] = &[
     ("topology", topology),
 ];
 
+/// Whether `INFO [section ...]` asks for the keyspace section (which needs the masters).
+pub(crate) fn wants_keyspace(req: &Request) -> bool {
+    req.argc() == 1
+        || (1..req.argc()).any(|i| {
+            let s = req.arg(i).to_ascii_lowercase();
+            matches!(
+                s.as_slice(),
+                b"keyspace" | b"default" | b"all" | b"everything"
+            )
+        })
+}
+
 /// Render `INFO [section ...]`: no argument, `default`, `all` or `everything` give every
 /// section; unknown section names give nothing for them, as Redis does.
 pub(crate) fn render(shared: &Shared, req: &Request) -> String {

@@ -21,6 +21,7 @@
 mod backend;
 mod cluster_view;
 pub mod config;
+mod dispatch_wide;
 mod exclusive;
 mod fanout;
 mod info;
@@ -28,6 +29,7 @@ mod local;
 mod pending;
 mod redirect;
 mod router;
+mod scan;
 mod session;
 pub mod stats;
 pub mod topology;

@@ -99,7 +99,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
     let pinned = session.cell.with_entry(seq, |e| e.pinned).unwrap_or(false);
     let backend = match pinned {
         true => session.dedicated_for(&plan.addr),
-        false => worker.backend_for_addr(&plan.addr),
+        false => worker.backend_for_addr(&plan.addr, session.info.protocol == 3),
     };
     session.cell.with_entry(seq, |e| match e.fanout.as_mut() {
         None => e.sent_to = Some(backend.clone()),
@@ -127,10 +127,11 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         }
         Kind::Reroute(delay) => {
             let slot = plan.slot;
+            let resp3 = backend.resp3;
             tokio::task::spawn_local(async move {
                 tokio::time::sleep(delay).await;
                 let map = worker.topology().current();
-                let target = slot.and_then(|s| worker.backend_for_slot(&map, s));
+                let target = slot.and_then(|s| worker.backend_for_slot(&map, s, resp3));
                 target.unwrap_or(backend).send(out);
             });
         }

@@ -30,6 +30,8 @@ pub(crate) enum Route {
     Tx { cmd: TxCommand, slot: Option<u16> },
     /// A command that may block: run alone on the session's dedicated connection.
     Exclusive(Option<u16>),
+    /// SCAN across masters, with a cursor that names the master.
+    Scan,
 }
 
 /// Commands the proxy answers without a backend.
@@ -70,6 +72,10 @@ pub(crate) fn route(req: &Request) -> Route {
             cmd,
             slot: watch_slot(req),
         };
+    }
+    if spec.name == "scan" {
+        // The one command whose request policy is "special" that the proxy serves.
+        return Route::Scan;
     }
     if let Some(local) = local_command(spec.name) {
         return Route::Local(local);

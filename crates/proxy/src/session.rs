@@ -36,7 +36,7 @@ use crate::fanout::Fanout;
 use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
 use crate::redirect;
-use crate::router::{self, Route};
+use crate::router::{self, Local, Route};
 use crate::stats::WorkerStats;
 use crate::transaction::Transaction;
 use crate::worker::Worker;
@@ -172,6 +172,11 @@ impl Session {
         }
     }
 
+    /// Whether this client speaks RESP3 (HELLO 3): its requests go to RESP3 connections.
+    pub(crate) fn resp3(&self) -> bool {
+        self.info.protocol == 3
+    }
+
     /// Backpressure: read only while the client's backlog is within bounds.
     fn may_read(&self) -> bool {
         let limits = &self.worker.shared.config.limits;
@@ -251,6 +256,10 @@ impl Session {
         match route {
             Route::Tx { cmd, slot } => self.transaction_command(cmd, req, slot),
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
+            Route::Scan => self.scan(&req),
+            Route::Local(Local::Info) if crate::info::wants_keyspace(&req) => {
+                self.info_with_keyspace(&req)
+            }
             Route::Local(cmd) => {
                 let shared = self.worker.shared.clone();
                 let reply = local::run(cmd, &req, &mut self.info, &shared);
@@ -267,52 +276,6 @@ impl Session {
         }
     }
 
-    /// Send every part of a split or broadcast request; the reply queue merges them.
-    fn fan_out(&mut self, mut fanout: Fanout) {
-        let map = self.worker.topology().current();
-        let mut sends = Vec::with_capacity(fanout.parts.len());
-        for (i, part) in fanout.parts.iter_mut().enumerate() {
-            let backend = match part.slot {
-                Some(slot) => self.worker.backend_for_slot(&map, slot),
-                None => map
-                    .nodes()
-                    .get(i)
-                    .map(|n| self.worker.backend_for_addr(&n.addr)),
-            };
-            part.sent_to = backend.clone();
-            sends.push((backend, part.frame.clone()));
-        }
-        let seq = self.cell.push(Entry {
-            reply: None,
-            frame: None,
-            sent_to: None,
-            hops: 0,
-            retries: 0,
-            map_version: map.version(),
-            slot: None,
-            pinned: false,
-            fanout: Some(Box::new(fanout)),
-        });
-        for (frag, (backend, frame)) in sends.into_iter().enumerate() {
-            let frag = frag as u32;
-            match backend {
-                Some(b) => b.send(Outgoing {
-                    frame,
-                    client: self.cell.clone(),
-                    seq,
-                    frag,
-                    asking: false,
-                    skip: 0,
-                }),
-                None => self.cell.deliver(
-                    seq,
-                    frag,
-                    Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"),
-                ),
-            }
-        }
-    }
-
     /// Queue a reply the proxy made itself, in order behind everything before it.
     fn reply_now(&mut self, reply: Bytes) {
         self.cell.push(Entry::ready(reply));
@@ -322,8 +285,8 @@ impl Session {
     fn forward(&mut self, req: Request, slot: Option<u16>) {
         let map = self.worker.topology().current();
         let backend = match slot {
-            Some(slot) => self.worker.backend_for_slot(&map, slot),
-            None => self.worker.any_backend(&map),
+            Some(slot) => self.worker.backend_for_slot(&map, slot, self.resp3()),
+            None => self.worker.any_backend(&map, self.resp3()),
         };
         let Some(backend) = backend else {
             return self.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));

@@ -23,11 +23,20 @@ use crate::topology::Topology;
 pub(crate) struct Worker {
     pub shared: Arc<Shared>,
     pub stats: Arc<WorkerStats>,
+    /// Connections speaking RESP2 (`pools[0]`) and RESP3 (`pools[1]`, opened with HELLO 3
+    /// only once a RESP3 client needs them): Redis then encodes each reply in the protocol
+    /// its client asked for, and the proxy never converts a reply.
+    pools: [Pool; 2],
+    round_robin: Cell<usize>,
+}
+
+/// One protocol's connections, by address and by the current map's master index.
+#[derive(Default)]
+struct Pool {
     backends: RefCell<HashMap<Rc<str>, Rc<Backend>>>,
     /// `by_index[i]` is the backend of the map's i-th master, for `indexed_version`.
     by_index: RefCell<Vec<Option<Rc<Backend>>>>,
     indexed_version: Cell<u64>,
-    round_robin: Cell<usize>,
 }
 
 // === impl Worker ===
@@ -37,9 +46,7 @@ impl Worker {
         Rc::new(Worker {
             shared,
             stats,
-            backends: RefCell::new(HashMap::new()),
-            by_index: RefCell::new(Vec::new()),
-            indexed_version: Cell::new(0),
+            pools: Default::default(),
             round_robin: Cell::new(0),
         })
     }
@@ -49,17 +56,23 @@ impl Worker {
     }
 
     /// The connection to the master of `slot` in `map`, or None when the slot has no owner.
-    pub(crate) fn backend_for_slot(&self, map: &SlotMap, slot: u16) -> Option<Rc<Backend>> {
+    pub(crate) fn backend_for_slot(
+        &self,
+        map: &SlotMap,
+        slot: u16,
+        resp3: bool,
+    ) -> Option<Rc<Backend>> {
         let idx = usize::from(map.node_index(slot)?);
-        if self.indexed_version.get() != map.version() {
-            self.by_index.borrow_mut().clear();
-            self.indexed_version.set(map.version());
+        let pool = &self.pools[usize::from(resp3)];
+        if pool.indexed_version.get() != map.version() {
+            pool.by_index.borrow_mut().clear();
+            pool.indexed_version.set(map.version());
         }
-        if let Some(Some(b)) = self.by_index.borrow().get(idx) {
+        if let Some(Some(b)) = pool.by_index.borrow().get(idx) {
             return Some(b.clone());
         }
-        let backend = self.backend_for_addr(&map.nodes().get(idx)?.addr);
-        let mut by_index = self.by_index.borrow_mut();
+        let backend = self.backend_for_addr(&map.nodes().get(idx)?.addr, resp3);
+        let mut by_index = pool.by_index.borrow_mut();
         if by_index.len() <= idx {
             by_index.resize(idx + 1, None);
         }
@@ -68,27 +81,33 @@ impl Worker {
     }
 
     /// Some master, rotating, for keyless commands.
-    pub(crate) fn any_backend(&self, map: &SlotMap) -> Option<Rc<Backend>> {
+    pub(crate) fn any_backend(&self, map: &SlotMap, resp3: bool) -> Option<Rc<Backend>> {
         let n = map.nodes().len();
         if n == 0 {
             return None;
         }
         let i = self.round_robin.get().wrapping_add(1);
         self.round_robin.set(i);
-        Some(self.backend_for_addr(&map.nodes()[i % n].addr))
+        Some(self.backend_for_addr(&map.nodes()[i % n].addr, resp3))
     }
 
     /// The connection to `addr`, created on first use (redirect targets may be new nodes).
-    pub(crate) fn backend_for_addr(&self, addr: &str) -> Rc<Backend> {
-        if let Some(b) = self.backends.borrow().get(addr) {
+    pub(crate) fn backend_for_addr(&self, addr: &str, resp3: bool) -> Rc<Backend> {
+        let pool = &self.pools[usize::from(resp3)];
+        if let Some(b) = pool.backends.borrow().get(addr) {
             return b.clone();
         }
-        let timeout = Duration::from_millis(self.shared.config.cluster.connect_timeout_ms);
-        let backend = Backend::new(addr, timeout, self.shared.topology.clone());
-        self.backends
+        let backend = self.new_backend(addr, resp3);
+        pool.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
         backend
+    }
+
+    /// A connection not shared with anyone (a session's dedicated one).
+    pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
+        let timeout = Duration::from_millis(self.shared.config.cluster.connect_timeout_ms);
+        Backend::new(addr, timeout, self.shared.topology.clone(), resp3)
     }
 }
 
