@@ -66,6 +66,10 @@ pub struct RunArgs {
     /// A batch's replies must arrive within this, or its requests count as timeouts.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Check every GET/SET reply belongs to its request (values carry their key; needs
+    /// --value-size ≥ 25); mismatches are reported as crossed replies.
+    #[arg(long)]
+    pub verify: bool,
     /// Open a new connection for every batch and close it after (connection churn, S6).
     #[arg(long)]
     pub reconnect: bool,
@@ -116,6 +120,12 @@ impl RunArgs {
         if self.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             bail!("--rate must be a positive number");
         }
+        if self.verify && self.value_size < crate::workload::TOKEN_LEN {
+            bail!(
+                "--verify needs --value-size of at least {}",
+                crate::workload::TOKEN_LEN
+            );
+        }
         if self.keyspace == 0 || self.keyspace > 1_000_000_000_000 {
             bail!("--keyspace must be in 1..=10^12 (keys have 12 digits)");
         }
@@ -147,6 +157,7 @@ impl RunArgs {
             clients: self.clients,
             seed: self.seed,
             reconnect: self.reconnect,
+            verify: self.verify,
         })
     }
 
@@ -163,6 +174,7 @@ impl RunArgs {
             clients: self.clients.min(50),
             seed: self.seed,
             reconnect: false,
+            verify: false,
         }
     }
 }

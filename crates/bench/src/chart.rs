@@ -21,55 +21,56 @@ fn range(v: &Value, k: &str) -> String {
 
 /// The table: one row per system, medians with the CPU range, then CPU ratios.
 pub fn markdown(doc: &Value) -> String {
+    let flags: Vec<&str> = doc["flags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     let mut s = format!(
         "## {} ({} reps, loadavg {})\n\n`bench run {}`\n\n",
         doc["preset"].as_str().unwrap_or("?"),
         doc["reps"],
         doc["loadavg"].as_str().unwrap_or("?"),
-        doc["flags"]
-            .as_array()
-            .map(|f| f
-                .iter()
-                .filter_map(|x| x.as_str())
-                .collect::<Vec<_>>()
-                .join(" "))
-            .unwrap_or_default(),
+        flags.join(" "),
     );
     s += "| system | CPU µs/req (median) | CPU range | syscalls/req | RSS MB | req/s | p50 µs | p99 µs | p99.9 µs | errors | generator µs/req |\n";
     s += "|---|---|---|---|---|---|---|---|---|---|---|\n";
     let systems = doc["systems"].as_array().cloned().unwrap_or_default();
     for v in &systems {
+        let cells: Vec<String> = [
+            "syscalls_per_req",
+            "rss_mb",
+            "rps",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "errors",
+            "generator_cpu_us_per_req",
+        ]
+        .iter()
+        .map(|k| med(v, k))
+        .collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} |",
             v["system"].as_str().unwrap_or("?"),
             med(v, "cpu_us_per_req"),
             range(v, "cpu_us_per_req"),
-            med(v, "syscalls_per_req"),
-            med(v, "rss_mb"),
-            med(v, "rps"),
-            med(v, "p50_us"),
-            med(v, "p99_us"),
-            med(v, "p999_us"),
-            med(v, "errors"),
-            med(v, "generator_cpu_us_per_req"),
+            cells.join(" | "),
         );
     }
     s += "\nCPU ratios (row ÷ column, medians):\n\n";
     for v in &systems {
-        if let Some(r) = v["cpu_ratio_vs"].as_object() {
-            let parts: Vec<String> = r
-                .iter()
-                .filter(|(k, _)| Some(k.as_str()) != v["system"].as_str())
-                .map(|(k, x)| format!("vs {k} {:.2}", x.as_f64().unwrap_or(f64::NAN)))
-                .collect();
-            let _ = writeln!(
-                s,
-                "- {}: {}",
-                v["system"].as_str().unwrap_or("?"),
-                parts.join(", ")
-            );
-        }
+        let me = v["system"].as_str().unwrap_or("?");
+        let parts: Vec<String> = v["cpu_ratio_vs"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.as_str() != me)
+            .map(|(k, x)| format!("vs {k} {:.2}", x.as_f64().unwrap_or(f64::NAN)))
+            .collect();
+        let _ = writeln!(s, "- {me}: {}", parts.join(", "));
     }
     s
 }

@@ -51,6 +51,8 @@ pub struct Plan {
     pub seed: u64,
     /// Close every connection after each batch (the next batch connects again).
     pub reconnect: bool,
+    /// Check that each reply belongs to its request (see `workload::reply_matches`).
+    pub verify: bool,
 }
 
 /// One node connection and the requests in flight on it (indexes into the batch).

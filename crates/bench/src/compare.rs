@@ -152,36 +152,39 @@ fn prepopulate(s: &System) -> Result<()> {
     Ok(())
 }
 
-/// Median, min and max of each metric per system, plus ratios against the others.
+const METRICS: [&str; 9] = [
+    "cpu_us_per_req",
+    "syscalls_per_req",
+    "rss_mb",
+    "rps",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "errors",
+    "generator_cpu_us_per_req",
+];
+
+/// Median, min and max of metric `k` over `samples` (null when no sample has it).
+fn spread(samples: &[Value], k: &str) -> Value {
+    let mut xs: Vec<f64> = samples.iter().filter_map(|m| m[k].as_f64()).collect();
+    if xs.is_empty() {
+        return Value::Null;
+    }
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+    json!({"median": median(&mut xs), "min": lo, "max": hi})
+}
+
+/// Median, min and max of each metric per system, plus CPU ratios against the others.
 fn summarize(systems: &[System], samples: &[Vec<Value>]) -> Vec<Value> {
-    let metric = |i: usize, k: &str| -> Value {
-        let mut xs: Vec<f64> = samples[i].iter().filter_map(|m| m[k].as_f64()).collect();
-        if xs.is_empty() {
-            return Value::Null;
-        }
-        let (lo, hi) = xs
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
-        json!({"median": median(&mut xs), "min": lo, "max": hi})
-    };
-    let keys = [
-        "cpu_us_per_req",
-        "syscalls_per_req",
-        "rss_mb",
-        "rps",
-        "p50_us",
-        "p99_us",
-        "p999_us",
-        "errors",
-        "generator_cpu_us_per_req",
-    ];
     let mut out: Vec<Value> = systems
         .iter()
-        .enumerate()
-        .map(|(i, s)| {
+        .zip(samples)
+        .map(|(s, xs)| {
             let mut o = json!({"system": s.name});
-            for k in keys {
-                o[k] = metric(i, k);
+            for k in METRICS {
+                o[k] = spread(xs, k);
             }
             o
         })

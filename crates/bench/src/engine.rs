@@ -59,27 +59,17 @@ pub fn run(plan: Arc<Plan>, route: Route, lim: Limits) -> Result<Outcome> {
         finished: AtomicUsize::new(0),
         progress: Arc::new(AtomicU64::new(0)),
     });
-    let mut handles = Vec::new();
-    for t in 0..threads {
-        let (plan, route, shared) = (plan.clone(), route.clone(), shared.clone());
-        let ids: Vec<u64> = (0..lim.clients)
-            .filter(|c| *c as usize % threads == t)
-            .collect();
-        let h = std::thread::Builder::new()
-            .name(format!("bench-{t}"))
-            .spawn(move || thread_main(&plan, route, &shared, ids, lim))?;
-        handles.push(h);
+    let handles = spawn_threads(&plan, &route, &shared, threads, lim)?;
+    // From here to the `done` barrier nothing may return early: the threads wait on us.
+    shared.ready.wait();
+    let cpu0 = crate::cpu::process_cpu_ns("self");
+    let t0 = Instant::now();
+    if let Ok(mut start) = shared.start.lock() {
+        *start = Some(t0);
     }
     shared.ready.wait();
-    let cpu0 = crate::cpu::process_cpu_ns("self")?;
-    let t0 = Instant::now();
-    *shared
-        .start
-        .lock()
-        .map_err(|_| anyhow::anyhow!("poisoned"))? = Some(t0);
-    shared.ready.wait();
     watch(&shared, threads, t0, lim.progress);
-    let cpu1 = crate::cpu::process_cpu_ns("self")?;
+    let cpu1 = crate::cpu::process_cpu_ns("self");
     let elapsed = t0.elapsed();
     shared.done.wait();
     let mut stats = Stats::new();
@@ -95,9 +85,33 @@ pub fn run(plan: Arc<Plan>, route: Route, lim: Limits) -> Result<Outcome> {
     Ok(Outcome {
         stats,
         elapsed,
-        own_cpu_ns: cpu1.saturating_sub(cpu0),
+        own_cpu_ns: cpu1?.saturating_sub(cpu0?),
         requests: shared.progress.load(Ordering::Relaxed),
     })
+}
+
+type Handle = std::thread::JoinHandle<Result<Stats>>;
+
+/// One thread per `threads`, each with every `threads`-th client.
+fn spawn_threads(
+    plan: &Arc<Plan>,
+    route: &Route,
+    shared: &Arc<Shared>,
+    threads: usize,
+    lim: Limits,
+) -> Result<Vec<Handle>> {
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let (plan, route, shared) = (plan.clone(), route.clone(), shared.clone());
+        let ids: Vec<u64> = (0..lim.clients)
+            .filter(|c| *c as usize % threads == t)
+            .collect();
+        let h = std::thread::Builder::new()
+            .name(format!("bench-{t}"))
+            .spawn(move || thread_main(&plan, route, &shared, ids, lim))?;
+        handles.push(h);
+    }
+    Ok(handles)
 }
 
 /// Waits for all threads to finish, printing a progress line once a second on a terminal.

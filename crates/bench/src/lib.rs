@@ -20,6 +20,7 @@ pub mod procs;
 pub mod report;
 mod round;
 pub mod run;
+pub mod scen_failover;
 pub mod scen_mem;
 pub mod scen_reshard;
 pub mod scenario;

@@ -1,6 +1,8 @@
 //! Turns an outcome into the JSON object (`--json`) and the human-readable report. Both carry
 //! the generator's own CPU per request, so a reader can tell whether the tool was the bottleneck.
 
+use std::fmt::Write;
+
 use serde_json::{json, Value};
 
 use crate::engine::Outcome;
@@ -68,6 +70,7 @@ pub fn to_json(info: &RunInfo, out: &Outcome) -> Value {
         "errors": errors_json(&s.errors),
         "redirects_followed": {"moved": s.followed_moved, "ask": s.followed_ask},
         "topology_refreshes": info.topology_refreshes,
+        "crossed_replies": s.crossed,
         "own_cpu_us_per_request": own_cpu_per_request(out),
         "own_cpu_ms": out.own_cpu_ns as f64 / 1e6,
         "loadavg": crate::cpu::loadavg(),
@@ -84,52 +87,66 @@ pub fn own_cpu_per_request(out: &Outcome) -> f64 {
 pub fn to_text(info: &RunInfo, out: &Outcome) -> String {
     let s = &out.stats;
     let l = summarize(&s.hist);
-    let e = &s.errors;
     let secs = out.elapsed.as_secs_f64();
+    let rate = info
+        .rate
+        .map(|r| format!(" rate {r}/s"))
+        .unwrap_or_default();
     let mut t = format!(
-        "{} | {} | clients {} threads {} pipeline {}{}\n",
-        info.endpoint,
-        info.workload,
-        info.clients,
-        info.threads,
-        info.pipeline,
-        info.rate
-            .map(|r| format!(" rate {r}/s"))
-            .unwrap_or_default(),
+        "{} | {} | clients {} threads {} pipeline {}{rate}\n",
+        info.endpoint, info.workload, info.clients, info.threads, info.pipeline,
     );
-    t += &format!(
-        "requests {} in {secs:.2}s = {:.0} req/s; ok {}\n",
-        out.requests,
-        out.requests as f64 / secs.max(1e-9),
-        l.count
+    let rps = out.requests as f64 / secs.max(1e-9);
+    let _ = writeln!(
+        t,
+        "requests {} in {secs:.2}s = {rps:.0} req/s; ok {}",
+        out.requests, l.count
     );
-    t += &format!(
-        "latency µs: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  mean {:.1}\n",
+    let _ = writeln!(
+        t,
+        "latency µs: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  mean {:.1}",
         l.p50, l.p90, l.p99, l.p999, l.max, l.mean
     );
     if info.rate.is_some() {
         let g = summarize(&s.lag);
-        t += &format!(
-            "send lag µs (generator behind schedule): p50 {:.1}  p99 {:.1}  max {:.1}\n",
+        let _ = writeln!(
+            t,
+            "send lag µs (behind schedule): p50 {:.1}  p99 {:.1}  max {:.1}",
             g.p50, g.p99, g.max
         );
     }
-    t +=
-        &format!(
-        "errors {}: moved {} ask {} clusterdown {} tryagain {} other {} timeout {} connection {}\n",
-        e.total(), e.moved, e.ask, e.clusterdown, e.tryagain, e.other, e.timeout, e.connection
-    );
-    if s.followed_moved + s.followed_ask + info.topology_refreshes > 0 {
-        t += &format!(
-            "redirects followed: moved {} ask {}; CLUSTER SLOTS calls {}\n",
-            s.followed_moved, s.followed_ask, info.topology_refreshes
-        );
-    }
-    t += &format!(
-        "own CPU: {:.2} µs/request ({:.0} ms); loadavg {}\n",
+    error_lines(&mut t, info, s);
+    let _ = writeln!(
+        t,
+        "own CPU: {:.2} µs/request ({:.0} ms); loadavg {}",
         own_cpu_per_request(out),
         out.own_cpu_ns as f64 / 1e6,
         crate::cpu::loadavg()
     );
     t
+}
+
+/// Errors by kind, crossed replies, redirects and topology calls.
+fn error_lines(t: &mut String, info: &RunInfo, s: &crate::stats::Stats) {
+    let e = &s.errors;
+    let _ =
+        writeln!(
+        t,
+        "errors {}: moved {} ask {} clusterdown {} tryagain {} other {} timeout {} connection {}",
+        e.total(), e.moved, e.ask, e.clusterdown, e.tryagain, e.other, e.timeout, e.connection
+    );
+    if s.crossed > 0 {
+        let _ = writeln!(
+            t,
+            "CROSSED REPLIES: {} (a reply did not belong to its request)",
+            s.crossed
+        );
+    }
+    if s.followed_moved + s.followed_ask + info.topology_refreshes > 0 {
+        let _ = writeln!(
+            t,
+            "redirects followed: moved {} ask {}; CLUSTER SLOTS calls {}",
+            s.followed_moved, s.followed_ask, info.topology_refreshes
+        );
+    }
 }

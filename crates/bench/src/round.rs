@@ -71,6 +71,7 @@ impl Client {
             let Some(conn) = nd.conn.as_mut() else { return };
             let sent = &nd.sent;
             let ctx = ReplyCtx {
+                batch: self.plan.verify.then_some(self.batch.as_slice()),
                 t_send: &self.t_send,
                 spans: &self.spans,
                 redirects: &mut self.redirects,
@@ -134,6 +135,10 @@ impl Client {
             }
             _ => {
                 self.backoff = true;
+                // The node may be gone for good (failover): learn the new owner.
+                if let Route::Cluster(topo) = &self.route {
+                    topo.kick(&mut self.rng);
+                }
                 false
             }
         }
@@ -165,6 +170,8 @@ impl Client {
 
 /// What reply accounting needs, borrowed from the client while a read is in progress.
 struct ReplyCtx<'a> {
+    /// The batch's request bytes when replies are verified.
+    batch: Option<&'a [u8]>,
     t_send: &'a [Instant],
     spans: &'a [(usize, usize, u16)],
     redirects: &'a mut Vec<(u32, SocketAddr, bool, u16)>,
@@ -182,6 +189,12 @@ impl ReplyCtx<'_> {
         let at = now.saturating_duration_since(self.t0);
         let mut st = self.stats.borrow_mut();
         if !resp::is_error_frame(frame) {
+            if let Some(batch) = self.batch {
+                let (a, b, _) = self.spans[req as usize];
+                if !crate::workload::reply_matches(&batch[a..b], frame) {
+                    st.crossed += 1;
+                }
+            }
             let sent = self.t_send[req as usize];
             st.ok(now.saturating_duration_since(sent), at);
             return;

@@ -4,7 +4,6 @@
 //! SLOTS/NODES/SHARDS each master answered: the storm, or its absence, in numbers.
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -14,6 +13,7 @@ use serde_json::Value as Json;
 
 use crate::admin::{cmdstat_calls, Admin};
 use crate::procs;
+use crate::scenario::{finish_load, prepopulate_via, print_seconds, spawn_load};
 
 /// How the clients reach the cluster.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
@@ -66,58 +66,38 @@ fn with_cluster(cluster: &devcluster::Cluster, a: &ReshardArgs) -> Result<()> {
         Via::Proxy => Some(procs::slotgate(None, cluster.seed(), 1)?),
         _ => None,
     };
+    let seed = cluster.seed().to_string();
     let mut route: Vec<String> = match (&proxy, a.via) {
         (Some(p), _) => vec!["--target".into(), p.addr().to_string()],
-        (None, Via::DirectNaive) => vec![
-            "--cluster".into(),
-            cluster.seed().to_string(),
-            "--refresh-policy".into(),
-            "naive".into(),
-        ],
-        (None, _) => vec![
-            "--cluster".into(),
-            cluster.seed().to_string(),
-            "--refresh-policy".into(),
-            "smart".into(),
-        ],
+        (None, Via::DirectNaive) => vec!["--cluster".into(), seed, "--refresh-policy=naive".into()],
+        (None, _) => vec!["--cluster".into(), seed, "--refresh-policy=smart".into()],
     };
     route.extend(["--keyspace".into(), a.keyspace.to_string()]);
-    let ok = procs::self_command(None)?
-        .args(["run", "--prepopulate", "--requests", "1"])
-        .args(&route)
-        .stdout(Stdio::null())
-        .status()?
-        .success();
-    anyhow::ensure!(ok, "prepopulate failed");
+    prepopulate_via(&route)?;
     let masters = cluster.masters();
     let before = topo_calls(&masters)?;
-    let child = procs::self_command(None)?
-        .args([
-            "run",
-            "--json",
-            "--mix",
-            "get:9,set:1",
-            "--clients",
-            &a.clients.to_string(),
-        ])
-        .args([
-            "--rate",
-            &a.rate.to_string(),
-            "--duration",
-            &format!("{}ms", a.duration.as_millis()),
-        ])
-        .args(&route)
-        .stdout(Stdio::piped())
-        .spawn()?;
+    let flags = [
+        "--mix=get:9,set:1".to_string(),
+        format!("--clients={}", a.clients),
+        format!("--rate={}", a.rate),
+        format!("--duration={}ms", a.duration.as_millis()),
+    ];
+    let child = spawn_load(&route, &flags)?;
     std::thread::sleep(Duration::from_secs(2));
     let t0 = Instant::now();
-    let moved = migrate_third(cluster).context("migration")?;
+    let moved = migrate_third(cluster).context("migration");
     let took = t0.elapsed();
-    let out = child.wait_with_output()?;
-    anyhow::ensure!(out.status.success(), "load failed");
+    let load = finish_load(child)?; // even when migration failed: the child is bounded
+    let moved = moved?;
     let after = topo_calls(&masters)?;
-    let load: Json = serde_json::from_slice(&out.stdout)?;
-    report(a, &load, &masters, &before, &after, moved, took);
+    println!(
+        "reshard via {:?}: {moved} slots migrated in {:.1}s under {} clients at {}/s",
+        a.via,
+        took.as_secs_f64(),
+        a.clients,
+        a.rate
+    );
+    report(&load, &masters, &before, &after);
     Ok(())
 }
 
@@ -132,6 +112,15 @@ fn topo_calls(masters: &[SocketAddr]) -> Result<Vec<[u64; 3]>> {
         .collect()
 }
 
+/// The three masters' control connections and ids: source, destination, the rest.
+struct Movers {
+    src: Admin,
+    dst: Admin,
+    others: Vec<Admin>,
+    src_id: String,
+    dst_id: String,
+}
+
 /// Moves every slot of the first master to the second, key by key; returns the slot count.
 fn migrate_third(cluster: &devcluster::Cluster) -> Result<usize> {
     let nodes: Vec<_> = cluster
@@ -142,97 +131,82 @@ fn migrate_third(cluster: &devcluster::Cluster) -> Result<usize> {
     if nodes.len() < 3 {
         bail!("need 3 masters");
     }
-    let (src, dst) = (nodes[0], nodes[1]);
-    let mut s = Admin::connect(src.addr)?;
-    let mut d = Admin::connect(dst.addr)?;
-    let mut others: Vec<Admin> = nodes[2..]
-        .iter()
-        .map(|n| Admin::connect(n.addr))
-        .collect::<Result<_>>()?;
-    let slots = owned_slots(&mut s, src.addr)?;
-    let (host, port) = (dst.addr.ip().to_string(), dst.addr.port().to_string());
+    let mut m = Movers {
+        src: Admin::connect(nodes[0].addr)?,
+        dst: Admin::connect(nodes[1].addr)?,
+        others: nodes[2..]
+            .iter()
+            .map(|n| Admin::connect(n.addr))
+            .collect::<Result<_>>()?,
+        src_id: nodes[0].id.clone(),
+        dst_id: nodes[1].id.clone(),
+    };
+    let slots = owned_slots(&mut m.src)?;
     for slot in &slots {
-        let slot = slot.to_string();
-        d.ok(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &src.id])?;
-        s.ok(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &dst.id])?;
-        loop {
-            let keys = s.ok(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"])?;
-            let keys: Vec<&[u8]> = keys
-                .as_array()
-                .unwrap_or(&[])
-                .iter()
-                .filter_map(Value::as_bytes)
-                .collect();
-            if keys.is_empty() {
-                break;
-            }
-            let mut args: Vec<&[u8]> = vec![
-                b"MIGRATE",
-                host.as_bytes(),
-                port.as_bytes(),
-                b"",
-                b"0",
-                b"5000",
-                b"KEYS",
-            ];
-            args.extend(keys);
-            if let Value::Error(e) = s.call(&args)? {
-                bail!("MIGRATE slot {slot}: {}", String::from_utf8_lossy(&e));
-            }
-        }
-        for node in std::iter::once(&mut d)
-            .chain(std::iter::once(&mut s))
-            .chain(others.iter_mut())
-        {
-            node.ok(&["CLUSTER", "SETSLOT", &slot, "NODE", &dst.id])?;
-        }
+        migrate_slot(&mut m, *slot)?;
     }
     Ok(slots.len())
 }
 
-/// The slots `addr` serves, from its own CLUSTER SLOTS.
-fn owned_slots(a: &mut Admin, addr: SocketAddr) -> Result<Vec<u16>> {
-    let map = cluster::slot_map::SlotMap::from_cluster_slots(
-        1,
-        &a.ok(&["CLUSTER", "SLOTS"])?,
-        &addr.ip().to_string(),
-    )?;
-    let me = addr.to_string();
+/// The documented live-resharding sequence for one slot.
+fn migrate_slot(m: &mut Movers, slot: u16) -> Result<()> {
+    let slot = slot.to_string();
+    let (host, port) = (m.dst.addr.ip().to_string(), m.dst.addr.port().to_string());
+    m.dst
+        .ok(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &m.src_id])?;
+    m.src
+        .ok(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &m.dst_id])?;
+    loop {
+        let keys = m.src.ok(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"])?;
+        let keys: Vec<&[u8]> = keys
+            .as_array()
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(Value::as_bytes)
+            .collect();
+        if keys.is_empty() {
+            break;
+        }
+        let mut args: Vec<&[u8]> = vec![
+            b"MIGRATE",
+            host.as_bytes(),
+            port.as_bytes(),
+            b"",
+            b"0",
+            b"5000",
+            b"KEYS",
+        ];
+        args.extend(keys);
+        if let Value::Error(e) = m.src.call(&args)? {
+            bail!("MIGRATE slot {slot}: {}", String::from_utf8_lossy(&e));
+        }
+    }
+    let dst_id = m.dst_id.clone();
+    for node in [&mut m.dst, &mut m.src]
+        .into_iter()
+        .chain(m.others.iter_mut())
+    {
+        node.ok(&["CLUSTER", "SETSLOT", &slot, "NODE", &dst_id])?;
+    }
+    Ok(())
+}
+
+/// The slots the node behind `a` serves, from its own CLUSTER SLOTS.
+fn owned_slots(a: &mut Admin) -> Result<Vec<u16>> {
+    let reply = a.ok(&["CLUSTER", "SLOTS"])?;
+    let map = cluster::slot_map::SlotMap::from_cluster_slots(1, &reply, &a.addr.ip().to_string())?;
+    let me = a.addr.to_string();
     Ok((0..16384u16)
         .filter(|s| map.node_of(*s).is_some_and(|n| n.addr == me))
         .collect())
 }
 
-fn report(
-    a: &ReshardArgs,
-    load: &Json,
-    masters: &[SocketAddr],
-    before: &[[u64; 3]],
-    after: &[[u64; 3]],
-    slots: usize,
-    took: Duration,
-) {
-    println!(
-        "reshard via {:?}: {slots} slots migrated in {:.1}s under {} clients at {}/s",
-        a.via,
-        took.as_secs_f64(),
-        a.clients,
-        a.rate
-    );
+fn report(load: &Json, masters: &[SocketAddr], before: &[[u64; 3]], after: &[[u64; 3]]) {
     println!(
         "client errors: {}  redirects followed: {}  generator CLUSTER SLOTS calls: {}",
         load["errors"], load["redirects_followed"], load["topology_refreshes"]
     );
-    println!("second   ok      errors   p99 µs");
-    for s in load["per_second"].as_array().into_iter().flatten() {
-        println!(
-            "{:>6} {:>6} {:>8} {:>10.0}",
-            s["t"].as_u64().unwrap_or(0),
-            s["ok"].as_u64().unwrap_or(0),
-            s["errors"].as_u64().unwrap_or(0),
-            s["p99_us"].as_f64().unwrap_or(0.0)
-        );
-    }
+    print_seconds(load);
     let mut total = 0;
     for (i, m) in masters.iter().enumerate() {
         let d: Vec<u64> = (0..3)

@@ -26,7 +26,7 @@ pub enum ScenarioCommand {
     /// Steady load while a third of the slots migrate live; errors, p99/s, topology calls.
     Reshard(crate::scen_reshard::ReshardArgs),
     /// Steady load, then kill -9 of a master with a replica: unavailability, crossed replies.
-    Failover,
+    Failover(crate::scen_failover::FailoverArgs),
 }
 
 /// Flags shared by the connection-count scenarios.
@@ -55,7 +55,7 @@ pub fn run(cmd: ScenarioCommand) -> Result<()> {
         ScenarioCommand::SlowReaders(a) => crate::scen_mem::slow_readers(&a),
         ScenarioCommand::BigValues(a) => crate::scen_mem::big_values(&a),
         ScenarioCommand::Reshard(a) => crate::scen_reshard::run(&a),
-        ScenarioCommand::Failover => bail!("scenario failover: not implemented yet"),
+        ScenarioCommand::Failover(a) => crate::scen_failover::run(&a),
     }
 }
 
@@ -70,6 +70,49 @@ pub fn load(target: SocketAddr, flags: &[&str]) -> Result<Value> {
         bail!("load against {target} failed");
     }
     Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Prepopulates the keyspace through `route` (`--target X` or `--cluster S`, plus key flags).
+pub fn prepopulate_via(route: &[String]) -> Result<()> {
+    let ok = procs::self_command(None)?
+        .args(["run", "--prepopulate", "--requests", "1"])
+        .args(route)
+        .stdout(Stdio::null())
+        .status()?
+        .success();
+    anyhow::ensure!(ok, "prepopulate failed");
+    Ok(())
+}
+
+/// Starts `bench run --json` with `route` and `flags` in the background.
+pub fn spawn_load(route: &[String], flags: &[String]) -> Result<std::process::Child> {
+    Ok(procs::self_command(None)?
+        .args(["run", "--json"])
+        .args(flags)
+        .args(route)
+        .stdout(Stdio::piped())
+        .spawn()?)
+}
+
+/// Waits for a background load and parses its report.
+pub fn finish_load(child: std::process::Child) -> Result<Value> {
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(out.status.success(), "load failed");
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The per-second table of a load report.
+pub fn print_seconds(load: &Value) {
+    println!("second     ok   errors     p99 µs");
+    for s in load["per_second"].as_array().into_iter().flatten() {
+        println!(
+            "{:>6} {:>6} {:>8} {:>10.0}",
+            s["t"].as_u64().unwrap_or(0),
+            s["ok"].as_u64().unwrap_or(0),
+            s["errors"].as_u64().unwrap_or(0),
+            s["p99_us"].as_f64().unwrap_or(0.0)
+        );
+    }
 }
 
 /// Opens `n` connections and keeps them (idle) until the vector drops.

@@ -95,6 +95,8 @@ pub struct Stats {
     pub followed_moved: u64,
     /// ASK redirects followed.
     pub followed_ask: u64,
+    /// Successful replies that did not belong to their request (`--verify`); must be 0.
+    pub crossed: u64,
     /// First set-up error (a client that could not connect), reported after the run.
     pub setup_error: Option<String>,
 }
@@ -120,6 +122,7 @@ impl Stats {
             errors: Errors::default(),
             followed_moved: 0,
             followed_ask: 0,
+            crossed: 0,
             setup_error: None,
         }
     }
@@ -156,6 +159,7 @@ impl Stats {
         self.errors.add(&o.errors);
         self.followed_moved += o.followed_moved;
         self.followed_ask += o.followed_ask;
+        self.crossed += o.crossed;
         for (i, s) in o.seconds.iter().enumerate() {
             let mine = self.second(Duration::from_secs(i as u64));
             mine.hist.add(&s.hist)?;

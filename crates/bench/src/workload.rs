@@ -331,11 +331,19 @@ mod tests {
         let get = Template::new(&CommandSpec::Get, b"key:", 32);
         let mut out = Vec::new();
         let mut rng = Rng::new(5);
-        set.write(&mut out, &mut KeyGen::new(&KeyDist::Sequential, 100, 7, 1), &mut rng);
+        set.write(
+            &mut out,
+            &mut KeyGen::new(&KeyDist::Sequential, 100, 7, 1),
+            &mut rng,
+        );
         let value = &out[out.len() - 34..out.len() - 2];
         assert_eq!(&value[..13], b"000000000007:");
         let mut req = Vec::new();
-        get.write(&mut req, &mut KeyGen::new(&KeyDist::Sequential, 100, 7, 1), &mut rng);
+        get.write(
+            &mut req,
+            &mut KeyGen::new(&KeyDist::Sequential, 100, 7, 1),
+            &mut rng,
+        );
         let reply = [b"$32\r\n".as_slice(), value, b"\r\n"].concat();
         assert!(reply_matches(&req, &reply));
         assert!(reply_matches(&req, b"$-1\r\n"));

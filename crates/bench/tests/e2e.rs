@@ -1,8 +1,11 @@
-//! End-to-end: the generator against a real redis-server on a free port. Proves the numbers
-//! it reports are what happened (request counts, errors by kind, JSON shape), in ~1 s.
+//! End-to-end: the generator against a real redis-server (and a real 3-master cluster) on
+//! free ports. Proves the numbers it reports are what happened: request counts, errors by
+//! kind, crossed-reply checks, pacing and the JSON shape. About 3 s in all.
 
 use bench::args::RunArgs;
+use bench::procs::Proc;
 use clap::Parser;
+use serde_json::Value;
 
 #[derive(Parser)]
 struct Cli {
@@ -10,19 +13,31 @@ struct Cli {
     run: RunArgs,
 }
 
-fn run(args: &[&str]) -> serde_json::Value {
+fn run(args: &[&str]) -> Value {
     let cli = Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))
         .expect("valid flags");
     bench::run::run_quiet(&cli.run, false).expect("run").0
 }
 
+/// A fresh redis-server, or `None` (test skipped) when it is not installed.
+fn redis() -> Option<(Proc, String)> {
+    match bench::procs::redis(None) {
+        Ok(p) => {
+            let addr = p.addr().to_string();
+            Some((p, addr))
+        }
+        Err(e) => {
+            eprintln!("redis-server not available ({e}); skipping");
+            None
+        }
+    }
+}
+
 #[test]
-fn closed_and_open_loop_against_redis() {
-    let Ok(redis) = bench::procs::redis(None) else {
-        eprintln!("redis-server not available; skipping");
+fn closed_loop_counts_and_json_shape() {
+    let Some((_redis, target)) = redis() else {
         return;
     };
-    let target = redis.addr().to_string();
     let v = run(&[
         "--target",
         &target,
@@ -51,8 +66,14 @@ fn closed_and_open_loop_against_redis() {
         assert!(v[k].as_f64().expect(k) > 0.0, "{k}: {v}");
     }
     assert!(v["per_second"].as_array().is_some_and(|a| !a.is_empty()));
+}
 
-    // A wrong-type command on every other request: errors are counted by kind, not hidden.
+#[test]
+fn error_replies_are_counted_by_kind() {
+    let Some((_redis, target)) = redis() else {
+        return;
+    };
+    // A wrong-type command on about half the requests: counted, not hidden.
     let v = run(&[
         "--target",
         &target,
@@ -69,7 +90,32 @@ fn closed_and_open_loop_against_redis() {
     let other = v["errors"]["other"].as_u64().unwrap();
     assert!(other > 100 && other < 300, "{v}");
     assert_eq!(v["ok"].as_u64().unwrap() + other, 400);
+}
 
+#[test]
+fn verified_replies_never_cross_and_open_loop_paces() {
+    let Some((_redis, target)) = redis() else {
+        return;
+    };
+    let v = run(&[
+        "--target",
+        &target,
+        "--requests",
+        "2000",
+        "--clients",
+        "4",
+        "--pipeline",
+        "8",
+        "--mix",
+        "get:1,set:1",
+        "--value-size",
+        "32",
+        "--verify",
+        "--keyspace",
+        "50",
+    ]);
+    assert_eq!(v["ok"], 2000, "{v}");
+    assert_eq!(v["crossed_replies"], 0, "{v}");
     // Open loop: ~500 requests at 1000/s over 0.5 s, with the send lag reported.
     let v = run(&[
         "--target",

@@ -8,6 +8,15 @@
 //! report 004), pipelines that keep the caller's order across nodes and
 //! redirects, and a throttled, single-flight topology refresh (report 000).
 //!
+//! # Limits (not implemented yet)
+//!
+//! Connections are shared, so connection-state commands do not belong on
+//! them: MULTI/EXEC/WATCH (a keyless MULTI is routed to a random node),
+//! SELECT, SUBSCRIBE (pushes poison the connection) and long blocking
+//! commands (BLPOP holds up every caller of that node). Keyless commands go
+//! to one random master; there is no fan-out (KEYS, DBSIZE, FLUSHALL...). No
+//! AUTH/TLS, no replica reads.
+//!
 //! # Examples
 //!
 //! ```no_run

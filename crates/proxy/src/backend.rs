@@ -87,6 +87,9 @@ pub(crate) struct Backend {
     topology: Arc<Topology>,
     /// Speak RESP3 (HELLO 3 first on every new connection), for RESP3 clients.
     pub resp3: bool,
+    /// Stream mode (a session's pub/sub connection): every frame the node sends is handed to
+    /// this client as it comes, with no request/reply pairing.
+    sink: RefCell<Option<Rc<ClientCell>>>,
 }
 
 // === impl Backend ===
@@ -108,6 +111,7 @@ impl Backend {
             connect_timeout,
             topology,
             resp3,
+            sink: RefCell::new(None),
         })
     }
 
@@ -127,6 +131,11 @@ impl Backend {
         } else if let Some(w) = self.waker.borrow().as_ref() {
             w.wake_by_ref();
         }
+    }
+
+    /// Turn this (new, unused) connection into a stream to `client` (pub/sub).
+    pub(crate) fn stream_to(&self, client: Rc<ClientCell>) {
+        *self.sink.borrow_mut() = Some(client);
     }
 
     /// End the connection (a session's dedicated connection when the session ends): the
@@ -272,6 +281,9 @@ impl Conn {
                 });
             }
             self.write_queue.push_back(out.frame);
+            if self.backend.sink.borrow().is_some() {
+                continue;
+            }
             self.in_flight.push_back(InFlight {
                 client: Some(out.client),
                 seq: out.seq,
@@ -330,7 +342,11 @@ impl Conn {
             };
             let frame = self.read_buf.split_to(len).freeze();
             let Some(owner) = self.in_flight.pop_front() else {
-                return Err("reply without a request (stream out of step)".into());
+                match self.backend.sink.borrow().as_ref() {
+                    Some(client) => client.push_frame(Rc::as_ptr(&self.backend) as usize, frame),
+                    None => return Err("reply without a request (stream out of step)".into()),
+                }
+                continue;
             };
             if let Some(client) = owner.client {
                 client.deliver(owner.seq, owner.frag, frame);
@@ -340,6 +356,12 @@ impl Conn {
 
     /// Fail everything this connection owes: sent requests have an unknown outcome.
     fn poison(&mut self, reason: &str) {
+        // Closed on purpose (end of subscribed mode) is not a loss.
+        if !self.backend.closed.get() {
+            if let Some(client) = self.backend.sink.borrow().as_ref() {
+                client.stream_lost();
+            }
+        }
         let lost = node_error(
             &self.backend.addr,
             &format!("connection lost ({reason}); the command may or may not have run"),

@@ -58,6 +58,9 @@ pub struct LimitsConfig {
     pub max_pending_per_client: usize,
     /// Reply bytes queued for one client before the proxy stops reading its requests.
     pub output_soft_limit_bytes: usize,
+    /// Bytes of undelivered pub/sub messages after which a subscriber is disconnected
+    /// (Redis: client-output-buffer-limit pubsub 32mb).
+    pub pubsub_output_limit_bytes: usize,
 }
 
 /// Logging; `RUST_LOG` overrides `level`.
@@ -95,6 +98,7 @@ impl Default for LimitsConfig {
             max_query_buffer_bytes: 1024 * 1024 * 1024,
             max_pending_per_client: 16 * 1024,
             output_soft_limit_bytes: 64 * 1024 * 1024,
+            pubsub_output_limit_bytes: 32 * 1024 * 1024,
         }
     }
 }

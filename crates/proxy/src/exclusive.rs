@@ -20,6 +20,7 @@ use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
 use crate::pending::Entry;
+use crate::pubsub::PubSubTarget;
 use crate::session::Session;
 
 /// A request waiting for its turn on the dedicated connection.
@@ -32,6 +33,8 @@ pub(crate) struct Held {
     pub slot: Option<u16>,
     /// Kept so a MOVED reply can resend it (None for a transaction).
     pub resend: Option<Bytes>,
+    /// A pub/sub command: goes to the subscription connection, not the dedicated one.
+    pub pubsub: Option<PubSubTarget>,
 }
 
 impl Held {
@@ -42,6 +45,7 @@ impl Held {
             frame,
             skip: 0,
             slot,
+            pubsub: None,
         }
     }
 }
@@ -61,8 +65,14 @@ impl Session {
             return;
         }
         self.serial = false;
-        if let Some(held) = self.held.take() {
-            self.run_exclusive(held);
+        match self.held.take() {
+            Some(Held {
+                frame,
+                pubsub: Some(target),
+                ..
+            }) => self.send_pubsub(frame, target),
+            Some(held) => self.run_exclusive(held),
+            None => {}
         }
     }
 

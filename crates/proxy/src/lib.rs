@@ -27,6 +27,7 @@ mod fanout;
 mod info;
 mod local;
 mod pending;
+mod pubsub;
 mod redirect;
 mod router;
 mod scan;

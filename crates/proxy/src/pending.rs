@@ -86,6 +86,10 @@ pub(crate) struct ClientCell {
     waker: RefCell<Option<Waker>>,
     /// Replies delivered but not yet written, in bytes (for output backpressure).
     queued_bytes: Cell<usize>,
+    /// Frames from the client's pub/sub connections, forwarded as they arrive.
+    pushes: RefCell<VecDeque<(usize, Bytes)>>,
+    /// A pub/sub connection broke: the client must be told by closing its connection.
+    lost: Cell<bool>,
 }
 
 // === impl ClientCell ===
@@ -161,6 +165,32 @@ impl ClientCell {
         if (idx == 0 && became_ready) || redirect {
             self.wake();
         }
+    }
+
+    /// A frame from a pub/sub connection (message, confirmation, or a reply in subscribed
+    /// mode), to be written after whatever is already queued.
+    /// `source` identifies the connection (for per-connection subscription counts).
+    pub(crate) fn push_frame(&self, source: usize, frame: Bytes) {
+        if self.queue.borrow().closed {
+            return;
+        }
+        self.pushes.borrow_mut().push_back((source, frame));
+        self.wake();
+    }
+
+    /// Take the pending pub/sub frames, in arrival order.
+    pub(crate) fn take_pushes(&self, into: &mut Vec<(usize, Bytes)>) {
+        into.extend(self.pushes.borrow_mut().drain(..));
+    }
+
+    /// A pub/sub connection was lost (see `is_lost`).
+    pub(crate) fn stream_lost(&self) {
+        self.lost.set(true);
+        self.wake();
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.get()
     }
 
     /// Take the redirects to follow; the session re-dispatches them with `with_entry`.

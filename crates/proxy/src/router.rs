@@ -8,6 +8,7 @@ use bytes::Bytes;
 use cluster::command::{flags, CommandSpec, KeyPositions, RequestPolicy};
 
 use crate::fanout::{merge_for, Merge};
+use crate::pubsub::PubSubTarget;
 use crate::transaction::TxCommand;
 use resp::Request;
 
@@ -32,6 +33,8 @@ pub(crate) enum Route {
     Exclusive(Option<u16>),
     /// SCAN across masters, with a cursor that names the master.
     Scan,
+    /// A subscribe/unsubscribe command, for the session's subscription connections.
+    PubSub(PubSubTarget),
 }
 
 /// Commands the proxy answers without a backend.
@@ -73,6 +76,9 @@ pub(crate) fn route(req: &Request) -> Route {
             slot: watch_slot(req),
         };
     }
+    if let Some(target) = pubsub_target(spec.name, req) {
+        return target;
+    }
     if spec.name == "scan" {
         // The one command whose request policy is "special" that the proxy serves.
         return Route::Scan;
@@ -105,6 +111,26 @@ fn is_broadcast(spec: &CommandSpec) -> bool {
         spec.request_policy,
         RequestPolicy::AllShards | RequestPolicy::AllNodes
     )
+}
+
+/// Pub/sub subscriptions: the bus for channels and patterns, the slot's owner for shard
+/// channels (which must all share one slot, as Redis requires).
+fn pubsub_target(name: &str, req: &Request) -> Option<Route> {
+    Some(match name {
+        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
+            Route::PubSub(PubSubTarget::Bus)
+        }
+        "ssubscribe" | "sunsubscribe" if req.argc() == 1 => {
+            Route::PubSub(PubSubTarget::Shard(None))
+        }
+        "ssubscribe" | "sunsubscribe" => match watch_slot(req) {
+            Some(slot) => Route::PubSub(PubSubTarget::Shard(Some(slot))),
+            None => Route::Refuse(Bytes::from_static(
+                b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+            )),
+        },
+        _ => return None,
+    })
 }
 
 fn tx_command(name: &str) -> Option<TxCommand> {
@@ -149,18 +175,7 @@ fn local_command(name: &str) -> Option<Local> {
 /// Commands that would break the shared, multiplexed backend connections or would silently
 /// give a one-node answer to a cluster-wide question. Each gets a clear refusal instead.
 fn unsupported(spec: &CommandSpec) -> Option<&'static str> {
-    const STATEFUL: &[&str] = &[
-        "subscribe",
-        "psubscribe",
-        "ssubscribe",
-        "unsubscribe",
-        "punsubscribe",
-        "sunsubscribe",
-        "monitor",
-        "wait",
-        "sync",
-        "psync",
-    ];
+    const STATEFUL: &[&str] = &["monitor", "wait", "sync", "psync"];
     if STATEFUL.contains(&spec.name) {
         return Some("needs a dedicated connection, which this proxy does not offer yet");
     }
@@ -326,10 +341,7 @@ mod tests {
             }
         );
         assert_eq!(route(&req(&["KEYS", "*"])), Route::Broadcast(Merge::Concat));
-        for args in [
-            &["SUBSCRIBE", "c"][..],
-            &["CONFIG", "SET", "maxmemory", "1"],
-        ] {
+        for args in [&["MONITOR"][..], &["CONFIG", "SET", "maxmemory", "1"]] {
             assert!(
                 refusal(route(&req(args))).starts_with("-ERR slotgate: "),
                 "{args:?}"

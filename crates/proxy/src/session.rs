@@ -35,6 +35,7 @@ use crate::exclusive::Held;
 use crate::fanout::Fanout;
 use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
+use crate::pubsub::{PubSub, PubSubTarget};
 use crate::redirect;
 use crate::router::{self, Local, Route};
 use crate::stats::WorkerStats;
@@ -53,6 +54,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     poll_fn(|cx| session.poll(cx)).await;
     session.cell.close();
     session.drop_dedicated();
+    session.leave_pubsub();
     WorkerStats::bump(&worker.stats.connections_closed);
     tracing::debug!(client.id = id, "client closed");
 }
@@ -63,7 +65,7 @@ pub(crate) struct Session {
     pub(crate) cell: Rc<ClientCell>,
     parser: RequestParser,
     read_buf: BytesMut,
-    out: VecDeque<Bytes>,
+    pub(crate) out: VecDeque<Bytes>,
     out_bytes: usize,
     pub(crate) info: SessionInfo,
     pub(crate) redirected: Vec<(u64, u32)>,
@@ -82,6 +84,10 @@ pub(crate) struct Session {
     pub(crate) tx: Option<Transaction>,
     /// Slot of the WATCHed keys, if any.
     pub(crate) watch_slot: Option<u16>,
+    /// Subscription connections, while the client has subscriptions.
+    pub(crate) pubsub: Option<PubSub>,
+    /// Reused buffer for frames taken from the subscription connections.
+    pub(crate) push_scratch: Vec<(usize, Bytes)>,
 }
 
 /// What reading the socket produced.
@@ -117,6 +123,8 @@ impl Session {
             serial: false,
             tx: None,
             watch_slot: None,
+            pubsub: None,
+            push_scratch: Vec::new(),
         }
     }
 
@@ -126,6 +134,10 @@ impl Session {
         loop {
             redirect::follow(self);
             self.out_bytes += self.cell.pop_ready(&mut self.out);
+            self.out_bytes += self.forward_pushes();
+            if self.cell.is_lost() || self.pubsub_overflow() {
+                return Poll::Ready(());
+            }
             // After the pop: a held request waits for the replies before it to be written.
             self.release_held();
             if self.poll_flush(cx).is_err() {
@@ -170,6 +182,36 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// RESP2 subscribed mode: QUIT and RESET are answered here, everything else goes down
+    /// the subscription connection so Redis gives its own subscribed-mode replies, in order.
+    fn dispatch_subscribed(&mut self, req: Request, route: Route) {
+        match route {
+            Route::Local(Local::Quit) => {
+                self.info.quit = true;
+                self.reply_now(Bytes::from_static(b"+OK\r\n"));
+            }
+            Route::Local(Local::Reset) => {
+                self.leave_pubsub();
+                self.info = SessionInfo::new(self.info.id);
+                self.reply_now(Bytes::from_static(b"+RESET\r\n"));
+            }
+            Route::PubSub(target) => self.send_pubsub(req.raw().clone(), target),
+            Route::Local(Local::Ping) => self.send_pubsub(req.raw().clone(), PubSubTarget::Bus),
+            Route::Refuse(err) => self.reply_now(err),
+            _ => {
+                let name = cluster::lookup(req.arg(0)).map_or("", |spec| spec.name);
+                self.refuse_subscribed(name);
+            }
+        }
+    }
+
+    /// A subscriber that does not read its messages is disconnected past this many queued
+    /// bytes, as Redis does with `client-output-buffer-limit pubsub`.
+    fn pubsub_overflow(&self) -> bool {
+        let limit = self.worker.shared.config.limits.pubsub_output_limit_bytes;
+        self.pubsub.is_some() && self.out_bytes > limit
     }
 
     /// Whether this client speaks RESP3 (HELLO 3): its requests go to RESP3 connections.
@@ -250,6 +292,9 @@ impl Session {
     fn dispatch(&mut self, req: Request) {
         WorkerStats::bump(&self.worker.stats.commands_processed);
         let route = router::route(&req);
+        if self.subscribed_resp2() {
+            return self.dispatch_subscribed(req, route);
+        }
         if self.tx.is_some() && !matches!(route, Route::Tx { .. }) {
             return self.queue_in_transaction(req, route);
         }
@@ -257,6 +302,7 @@ impl Session {
             Route::Tx { cmd, slot } => self.transaction_command(cmd, req, slot),
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
             Route::Scan => self.scan(&req),
+            Route::PubSub(target) => self.pubsub_command(req, target),
             Route::Local(Local::Info) if crate::info::wants_keyspace(&req) => {
                 self.info_with_keyspace(&req)
             }

@@ -120,6 +120,7 @@ impl Session {
             skip,
             slot: tx.slot,
             resend: None,
+            pubsub: None,
         });
     }
 

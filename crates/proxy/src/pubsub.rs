@@ -1,0 +1,250 @@
+//! Pub/sub through the proxy.
+//!
+//! ```text
+//!   SUBSCRIBE/PSUBSCRIBE ─▶ the session's bus connection (any master: the cluster bus
+//!                            carries PUBLISH to every node)
+//!   SSUBSCRIBE ch        ─▶ the session's connection to the master of ch's slot
+//!   every frame those connections send ─▶ straight to the client, in arrival order
+//! ```
+//!
+//! Subscription connections are per session and in stream mode: frames are not paired with
+//! requests. A RESP2 client in subscribed mode may only send (un)subscribe commands, PING,
+//! QUIT and RESET: the proxy sends all of them down the bus connection, so Redis itself gives
+//! the exact subscribed-mode replies and errors, in order. A RESP3 client keeps using normal
+//! commands meanwhile; messages reach it as push frames between its replies.
+//!
+//! Subscribed mode ends when every subscription connection has confirmed a count of 0;
+//! the connections are then closed. If one breaks, the client's connection is closed too, so
+//! it reconnects and resubscribes as it would after losing a Redis server.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use resp::Request;
+
+use crate::backend::{Backend, Outgoing};
+use crate::exclusive::Held;
+use crate::fanout::array_elements;
+use crate::session::Session;
+
+/// Where a pub/sub command goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PubSubTarget {
+    /// SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE (and anything in RESP2 subscribed mode).
+    Bus,
+    /// SSUBSCRIBE/SUNSUBSCRIBE of channels in this slot; None: every shard connection.
+    Shard(Option<u16>),
+}
+
+/// A session's subscription connections and their last confirmed counts.
+#[derive(Default)]
+pub(crate) struct PubSub {
+    bus: Option<Rc<Backend>>,
+    shards: Vec<Rc<Backend>>,
+    /// (connection id, subscriptions it last confirmed)
+    counts: Vec<(usize, i64)>,
+    /// Errors for refused commands, each waiting for its marker pong (see `refuse`).
+    refusals: std::collections::VecDeque<Bytes>,
+}
+
+/// `PING slotgate:refused` in subscribed mode answers this exact frame: it marks where in the
+/// stream a refusal belongs.
+const MARKER_PING: &[u8] = b"*2\r\n$4\r\nPING\r\n$16\r\nslotgate:refused\r\n";
+const MARKER_PONG: &[u8] = b"*2\r\n$4\r\npong\r\n$16\r\nslotgate:refused\r\n";
+
+// === impl Session (pub/sub) ===
+
+impl Session {
+    /// True while a RESP2 client is in subscribed mode: every command goes to the bus.
+    pub(crate) fn subscribed_resp2(&self) -> bool {
+        self.pubsub.is_some() && !self.resp3()
+    }
+
+    /// A pub/sub command: after the requests before it are answered, to its connection.
+    pub(crate) fn pubsub_command(&mut self, req: Request, target: PubSubTarget) {
+        if self.pubsub.is_some() {
+            return self.send_pubsub(req.raw().clone(), target);
+        }
+        let mut held = Held::single(req, None);
+        held.pubsub = Some(target);
+        self.hold(held);
+    }
+
+    /// Send a frame on the subscription connection(s) for `target`, opening them as needed.
+    pub(crate) fn send_pubsub(&mut self, frame: Bytes, target: PubSubTarget) {
+        let targets = match target {
+            PubSubTarget::Bus => vec![self.bus_connection()],
+            PubSubTarget::Shard(Some(slot)) => self.shard_connection(slot).into_iter().collect(),
+            PubSubTarget::Shard(None) => {
+                let shards = self
+                    .pubsub
+                    .as_ref()
+                    .map(|p| p.shards.clone())
+                    .unwrap_or_default();
+                if shards.is_empty() {
+                    vec![self.bus_connection()]
+                } else {
+                    shards
+                }
+            }
+        };
+        for backend in targets {
+            let client = self.cell.clone();
+            backend.send(Outgoing {
+                frame: frame.clone(),
+                client,
+                seq: 0,
+                frag: 0,
+                asking: false,
+                skip: 0,
+            });
+        }
+    }
+
+    fn bus_connection(&mut self) -> Rc<Backend> {
+        if let Some(bus) = self.pubsub.as_ref().and_then(|p| p.bus.clone()) {
+            return bus;
+        }
+        let map = self.worker.topology().current();
+        let n = map.nodes().len().max(1);
+        let addr = map.nodes()[self.info.id as usize % n].addr.clone();
+        let bus = self.stream_connection(&addr);
+        self.pubsub.get_or_insert_with(PubSub::default).bus = Some(bus.clone());
+        bus
+    }
+
+    fn shard_connection(&mut self, slot: u16) -> Option<Rc<Backend>> {
+        let addr = self.worker.topology().current().node_of(slot)?.addr.clone();
+        let pubsub = self.pubsub.get_or_insert_with(PubSub::default);
+        if let Some(conn) = pubsub.shards.iter().find(|c| *c.addr == *addr) {
+            return Some(conn.clone());
+        }
+        let conn = self.stream_connection(&addr);
+        self.pubsub
+            .get_or_insert_with(PubSub::default)
+            .shards
+            .push(conn.clone());
+        Some(conn)
+    }
+
+    fn stream_connection(&self, addr: &str) -> Rc<Backend> {
+        let conn = self.worker.new_backend(addr, self.resp3());
+        conn.stream_to(self.cell.clone());
+        conn
+    }
+
+    /// A command Redis does not allow in RESP2 subscribed mode. The error must reach the
+    /// client after the confirmations still on their way, so a marker PING goes down the bus
+    /// and its pong is replaced by the error when it comes back.
+    pub(crate) fn refuse_subscribed(&mut self, name: &str) {
+        let text = format!(
+            "-ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
+        );
+        self.pubsub
+            .get_or_insert_with(PubSub::default)
+            .refusals
+            .push_back(Bytes::from(text));
+        self.send_pubsub(Bytes::from_static(MARKER_PING), PubSubTarget::Bus);
+    }
+
+    /// Move frames from the subscription connections to the client; end subscribed mode once
+    /// every connection confirmed 0 subscriptions. Returns the bytes moved.
+    pub(crate) fn forward_pushes(&mut self) -> usize {
+        let mut frames = std::mem::take(&mut self.push_scratch);
+        self.cell.take_pushes(&mut frames);
+        let mut bytes = 0;
+        for (source, mut frame) in frames.drain(..) {
+            if let Some(count) = confirmed_count(&frame) {
+                self.record_count(source, count);
+            }
+            if frame.as_ref() == MARKER_PONG {
+                if let Some(refusal) = self.pubsub.as_mut().and_then(|p| p.refusals.pop_front()) {
+                    frame = refusal;
+                }
+            }
+            bytes += frame.len();
+            self.out.push_back(frame);
+        }
+        self.push_scratch = frames;
+        if self
+            .pubsub
+            .as_ref()
+            .is_some_and(|p| !p.counts.is_empty() && p.counts.iter().all(|(_, n)| *n == 0))
+        {
+            self.leave_pubsub();
+        }
+        bytes
+    }
+
+    fn record_count(&mut self, source: usize, count: i64) {
+        let Some(p) = self.pubsub.as_mut() else {
+            return;
+        };
+        match p.counts.iter_mut().find(|(s, _)| *s == source) {
+            Some(entry) => entry.1 = count,
+            None => p.counts.push((source, count)),
+        }
+    }
+
+    /// Close every subscription connection (end of subscribed mode, RESET, session end).
+    pub(crate) fn leave_pubsub(&mut self) {
+        if let Some(p) = self.pubsub.take() {
+            for conn in p.bus.iter().chain(p.shards.iter()) {
+                conn.close();
+            }
+        }
+    }
+}
+
+/// The count of a subscribe/unsubscribe confirmation (`[kind, channel, count]`), if `frame`
+/// is one.
+fn confirmed_count(frame: &Bytes) -> Option<i64> {
+    if !matches!(frame.first(), Some(b'*' | b'>')) {
+        return None;
+    }
+    let parts = array_elements(frame)?;
+    const KINDS: &[&[u8]] = &[
+        b"subscribe",
+        b"psubscribe",
+        b"ssubscribe",
+        b"unsubscribe",
+        b"punsubscribe",
+        b"sunsubscribe",
+    ];
+    let kind = parts.first()?;
+    let body = kind.get(kind.iter().position(|&b| b == b'\n')? + 1..kind.len().checked_sub(2)?)?;
+    if parts.len() != 3 || !KINDS.contains(&body) {
+        return None;
+    }
+    std::str::from_utf8(parts[2].strip_prefix(b":")?.strip_suffix(b"\r\n")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_confirmations_and_their_counts() {
+        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        assert_eq!(
+            confirmed_count(&b("*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n")),
+            Some(1)
+        );
+        assert_eq!(
+            confirmed_count(&b(">3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:0\r\n")),
+            Some(0)
+        );
+        assert_eq!(
+            confirmed_count(&b("*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n")),
+            Some(0)
+        );
+        assert_eq!(
+            confirmed_count(&b("*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nx\r\n")),
+            None
+        );
+        assert_eq!(confirmed_count(&b("+PONG\r\n")), None);
+    }
+}
