@@ -29,6 +29,7 @@ mod local;
 mod pending;
 mod pubsub;
 mod redirect;
+mod resubscribe;
 mod router;
 mod scan;
 mod session;

@@ -40,11 +40,16 @@ pub(crate) enum PubSubTarget {
 #[derive(Default)]
 pub(crate) struct PubSub {
     bus: Option<Rc<Backend>>,
-    shards: Vec<Rc<Backend>>,
+    pub(crate) shards: Vec<Rc<Backend>>,
     /// (connection id, subscriptions it last confirmed)
     counts: Vec<(usize, i64)>,
     /// Errors for refused commands, each waiting for its marker pong (see `refuse`).
     refusals: std::collections::VecDeque<Bytes>,
+    /// Shard channels the client subscribed to and has not unsubscribed from.
+    pub(crate) wanted: Vec<Bytes>,
+    /// Shard channels the node dropped (slot moved, failover) that the proxy is
+    /// resubscribing without the client noticing.
+    pub(crate) silent: Vec<Bytes>,
 }
 
 /// `PING slotgate:refused` in subscribed mode answers this exact frame: it marks where in the
@@ -62,6 +67,9 @@ impl Session {
 
     /// A pub/sub command: after the requests before it are answered, to its connection.
     pub(crate) fn pubsub_command(&mut self, req: Request, target: PubSubTarget) {
+        if matches!(target, PubSubTarget::Shard(_)) {
+            self.note_shard_command(&req);
+        }
         if self.pubsub.is_some() {
             return self.send_pubsub(req.raw().clone(), target);
         }
@@ -113,7 +121,7 @@ impl Session {
         bus
     }
 
-    fn shard_connection(&mut self, slot: u16) -> Option<Rc<Backend>> {
+    pub(crate) fn shard_connection(&mut self, slot: u16) -> Option<Rc<Backend>> {
         let addr = self.worker.topology().current().node_of(slot)?.addr.clone();
         let pubsub = self.pubsub.get_or_insert_with(PubSub::default);
         if let Some(conn) = pubsub.shards.iter().find(|c| *c.addr == *addr) {
@@ -127,7 +135,7 @@ impl Session {
         Some(conn)
     }
 
-    fn stream_connection(&self, addr: &str) -> Rc<Backend> {
+    pub(crate) fn stream_connection(&self, addr: &str) -> Rc<Backend> {
         let conn = self.worker.new_backend(addr, self.resp3());
         conn.stream_to(self.cell.clone());
         conn
@@ -154,8 +162,13 @@ impl Session {
         self.cell.take_pushes(&mut frames);
         let mut bytes = 0;
         for (source, mut frame) in frames.drain(..) {
-            if let Some(count) = confirmed_count(&frame) {
-                self.record_count(source, count);
+            if let Some(confirmed) = confirmation(&frame) {
+                self.record_count(source, confirmed.count);
+                if self.resubscribe_on_confirmation(&confirmed) {
+                    continue;
+                }
+            } else if self.resubscribe_on_moved(&frame) {
+                continue;
             }
             if frame.as_ref() == MARKER_PONG {
                 if let Some(refusal) = self.pubsub.as_mut().and_then(|p| p.refusals.pop_front()) {
@@ -166,11 +179,9 @@ impl Session {
             self.out.push_back(frame);
         }
         self.push_scratch = frames;
-        if self
-            .pubsub
-            .as_ref()
-            .is_some_and(|p| !p.counts.is_empty() && p.counts.iter().all(|(_, n)| *n == 0))
-        {
+        if self.pubsub.as_ref().is_some_and(|p| {
+            p.silent.is_empty() && !p.counts.is_empty() && p.counts.iter().all(|(_, n)| *n == 0)
+        }) {
             self.leave_pubsub();
         }
         bytes
@@ -196,9 +207,15 @@ impl Session {
     }
 }
 
-/// The count of a subscribe/unsubscribe confirmation (`[kind, channel, count]`), if `frame`
-/// is one.
-fn confirmed_count(frame: &Bytes) -> Option<i64> {
+/// A subscribe/unsubscribe confirmation: `[kind, channel, count]`.
+pub(crate) struct Confirmation {
+    pub kind: Bytes,
+    pub channel: Bytes,
+    pub count: i64,
+}
+
+/// Parse `frame` as a confirmation, if it is one.
+pub(crate) fn confirmation(frame: &Bytes) -> Option<Confirmation> {
     if !matches!(frame.first(), Some(b'*' | b'>')) {
         return None;
     }
@@ -211,15 +228,33 @@ fn confirmed_count(frame: &Bytes) -> Option<i64> {
         b"punsubscribe",
         b"sunsubscribe",
     ];
-    let kind = parts.first()?;
-    let body = kind.get(kind.iter().position(|&b| b == b'\n')? + 1..kind.len().checked_sub(2)?)?;
-    if parts.len() != 3 || !KINDS.contains(&body) {
+    if parts.len() != 3 {
         return None;
     }
-    std::str::from_utf8(parts[2].strip_prefix(b":")?.strip_suffix(b"\r\n")?)
+    let kind = bulk_text(&parts[0])?;
+    if !KINDS.contains(&kind.as_ref()) {
+        return None;
+    }
+    let count = std::str::from_utf8(parts[2].strip_prefix(b":")?.strip_suffix(b"\r\n")?)
         .ok()?
         .parse()
-        .ok()
+        .ok()?;
+    let channel = bulk_text(&parts[1]).unwrap_or_default();
+    Some(Confirmation {
+        kind,
+        channel,
+        count,
+    })
+}
+
+/// The payload of a bulk string frame (a slice, no copy).
+fn bulk_text(frame: &Bytes) -> Option<Bytes> {
+    if !frame.starts_with(b"$") {
+        return None;
+    }
+    let start = frame.iter().position(|&b| b == b'\n')? + 1;
+    let end = frame.len().checked_sub(2)?.max(start);
+    Some(frame.slice(start..end))
 }
 
 #[cfg(test)]
@@ -229,22 +264,19 @@ mod tests {
     #[test]
     fn recognises_confirmations_and_their_counts() {
         let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        let count = |f: &str| confirmation(&b(f)).map(|c| c.count);
+        assert_eq!(count("*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n"), Some(1));
         assert_eq!(
-            confirmed_count(&b("*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n")),
-            Some(1)
-        );
-        assert_eq!(
-            confirmed_count(&b(">3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:0\r\n")),
+            count(">3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:0\r\n"),
             Some(0)
         );
+        assert_eq!(count("*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"), Some(0));
+        assert_eq!(count("*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nx\r\n"), None);
+        assert_eq!(count("+PONG\r\n"), None);
+        let c = confirmation(&b("*3\r\n$12\r\nsunsubscribe\r\n$3\r\n{s}\r\n:0\r\n")).unwrap();
         assert_eq!(
-            confirmed_count(&b("*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n")),
-            Some(0)
+            (&c.kind[..], &c.channel[..]),
+            (&b"sunsubscribe"[..], &b"{s}"[..])
         );
-        assert_eq!(
-            confirmed_count(&b("*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nx\r\n")),
-            None
-        );
-        assert_eq!(confirmed_count(&b("+PONG\r\n")), None);
     }
 }

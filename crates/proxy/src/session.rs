@@ -197,7 +197,12 @@ impl Session {
                 self.info = SessionInfo::new(self.info.id);
                 self.reply_now(Bytes::from_static(b"+RESET\r\n"));
             }
-            Route::PubSub(target) => self.send_pubsub(req.raw().clone(), target),
+            Route::PubSub(target) => {
+                if matches!(target, PubSubTarget::Shard(_)) {
+                    self.note_shard_command(&req);
+                }
+                self.send_pubsub(req.raw().clone(), target);
+            }
             Route::Local(Local::Ping) => self.send_pubsub(req.raw().clone(), PubSubTarget::Bus),
             Route::Refuse(err) => self.reply_now(err),
             _ => {

@@ -111,3 +111,76 @@ fn shard_channels_follow_their_slot() {
     assert_eq!(text(&publisher.call(&["SPUBLISH", "{s}b", "m"])), ":1");
     assert_eq!(strings(&sub.read().unwrap()), s(&["smessage", "{s}b", "m"]));
 }
+
+/// SSUBSCRIBE survives a manual CLUSTER FAILOVER of the shard's master: the proxy
+/// resubscribes on the new master without the client noticing, and later messages arrive.
+#[test]
+fn shard_subscriptions_survive_a_manual_failover() {
+    let h = Harness::start(3, 1);
+    let mut sub = h.client();
+    let mut publisher = h.client();
+    assert_eq!(
+        strings(&sub.call(&["SSUBSCRIBE", "{fo}ch"])),
+        s(&["ssubscribe", "{fo}ch", ":1"])
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        text(&publisher.call(&["SPUBLISH", "{fo}ch", "before"])),
+        ":1"
+    );
+    assert_eq!(
+        strings(&sub.read().unwrap()),
+        s(&["smessage", "{fo}ch", "before"])
+    );
+
+    let master = h.cluster.owner_of(b"{fo}").unwrap();
+    let master_id = h
+        .cluster
+        .nodes()
+        .iter()
+        .find(|n| n.addr == master)
+        .unwrap()
+        .id
+        .clone();
+    let replica = h
+        .cluster
+        .nodes()
+        .iter()
+        .find(|n| n.master_of.as_deref() == Some(master_id.as_str()))
+        .unwrap()
+        .addr;
+    h.cluster
+        .command(replica, &["CLUSTER", "FAILOVER"])
+        .unwrap()
+        .ok()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while h.cluster.owner_of(b"{fo}").unwrap() != replica {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "failover did not happen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Publish until a message gets through (the resubscription takes a moment).
+    let mut delivered = false;
+    sub.stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    for i in 0..30 {
+        publisher.call(&["SPUBLISH", "{fo}ch", &format!("after{i}")]);
+        if let Some(frame) = sub.try_read() {
+            let got = strings(&frame);
+            assert_eq!(
+                got[0], "smessage",
+                "the client never sees the node's sunsubscribe: {got:?}"
+            );
+            delivered = true;
+            break;
+        }
+    }
+    assert!(
+        delivered,
+        "a message published after the failover was delivered"
+    );
+}

@@ -122,6 +122,23 @@ impl Client {
         }
     }
 
+    /// Like `read`, but None when the read timeout passes first (the partial frame is kept).
+    pub fn try_read(&mut self) -> Option<Value> {
+        let mut framer = resp::ReplyFramer::new();
+        loop {
+            if let Some(len) = framer.next_frame(&self.buf).expect("valid reply") {
+                let frame: Bytes = self.buf.split_to(len).freeze();
+                return resp::decode(&frame).expect("valid reply").map(|(v, _)| v);
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(_) => return None,
+            }
+        }
+    }
+
     pub fn call(&mut self, args: &[&str]) -> Value {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         self.send(&args);

@@ -1,0 +1,110 @@
+//! Shard channels that survive a failover or a slot migration.
+//!
+//! When a node loses a slot (its master was failed over, or the slot migrated), Redis drops
+//! the shard-channel subscriptions of that slot and tells each subscriber with a
+//! `sunsubscribe` it never asked for. A client of a single Redis server never sees that
+//! happen, so the proxy hides it:
+//!
+//! ```text
+//!   unsolicited sunsubscribe C ─▶ hidden; C is "silent" ─▶ SSUBSCRIBE C to the slot's owner
+//!      ├─ -MOVED slot addr (the map was stale) ─▶ hidden; patch the map; SSUBSCRIBE C at addr
+//!      └─ ssubscribe C n ─▶ hidden; C is live again
+//! ```
+//!
+//! Messages published between the drop and the resubscription are lost, as they would be
+//! for any Redis client that resubscribes; messages after it are delivered.
+
+use bytes::{Bytes, BytesMut};
+use cluster::redirect::{parse_redirect, Host, Redirect};
+use cluster::slot_map::join_host_port;
+use resp::Request;
+
+use crate::pubsub::{Confirmation, PubSub};
+use crate::session::Session;
+
+// === impl Session (shard resubscription) ===
+
+impl Session {
+    /// Track which shard channels the client wants, from its SSUBSCRIBE/SUNSUBSCRIBE.
+    pub(crate) fn note_shard_command(&mut self, req: &Request) {
+        let name = req.arg(0).to_ascii_lowercase();
+        let p = self.pubsub.get_or_insert_with(PubSub::default);
+        let channels = (1..req.argc()).map(|i| req.arg_bytes(i));
+        match name.as_slice() {
+            b"ssubscribe" => p.wanted.extend(channels),
+            b"sunsubscribe" if req.argc() == 1 => p.wanted.clear(),
+            b"sunsubscribe" => {
+                let gone: Vec<Bytes> = channels.collect();
+                p.wanted.retain(|c| !gone.contains(c));
+            }
+            _ => {}
+        }
+    }
+
+    /// True if the confirmation is about a silent resubscription and must be hidden.
+    pub(crate) fn resubscribe_on_confirmation(&mut self, c: &Confirmation) -> bool {
+        let Some(p) = self.pubsub.as_mut() else {
+            return false;
+        };
+        match c.kind.as_ref() {
+            b"sunsubscribe" if p.wanted.contains(&c.channel) => {
+                if !p.silent.contains(&c.channel) {
+                    p.silent.push(c.channel.clone());
+                }
+                self.worker.topology().request_refresh_now();
+                let slot = cluster::key_slot(&c.channel);
+                if let Some(conn) = self.shard_connection(slot) {
+                    conn.send(self.ssubscribe(&c.channel));
+                }
+                true
+            }
+            b"ssubscribe" if p.silent.contains(&c.channel) => {
+                p.silent.retain(|ch| ch != &c.channel);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True if `frame` is a MOVED answering a silent resubscription: followed and hidden.
+    pub(crate) fn resubscribe_on_moved(&mut self, frame: &Bytes) -> bool {
+        let silent = match self.pubsub.as_ref() {
+            Some(p) if !p.silent.is_empty() && frame.starts_with(b"-MOVED ") => p.silent.clone(),
+            _ => return false,
+        };
+        let Some(line) = frame.get(1..frame.len().saturating_sub(2)) else {
+            return false;
+        };
+        let Some(Redirect::Moved { slot, to }) = parse_redirect(line) else {
+            return false;
+        };
+        let Host::Name(host) = to.host else {
+            return false;
+        };
+        let addr = join_host_port(host, to.port);
+        self.worker.topology().current().patch(slot, &addr);
+        let conn = self.stream_connection(&addr);
+        self.pubsub
+            .get_or_insert_with(PubSub::default)
+            .shards
+            .push(conn.clone());
+        for channel in silent.iter().filter(|c| cluster::key_slot(c) == slot) {
+            conn.send(self.ssubscribe(channel));
+        }
+        true
+    }
+
+    fn ssubscribe(&self, channel: &[u8]) -> crate::backend::Outgoing {
+        let mut frame = BytesMut::new();
+        resp::encode_command(&mut frame, &[b"SSUBSCRIBE", channel]);
+        let client = self.cell.clone();
+        crate::backend::Outgoing {
+            frame: frame.freeze(),
+            client,
+            seq: 0,
+            frag: 0,
+            asking: false,
+            skip: 0,
+        }
+    }
+}
