@@ -27,6 +27,8 @@ pub struct ProxyConfig {
     /// Worker threads, each an event loop owning its clients and backend connections.
     /// 0 means one per available core.
     pub threads: usize,
+    /// Forward administrative commands (CONFIG, DEBUG, SHUTDOWN, …) instead of refusing them.
+    pub allow_admin_commands: bool,
 }
 
 /// How the proxy finds and follows the Redis Cluster.
@@ -75,6 +77,7 @@ impl Default for ProxyConfig {
         ProxyConfig {
             listen: "127.0.0.1:7777".into(),
             threads: 0,
+            allow_admin_commands: false,
         }
     }
 }

@@ -38,6 +38,10 @@ pub(crate) enum Merge {
     Concat,
     /// Arrays of integers combined element-wise with AND (SCRIPT EXISTS).
     LogicalAnd,
+    /// Arrays concatenated without duplicates, first occurrence first (PUBSUB CHANNELS).
+    Union,
+    /// Flat `[name, count, …]` arrays with the counts summed per name (PUBSUB NUMSUB).
+    SumPairs,
     /// One SCAN page from master `node` of `masters`: the cursor is rewritten.
     Scan { node: usize, masters: usize },
     /// INFO: the proxy's sections (`Fanout::prefix`) plus the masters' keyspace summed.
@@ -189,6 +193,8 @@ impl Fanout {
             }
             Merge::Concat => concat(&replies),
             Merge::LogicalAnd => logical_and(&replies),
+            Merge::Union => union(&replies),
+            Merge::SumPairs => sum_pairs(&replies),
             Merge::Scan { node, masters } => crate::scan::rewrite_reply(replies[0], node, masters),
             Merge::InfoKeyspace => crate::scan::merge_keyspace(&self.prefix, &replies),
         }
@@ -257,6 +263,42 @@ fn concat(replies: &[&Bytes]) -> Bytes {
     resp::write_array_header(&mut out, arrays.iter().map(Vec::len).sum());
     for el in arrays.iter().flatten() {
         out.extend_from_slice(el);
+    }
+    out.freeze()
+}
+
+fn union(replies: &[&Bytes]) -> Bytes {
+    let mut seen: Vec<Bytes> = Vec::new();
+    for el in replies.iter().filter_map(|r| array_elements(r)).flatten() {
+        if !seen.contains(&el) {
+            seen.push(el);
+        }
+    }
+    let mut out = BytesMut::new();
+    resp::write_array_header(&mut out, seen.len());
+    seen.iter().for_each(|el| out.extend_from_slice(el));
+    out.freeze()
+}
+
+fn sum_pairs(replies: &[&Bytes]) -> Bytes {
+    let mut totals: Vec<(Bytes, i64)> = Vec::new();
+    for elements in replies.iter().filter_map(|r| array_elements(r)) {
+        for pair in elements.chunks(2) {
+            let (name, n) = (
+                pair[0].clone(),
+                pair.get(1).and_then(parse_int).unwrap_or(0),
+            );
+            match totals.iter_mut().find(|(k, _)| *k == name) {
+                Some(t) => t.1 += n,
+                None => totals.push((name, n)),
+            }
+        }
+    }
+    let mut out = BytesMut::new();
+    resp::write_array_header(&mut out, totals.len() * 2);
+    for (name, n) in &totals {
+        out.extend_from_slice(name);
+        resp::write_int(&mut out, *n);
     }
     out.freeze()
 }

@@ -250,7 +250,7 @@ mod tests {
     fn run_args(args: &[&str], s: &mut SessionInfo) -> String {
         let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
         let req = Request::from_args(&a);
-        let cmd = match crate::router::route(&req) {
+        let cmd = match crate::router::route(&req, false) {
             crate::router::Route::Local(l) => l,
             other => panic!("{args:?} is not local: {other:?}"),
         };

@@ -57,8 +57,8 @@ pub(crate) enum Local {
     ClusterMyid,
 }
 
-/// Decide where `req` goes.
-pub(crate) fn route(req: &Request) -> Route {
+/// Decide where `req` goes. Administrative commands are refused unless `allow_admin`.
+pub(crate) fn route(req: &Request, allow_admin: bool) -> Route {
     let arg = |i: usize| req.arg(i);
     let Some(spec) = cluster::lookup(req.arg(0)) else {
         return Route::Refuse(unknown_command(req));
@@ -86,7 +86,10 @@ pub(crate) fn route(req: &Request) -> Route {
     if let Some(local) = local_command(spec.name) {
         return Route::Local(local);
     }
-    if let Some(why) = unsupported(spec) {
+    if let Some(merge) = pubsub_introspection(spec.name) {
+        return Route::Broadcast(merge);
+    }
+    if let Some(why) = unsupported(spec, allow_admin) {
         return Route::Refuse(error(&format!("slotgate: '{}' {why}", spec.name)));
     }
     match spec.key_positions(req.argc(), arg) {
@@ -174,13 +177,15 @@ fn local_command(name: &str) -> Option<Local> {
 
 /// Commands that would break the shared, multiplexed backend connections or would silently
 /// give a one-node answer to a cluster-wide question. Each gets a clear refusal instead.
-fn unsupported(spec: &CommandSpec) -> Option<&'static str> {
+fn unsupported(spec: &CommandSpec, allow_admin: bool) -> Option<&'static str> {
     const STATEFUL: &[&str] = &["monitor", "wait", "sync", "psync"];
     if STATEFUL.contains(&spec.name) {
         return Some("needs a dedicated connection, which this proxy does not offer yet");
     }
-    if spec.has(flags::ADMIN) || spec.name == "migrate" {
-        return Some("is an administrative command, refused through the proxy");
+    if (spec.has(flags::ADMIN) || spec.name == "migrate") && !allow_admin {
+        return Some(
+            "is an administrative command, refused unless proxy.allow_admin_commands is set",
+        );
     }
     if is_broadcast(spec) && merge_for(spec.response_policy, false).is_none() {
         return Some("needs a cluster-wide reply merge this proxy does not do yet");
@@ -189,6 +194,17 @@ fn unsupported(spec: &CommandSpec) -> Option<&'static str> {
         return Some("is not served through the proxy yet");
     }
     None
+}
+
+/// PUBSUB's introspection subcommands carry no response policy in the command table, yet
+/// each node only knows its own subscribers: ask every master and merge by meaning.
+fn pubsub_introspection(name: &str) -> Option<Merge> {
+    Some(match name {
+        "pubsub|channels" | "pubsub|shardchannels" => Merge::Union,
+        "pubsub|numsub" | "pubsub|shardnumsub" => Merge::SumPairs,
+        "pubsub|numpat" => Merge::Sum,
+        _ => return None,
+    })
 }
 
 /// XREAD and XREADGROUP block only with a BLOCK option; the other blocking commands always may.
@@ -259,6 +275,10 @@ mod tests {
         Request::from_args(&args)
     }
 
+    fn route_default(r: &Request) -> Route {
+        route(r, false)
+    }
+
     fn refusal(r: Route) -> String {
         match r {
             Route::Refuse(b) => String::from_utf8_lossy(&b).into_owned(),
@@ -269,19 +289,19 @@ mod tests {
     #[test]
     fn routes_by_slot_and_refuses_like_redis() {
         assert_eq!(
-            route(&req(&["GET", "foo"])),
+            route_default(&req(&["GET", "foo"])),
             Route::Slot(cluster::key_slot(b"foo"))
         );
         assert_eq!(
-            route(&req(&["get", "{a}x"])),
+            route_default(&req(&["get", "{a}x"])),
             Route::Slot(cluster::key_slot(b"a"))
         );
         assert_eq!(
-            route(&req(&["MGET", "{a}1", "{a}2"])),
+            route_default(&req(&["MGET", "{a}1", "{a}2"])),
             Route::Slot(cluster::key_slot(b"a"))
         );
-        assert_eq!(route(&req(&["PING"])), Route::Local(Local::Ping));
-        assert_eq!(route(&req(&["COMMAND", "COUNT"])), Route::AnyNode);
+        assert_eq!(route_default(&req(&["PING"])), Route::Local(Local::Ping));
+        assert_eq!(route_default(&req(&["COMMAND", "COUNT"])), Route::AnyNode);
         let cases: &[(&[&str], &str)] = &[
             (
                 &["MSETNX", "a", "1", "b", "2"],
@@ -309,30 +329,33 @@ mod tests {
             ),
         ];
         for (args, expected) in cases {
-            assert_eq!(refusal(route(&req(args))), *expected, "{args:?}");
+            assert_eq!(refusal(route_default(&req(args))), *expected, "{args:?}");
         }
     }
 
     #[test]
     fn refuses_what_a_shared_connection_cannot_carry() {
         assert!(matches!(
-            route(&req(&["MGET", "a", "b"])),
+            route_default(&req(&["MGET", "a", "b"])),
             Route::Split {
                 merge: Merge::KeyOrder,
                 ..
             }
         ));
         assert!(matches!(
-            route(&req(&["DEL", "a", "b"])),
+            route_default(&req(&["DEL", "a", "b"])),
             Route::Split {
                 merge: Merge::Sum,
                 ..
             }
         ));
-        assert_eq!(route(&req(&["DBSIZE"])), Route::Broadcast(Merge::Sum));
-        let blpop = route(&req(&["BLPOP", "l", "0"]));
+        assert_eq!(
+            route_default(&req(&["DBSIZE"])),
+            Route::Broadcast(Merge::Sum)
+        );
+        let blpop = route_default(&req(&["BLPOP", "l", "0"]));
         assert_eq!(blpop, Route::Exclusive(Some(cluster::key_slot(b"l"))));
-        let multi = route(&req(&["MULTI"]));
+        let multi = route_default(&req(&["MULTI"]));
         assert_eq!(
             multi,
             Route::Tx {
@@ -340,15 +363,18 @@ mod tests {
                 slot: None
             }
         );
-        assert_eq!(route(&req(&["KEYS", "*"])), Route::Broadcast(Merge::Concat));
+        assert_eq!(
+            route_default(&req(&["KEYS", "*"])),
+            Route::Broadcast(Merge::Concat)
+        );
         for args in [&["MONITOR"][..], &["CONFIG", "SET", "maxmemory", "1"]] {
             assert!(
-                refusal(route(&req(args))).starts_with("-ERR slotgate: "),
+                refusal(route_default(&req(args))).starts_with("-ERR slotgate: "),
                 "{args:?}"
             );
         }
         assert_eq!(
-            route(&req(&["XREAD", "STREAMS", "s", "0"])),
+            route_default(&req(&["XREAD", "STREAMS", "s", "0"])),
             Route::Slot(cluster::key_slot(b"s"))
         );
     }
@@ -356,7 +382,7 @@ mod tests {
     #[test]
     fn unknown_command_text_is_capped_at_128_bytes() {
         let long = "x".repeat(300);
-        let text = refusal(route(&req(&["nope", &long, "more"])));
+        let text = refusal(route_default(&req(&["nope", &long, "more"])));
         assert!(text.len() < 128 + 128 + 80, "{}", text.len());
         assert!(!text.contains("more"));
     }

@@ -296,7 +296,7 @@ impl Session {
 
     fn dispatch(&mut self, req: Request) {
         WorkerStats::bump(&self.worker.stats.commands_processed);
-        let route = router::route(&req);
+        let route = router::route(&req, self.worker.shared.config.proxy.allow_admin_commands);
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);
         }
