@@ -39,6 +39,7 @@ use tokio::time::Instant;
 
 use crate::pending::ClientCell;
 use crate::topology::Topology;
+use crate::watchdog::Watchdog;
 
 /// One request waiting to be written to the node.
 pub(crate) struct Outgoing {
@@ -83,6 +84,8 @@ pub(crate) struct Backend {
     /// Until when to fail requests without dialling, after a failed connect.
     down_until: Cell<Option<Instant>>,
     connect_timeout: Duration,
+    /// No reply for this long while requests are owed poisons the connection (0: never).
+    request_timeout: Duration,
     /// Told when this node cannot be reached, so a dead master is noticed without a MOVED.
     topology: Arc<Topology>,
     /// Speak RESP3 (HELLO 3 first on every new connection), for RESP3 clients.
@@ -97,10 +100,11 @@ pub(crate) struct Backend {
 impl Backend {
     pub(crate) fn new(
         addr: &str,
-        connect_timeout: Duration,
+        timeouts: (Duration, Duration),
         topology: Arc<Topology>,
         resp3: bool,
     ) -> Rc<Backend> {
+        let (connect_timeout, request_timeout) = timeouts;
         Rc::new(Backend {
             addr: addr.into(),
             queue: RefCell::new(VecDeque::new()),
@@ -109,6 +113,7 @@ impl Backend {
             closed: Cell::new(false),
             down_until: Cell::new(None),
             connect_timeout,
+            request_timeout,
             topology,
             resp3,
             sink: RefCell::new(None),
@@ -218,6 +223,7 @@ struct Conn {
     in_flight: VecDeque<InFlight>,
     read_buf: BytesMut,
     framer: ReplyFramer,
+    watchdog: Watchdog,
 }
 
 // === impl Conn ===
@@ -225,12 +231,13 @@ struct Conn {
 impl Conn {
     fn new(backend: Rc<Backend>, stream: TcpStream) -> Conn {
         Conn {
-            backend,
             stream,
             write_queue: VecDeque::new(),
             in_flight: VecDeque::new(),
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             framer: ReplyFramer::new(),
+            watchdog: Watchdog::new(backend.request_timeout),
+            backend,
         }
     }
 
@@ -257,6 +264,11 @@ impl Conn {
                 Err(reason) => return Poll::Ready(reason),
             };
             if wrote == 0 && read == 0 && self.backend.queue.borrow().is_empty() {
+                let owed = !self.in_flight.is_empty();
+                if self.watchdog.poll_expired(cx, owed).is_ready() {
+                    let ms = self.backend.request_timeout.as_millis();
+                    return Poll::Ready(format!("no reply within {ms} ms"));
+                }
                 return Poll::Pending;
             }
         }
@@ -341,6 +353,7 @@ impl Conn {
                 Err(e) => return Err(format!("bad reply from node: {e}")),
             };
             let frame = self.read_buf.split_to(len).freeze();
+            self.watchdog.progress();
             let Some(owner) = self.in_flight.pop_front() else {
                 match self.backend.sink.borrow().as_ref() {
                     Some(client) => client.push_frame(Rc::as_ptr(&self.backend) as usize, frame),

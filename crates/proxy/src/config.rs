@@ -43,6 +43,9 @@ pub struct ClusterConfig {
     pub periodic_refresh_ms: u64,
     /// Connect timeout towards a Redis node.
     pub connect_timeout_ms: u64,
+    /// A node that owes replies and sends none for this long is treated as failed: its
+    /// connection is closed and the requests on it fail (0 disables).
+    pub request_timeout_ms: u64,
     /// MOVED/ASK hops followed for one request before the client gets the redirect error.
     pub max_redirects: u8,
 }
@@ -89,6 +92,7 @@ impl Default for ClusterConfig {
             min_refresh_interval_ms: 1000,
             periodic_refresh_ms: 10_000,
             connect_timeout_ms: 1000,
+            request_timeout_ms: 5000,
             max_redirects: 5,
         }
     }

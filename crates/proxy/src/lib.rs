@@ -36,6 +36,7 @@ mod session;
 pub mod stats;
 pub mod topology;
 mod transaction;
+mod watchdog;
 mod worker;
 
 use std::net::SocketAddr;

@@ -97,17 +97,28 @@ impl Worker {
         if let Some(b) = pool.backends.borrow().get(addr) {
             return b.clone();
         }
-        let backend = self.new_backend(addr, resp3);
+        let timeout = Duration::from_millis(self.shared.config.cluster.request_timeout_ms);
+        let backend = self.make_backend(addr, resp3, timeout);
         pool.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
         backend
     }
 
-    /// A connection not shared with anyone (a session's dedicated one).
+    /// A connection not shared with anyone (a session's dedicated or pub/sub one): no
+    /// request timeout, since a blocking command or a subscription may rightly wait forever.
     pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        let timeout = Duration::from_millis(self.shared.config.cluster.connect_timeout_ms);
-        Backend::new(addr, timeout, self.shared.topology.clone(), resp3)
+        self.make_backend(addr, resp3, Duration::ZERO)
+    }
+
+    fn make_backend(&self, addr: &str, resp3: bool, request_timeout: Duration) -> Rc<Backend> {
+        let connect = Duration::from_millis(self.shared.config.cluster.connect_timeout_ms);
+        Backend::new(
+            addr,
+            (connect, request_timeout),
+            self.shared.topology.clone(),
+            resp3,
+        )
     }
 }
 

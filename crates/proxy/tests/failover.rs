@@ -187,3 +187,46 @@ fn cluster_aware_clients_see_one_node_owning_every_slot() {
         .expect("redis-cli runs");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
 }
+
+/// A paused master (SIGSTOP: no RST, no reply) makes its requests fail after
+/// `request_timeout_ms` instead of hanging; once it resumes, requests succeed again.
+#[test]
+fn a_paused_node_fails_requests_after_the_timeout_instead_of_hanging() {
+    let h = Harness::start(3, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.cluster.request_timeout_ms = 600);
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["SET", "{p}k", "v"])), "OK");
+    let owner = h.cluster.owner_of(b"{p}").unwrap();
+    let pid = h
+        .cluster
+        .nodes()
+        .iter()
+        .find(|n| n.addr == owner)
+        .unwrap()
+        .pid
+        .to_string();
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    signal("-STOP");
+    let started = Instant::now();
+    let reply = text(&c.call(&["GET", "{p}k"]));
+    let waited = started.elapsed();
+    signal("-CONT");
+    assert!(
+        reply.starts_with("-ERR slotgate: node") && reply.contains("no reply within 600 ms"),
+        "{reply}"
+    );
+    assert!(waited < Duration::from_secs(3), "failed after {waited:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        text(&c.call(&["GET", "{p}k"])),
+        "v",
+        "served again once the node resumed"
+    );
+    proxy.shutdown();
+}
