@@ -63,6 +63,14 @@ pub struct LimitsConfig {
     pub max_pending_per_client: usize,
     /// Reply bytes queued for one client before the proxy stops reading its requests.
     pub output_soft_limit_bytes: usize,
+    /// Clients connected at once; one more gets `-ERR max number of clients reached`.
+    pub maxclients: usize,
+    /// Close a client idle this long (nothing sent, nothing in flight, not subscribed);
+    /// 0 = never, as Redis's `timeout 0`.
+    pub idle_timeout_ms: u64,
+    /// A request whose first bytes arrived must be complete within this time, or the client
+    /// is closed (slowloris protection; Redis has none). 0 = no deadline.
+    pub request_deadline_ms: u64,
     /// Bytes of undelivered pub/sub messages after which a subscriber is disconnected
     /// (Redis: client-output-buffer-limit pubsub 32mb).
     pub pubsub_output_limit_bytes: usize,
@@ -105,6 +113,9 @@ impl Default for LimitsConfig {
             max_query_buffer_bytes: 1024 * 1024 * 1024,
             max_pending_per_client: 16 * 1024,
             output_soft_limit_bytes: 64 * 1024 * 1024,
+            maxclients: 10_000,
+            idle_timeout_ms: 0,
+            request_deadline_ms: 30_000,
             pubsub_output_limit_bytes: 32 * 1024 * 1024,
         }
     }

@@ -253,11 +253,15 @@ fn int_reply(n: i64) -> Bytes {
 fn concat(replies: &[&Bytes]) -> Bytes {
     let arrays: Option<Vec<Vec<Bytes>>> = replies.iter().map(|r| array_elements(r)).collect();
     let Some(arrays) = arrays else {
-        // Scalars (RANDOMKEY): the first non-null one.
-        let found = replies
+        // Scalars (RANDOMKEY): a random non-null one, so every master's keys can come up.
+        let found: Vec<&&Bytes> = replies
             .iter()
-            .find(|r| !r.starts_with(b"$-1") && !r.starts_with(b"_"));
-        return (*found.unwrap_or(&replies[0])).clone();
+            .filter(|r| !r.starts_with(b"$-1") && !r.starts_with(b"_"))
+            .collect();
+        return match found.len() {
+            0 => replies[0].clone(),
+            n => (*found[rand::random::<usize>() % n]).clone(),
+        };
     };
     let mut out = BytesMut::new();
     resp::write_array_header(&mut out, arrays.iter().map(Vec::len).sum());

@@ -93,6 +93,8 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "redirects_ask", t.redirects_ask);
     line(out, "tryagain_retries", t.tryagain_retries);
     line(out, "cluster_error_retries", t.cluster_error_retries);
+    line(out, "rejected_connections", t.rejected_connections);
+    line(out, "client_limit_disconnections", t.limit_disconnects);
 }
 
 fn topology(shared: &Shared, out: &mut String) {

@@ -25,6 +25,7 @@ mod dispatch_wide;
 mod exclusive;
 mod fanout;
 mod info;
+mod limits;
 mod local;
 mod pending;
 mod pubsub;
@@ -99,6 +100,7 @@ impl Proxy {
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
             cluster_view: cluster_view::ClusterView::new(addr),
+            clients: Default::default(),
         });
         let (tx, rx) = watch::channel(false);
         let mut threads = vec![topology

@@ -244,6 +244,7 @@ mod tests {
             started: std::time::Instant::now(),
             next_client_id: std::sync::atomic::AtomicU64::new(1),
             cluster_view: crate::cluster_view::ClusterView::new(addr),
+            clients: Default::default(),
         }
     }
 

@@ -33,6 +33,7 @@ use tokio::net::TcpStream;
 use crate::backend::{advance, fill_slices, Backend, Outgoing};
 use crate::exclusive::Held;
 use crate::fanout::Fanout;
+use crate::limits::TimerKind;
 use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
 use crate::pubsub::{PubSub, PubSubTarget};
@@ -48,6 +49,15 @@ const MAX_IOVECS: usize = 64;
 /// Serve one client until it leaves or must be closed.
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>) {
     WorkerStats::bump(&worker.stats.connections_received);
+    let connected = worker.shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
+    if connected > worker.shared.config.limits.maxclients {
+        // Redis's answer, then close: O(1), no client list consulted.
+        let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+        worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
+        WorkerStats::bump(&worker.stats.rejected_connections);
+        WorkerStats::bump(&worker.stats.connections_closed);
+        return;
+    }
     let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(client.id = id, client.addr = %peer, "client connected");
     let mut session = Session::new(stream, worker.clone(), id);
@@ -55,6 +65,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     session.cell.close();
     session.drop_dedicated();
     session.leave_pubsub();
+    worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
     WorkerStats::bump(&worker.stats.connections_closed);
     tracing::debug!(client.id = id, "client closed");
 }
@@ -88,6 +99,8 @@ pub(crate) struct Session {
     pub(crate) pubsub: Option<PubSub>,
     /// Reused buffer for frames taken from the subscription connections.
     pub(crate) push_scratch: Vec<(usize, Bytes)>,
+    /// Idle timeout or request deadline, armed only when it can fire.
+    pub(crate) timer: crate::limits::Timer,
 }
 
 /// What reading the socket produced.
@@ -125,11 +138,35 @@ impl Session {
             watch_slot: None,
             pubsub: None,
             push_scratch: Vec::new(),
+            timer: Default::default(),
         }
     }
 
     /// Ready(()) when the session is over.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.poll_inner(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        match self.poll_limits(cx) {
+            Poll::Ready(kind) => {
+                tracing::debug!(
+                    client.id = self.info.id,
+                    ?kind,
+                    "closing client on a time limit"
+                );
+                WorkerStats::bump(&self.worker.stats.limit_disconnects);
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// A request has started to arrive but is not complete.
+    pub(crate) fn has_partial_request(&self) -> bool {
+        !self.read_buf.is_empty() && !self.input_stalled
+    }
+
+    fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         self.cell.register(cx.waker());
         loop {
             redirect::follow(self);
@@ -243,7 +280,10 @@ impl Session {
                 self.draining = true;
                 ReadOutcome::Data
             }
-            Poll::Ready(Ok(_)) => ReadOutcome::Data,
+            Poll::Ready(Ok(_)) => {
+                self.reset_timer(TimerKind::Idle);
+                ReadOutcome::Data
+            }
             Poll::Ready(Err(_)) => ReadOutcome::Gone,
         }
     }
@@ -257,7 +297,10 @@ impl Session {
                 return true;
             }
             match self.parser.parse(&mut self.read_buf) {
-                Ok(Progress::Done(Parsed::Request(req))) => self.dispatch(req),
+                Ok(Progress::Done(Parsed::Request(req))) => {
+                    self.reset_timer(TimerKind::RequestDeadline);
+                    self.dispatch(req);
+                }
                 Ok(Progress::Done(Parsed::Noop)) => {}
                 Ok(Progress::Done(Parsed::Close)) => return false,
                 Ok(Progress::Incomplete { frame_len_hint }) => {

@@ -20,6 +20,8 @@ pub struct Shared {
     pub started: Instant,
     /// Source of CLIENT ID values, unique across workers.
     pub next_client_id: AtomicU64,
+    /// Clients connected right now, across workers (for maxclients).
+    pub clients: std::sync::atomic::AtomicUsize,
     /// Pre-encoded CLUSTER replies presenting the proxy as a one-node cluster.
     pub(crate) cluster_view: ClusterView,
 }
@@ -36,6 +38,8 @@ pub struct WorkerStats {
     pub redirects_ask: AtomicU64,
     pub tryagain_retries: AtomicU64,
     pub cluster_error_retries: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub limit_disconnects: AtomicU64,
 }
 
 impl WorkerStats {
@@ -56,6 +60,8 @@ pub struct Totals {
     pub redirects_ask: u64,
     pub tryagain_retries: u64,
     pub cluster_error_retries: u64,
+    pub rejected_connections: u64,
+    pub limit_disconnects: u64,
 }
 
 impl Shared {
@@ -72,6 +78,8 @@ impl Shared {
             t.redirects_ask += get(&w.redirects_ask);
             t.tryagain_retries += get(&w.tryagain_retries);
             t.cluster_error_retries += get(&w.cluster_error_retries);
+            t.rejected_connections += get(&w.rejected_connections);
+            t.limit_disconnects += get(&w.limit_disconnects);
         }
         t
     }

@@ -1,0 +1,83 @@
+//! Per-client time limits, and the client count limit.
+//!
+//! - `maxclients`: one global counter, checked at accept: O(1), no client list.
+//! - Idle timeout (Redis's `timeout`, 0 = off): a client with nothing in flight, not blocked
+//!   and not subscribed, that sends nothing for that long is closed silently.
+//! - Request deadline (slowloris): a request whose bytes have started to arrive must be
+//!   complete within the deadline, or the client is closed.
+//!
+//! Timers are armed only when they can fire: an idle connection with an empty buffer and no
+//! idle timeout holds no timer at all, so 10,000 idle clients cost nothing per second.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use crate::session::Session;
+
+/// Which limit the armed timer enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimerKind {
+    Idle,
+    RequestDeadline,
+}
+
+/// The session's single timer.
+#[derive(Default)]
+pub(crate) struct Timer {
+    armed: Option<(TimerKind, Pin<Box<Sleep>>)>,
+}
+
+// === impl Session (time limits) ===
+
+impl Session {
+    /// Which limit applies right now, with its duration.
+    fn wanted_timer(&self) -> Option<(TimerKind, Duration)> {
+        let limits = &self.worker.shared.config.limits;
+        if limits.request_deadline_ms > 0 && self.has_partial_request() {
+            return Some((
+                TimerKind::RequestDeadline,
+                Duration::from_millis(limits.request_deadline_ms),
+            ));
+        }
+        let idle = self.cell.in_flight() == 0 && self.out.is_empty() && self.pubsub.is_none();
+        (limits.idle_timeout_ms > 0 && idle).then(|| {
+            (
+                TimerKind::Idle,
+                Duration::from_millis(limits.idle_timeout_ms),
+            )
+        })
+    }
+
+    /// Activity was seen (`Idle`) or a request completed (`RequestDeadline`): that timer
+    /// starts over at the next arming.
+    pub(crate) fn reset_timer(&mut self, which: TimerKind) {
+        if matches!(&self.timer.armed, Some((kind, _)) if *kind == which) {
+            self.timer.armed = None;
+        }
+    }
+
+    /// Before going to sleep: arm the timer that applies (keeping one already running for
+    /// the same limit), and report whether it has expired.
+    pub(crate) fn poll_limits(&mut self, cx: &mut Context<'_>) -> Poll<TimerKind> {
+        let wanted = self.wanted_timer();
+        match (&self.timer.armed, wanted) {
+            (_, None) => self.timer.armed = None,
+            (Some((kind, _)), Some((want, _))) if *kind == want => {}
+            (_, Some((want, after))) => {
+                self.timer.armed = Some((
+                    want,
+                    Box::pin(tokio::time::sleep_until(Instant::now() + after)),
+                ))
+            }
+        }
+        let Some((kind, sleep)) = self.timer.armed.as_mut() else {
+            return Poll::Pending;
+        };
+        let kind = *kind;
+        sleep.as_mut().poll(cx).map(|()| kind)
+    }
+}
