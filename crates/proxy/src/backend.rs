@@ -62,6 +62,16 @@ struct InFlight {
     frag: u32,
 }
 
+/// How a connection to a node is set up.
+pub(crate) struct Settings {
+    pub connect_timeout: Duration,
+    /// No reply for this long while requests are owed poisons the connection (0: never).
+    pub request_timeout: Duration,
+    pub resp3: bool,
+    /// A pre-encoded `AUTH` for the node, if the nodes require one.
+    pub auth: Option<Bytes>,
+}
+
 /// How long a node that refused a connection is failed fast before the next dial.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
 /// Reads go into at least this much spare room: a short read then proves the socket drained,
@@ -90,6 +100,8 @@ pub(crate) struct Backend {
     topology: Arc<Topology>,
     /// Speak RESP3 (HELLO 3 first on every new connection), for RESP3 clients.
     pub resp3: bool,
+    /// `AUTH [user] password` sent first on every new connection, when configured.
+    auth: Option<Bytes>,
     /// Stream mode (a session's pub/sub connection): every frame the node sends is handed to
     /// this client as it comes, with no request/reply pairing.
     sink: RefCell<Option<Rc<ClientCell>>>,
@@ -98,13 +110,13 @@ pub(crate) struct Backend {
 // === impl Backend ===
 
 impl Backend {
-    pub(crate) fn new(
-        addr: &str,
-        timeouts: (Duration, Duration),
-        topology: Arc<Topology>,
-        resp3: bool,
-    ) -> Rc<Backend> {
-        let (connect_timeout, request_timeout) = timeouts;
+    pub(crate) fn new(addr: &str, settings: Settings, topology: Arc<Topology>) -> Rc<Backend> {
+        let Settings {
+            connect_timeout,
+            request_timeout,
+            resp3,
+            auth,
+        } = settings;
         Rc::new(Backend {
             addr: addr.into(),
             queue: RefCell::new(VecDeque::new()),
@@ -116,6 +128,7 @@ impl Backend {
             request_timeout,
             topology,
             resp3,
+            auth,
             sink: RefCell::new(None),
         })
     }
@@ -174,6 +187,15 @@ async fn run(backend: Rc<Backend>) {
     let _ = stream.set_nodelay(true);
     tracing::debug!(node = %backend.addr, "backend connected");
     let mut conn = Conn::new(backend.clone(), stream);
+    if let Some(auth) = &backend.auth {
+        // First of all; its reply is dropped (a failure is logged, without the password).
+        conn.write_queue.push_back(auth.clone());
+        conn.in_flight.push_back(InFlight {
+            client: None,
+            seq: 0,
+            frag: 0,
+        });
+    }
     if backend.resp3 {
         // Before anything else on this connection; its reply (a map) is dropped.
         conn.write_queue.push_back(Bytes::from_static(HELLO3));
@@ -361,8 +383,15 @@ impl Conn {
                 }
                 continue;
             };
-            if let Some(client) = owner.client {
-                client.deliver(owner.seq, owner.frag, frame);
+            match owner.client {
+                Some(client) => client.deliver(owner.seq, owner.frag, frame),
+                None if resp::is_error_frame(&frame) => {
+                    let text = String::from_utf8_lossy(&frame[..frame.len().min(120)])
+                        .trim_end()
+                        .to_string();
+                    tracing::warn!(node = %self.backend.addr, error = %text, "connection set-up command failed");
+                }
+                None => {}
             }
         }
     }

@@ -15,7 +15,18 @@ pub struct Config {
     pub proxy: ProxyConfig,
     pub cluster: ClusterConfig,
     pub limits: LimitsConfig,
+    pub auth: AuthConfig,
     pub log: LogConfig,
+}
+
+/// Who may use the proxy. Empty: anyone who can connect (allowed on loopback only).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Password of the `default` user (`AUTH <password>`), like Redis's `requirepass`.
+    pub requirepass: String,
+    /// Named users (`AUTH <user> <password>`) with ACL-style command and key rules.
+    pub users: Vec<crate::auth::UserConfig>,
 }
 
 /// The client-facing side.
@@ -48,6 +59,10 @@ pub struct ClusterConfig {
     pub request_timeout_ms: u64,
     /// MOVED/ASK hops followed for one request before the client gets the redirect error.
     pub max_redirects: u8,
+    /// Credentials the proxy uses towards the nodes (Redis `AUTH [user] password`); separate
+    /// from client credentials, and never shown to clients or in logs.
+    pub backend_user: String,
+    pub backend_password: String,
 }
 
 /// Per-client bounds (Redis's own defaults where Redis has one).
@@ -102,6 +117,8 @@ impl Default for ClusterConfig {
             connect_timeout_ms: 1000,
             request_timeout_ms: 5000,
             max_redirects: 5,
+            backend_user: String::new(),
+            backend_password: String::new(),
         }
     }
 }
@@ -142,6 +159,12 @@ pub enum ConfigError {
     Seed(String),
     #[error("{0} must be greater than 0")]
     Zero(&'static str),
+    #[error(transparent)]
+    User(#[from] crate::auth::AuthConfigError),
+    #[error(
+        "refusing to listen on {0} without client authentication: set auth.requirepass or auth.users, or listen on a loopback address"
+    )]
+    Unprotected(SocketAddr),
 }
 
 impl Config {
@@ -191,7 +214,18 @@ impl Config {
         if let Some((_, name)) = nonzero.iter().find(|(v, _)| *v == 0) {
             return Err(ConfigError::Zero(name));
         }
+        for user in &self.auth.users {
+            crate::auth::User::from_config(user)?;
+        }
+        if !listen.ip().is_loopback() && !self.auth_required() {
+            return Err(ConfigError::Unprotected(listen));
+        }
         Ok(listen)
+    }
+
+    /// Whether clients must AUTH before anything else.
+    pub fn auth_required(&self) -> bool {
+        !self.auth.requirepass.is_empty() || !self.auth.users.is_empty()
     }
 
     /// Worker count with 0 resolved to the number of cores.
@@ -232,5 +266,12 @@ mod tests {
         cfg.cluster.seeds = vec!["127.0.0.1:1".into()];
         cfg.proxy.listen = "localhost".into();
         assert!(matches!(cfg.validate(), Err(ConfigError::Listen(_))));
+        cfg.proxy.listen = "0.0.0.0:7777".into();
+        assert!(matches!(cfg.validate(), Err(ConfigError::Unprotected(_))));
+        cfg.auth.requirepass = "secret".into();
+        assert!(
+            cfg.validate().is_ok(),
+            "with a password any address is allowed"
+        );
     }
 }

@@ -18,6 +18,7 @@
 //! Invariants: each client receives its replies in its own request order; nothing on the
 //! request path takes a lock, hops threads or logs at info level.
 
+mod auth;
 mod backend;
 mod cluster_view;
 pub mod config;
@@ -34,6 +35,7 @@ mod resubscribe;
 mod router;
 mod scan;
 mod session;
+mod session_auth;
 pub mod stats;
 pub mod topology;
 mod transaction;
@@ -93,6 +95,8 @@ impl Proxy {
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
         let mut config = config;
         config.proxy.listen = addr.to_string();
+        let config_users = config.auth.clone();
+        let config_cluster = config.cluster.clone();
         let shared = Arc::new(Shared {
             config,
             topology: topology.clone(),
@@ -101,6 +105,8 @@ impl Proxy {
             next_client_id: AtomicU64::new(1),
             cluster_view: cluster_view::ClusterView::new(addr),
             clients: Default::default(),
+            users: users(&config_users),
+            backend_auth: topology::backend_auth(&config_cluster),
         });
         let (tx, rx) = watch::channel(false);
         let mut threads = vec![topology
@@ -148,6 +154,21 @@ impl Proxy {
             let _ = t.join();
         }
     }
+}
+
+/// The users clients may AUTH as: `requirepass`'s default user, then the configured ones
+/// (already checked by `Config::validate`).
+fn users(auth: &config::AuthConfig) -> Vec<auth::User> {
+    let default = (!auth.requirepass.is_empty())
+        .then(|| auth::User::default_with_password(&auth.requirepass));
+    default
+        .into_iter()
+        .chain(
+            auth.users
+                .iter()
+                .filter_map(|u| auth::User::from_config(u).ok()),
+        )
+        .collect()
 }
 
 /// One listening socket per worker on the same address (SO_REUSEPORT): the kernel spreads

@@ -106,11 +106,7 @@ fn hello(req: &Request, session: &mut SessionInfo) -> Bytes {
     while i < req.argc() {
         let opt = req.arg(i);
         if opt.eq_ignore_ascii_case(b"auth") && i + 2 < req.argc() {
-            if req.arg(i + 1) != b"default" {
-                return Bytes::from_static(
-                    b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
-                );
-            }
+            // Checked by the session before HELLO runs (see session_auth.rs).
             i += 3;
         } else if opt.eq_ignore_ascii_case(b"setname") && i + 1 < req.argc() {
             name = Some(req.arg_bytes(i + 1));
@@ -245,6 +241,8 @@ mod tests {
             next_client_id: std::sync::atomic::AtomicU64::new(1),
             cluster_view: crate::cluster_view::ClusterView::new(addr),
             clients: Default::default(),
+            users: vec![],
+            backend_auth: None,
         }
     }
 

@@ -74,7 +74,7 @@ pub(crate) struct Session {
     stream: TcpStream,
     pub(crate) worker: Rc<Worker>,
     pub(crate) cell: Rc<ClientCell>,
-    parser: RequestParser,
+    pub(crate) parser: RequestParser,
     read_buf: BytesMut,
     pub(crate) out: VecDeque<Bytes>,
     out_bytes: usize,
@@ -101,6 +101,10 @@ pub(crate) struct Session {
     pub(crate) push_scratch: Vec<(usize, Bytes)>,
     /// Idle timeout or request deadline, armed only when it can fire.
     pub(crate) timer: crate::limits::Timer,
+    /// False until AUTH succeeds, when the proxy requires authentication.
+    pub(crate) authenticated: bool,
+    /// Index of the authenticated user in `Shared::users`.
+    pub(crate) user: Option<usize>,
 }
 
 /// What reading the socket produced.
@@ -119,11 +123,14 @@ impl Session {
             max_bulk_len: worker.shared.config.limits.max_bulk_bytes,
             ..resp::Limits::default()
         };
+        let auth_required = worker.shared.config.auth_required();
+        let mut parser = RequestParser::new(limits);
+        parser.set_unauthenticated(auth_required);
         Session {
             stream,
             worker,
             cell: ClientCell::new(),
-            parser: RequestParser::new(limits),
+            parser,
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             out: VecDeque::new(),
             out_bytes: 0,
@@ -139,6 +146,8 @@ impl Session {
             pubsub: None,
             push_scratch: Vec::new(),
             timer: Default::default(),
+            authenticated: !auth_required,
+            user: None,
         }
     }
 
@@ -322,7 +331,10 @@ impl Session {
 
     /// Reserve exactly once for a big request, and enforce the query buffer limit.
     fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
-        let limit = self.worker.shared.config.limits.max_query_buffer_bytes;
+        let limit = match self.authenticated {
+            true => self.worker.shared.config.limits.max_query_buffer_bytes,
+            false => crate::session_auth::PRE_AUTH_BUFFER,
+        };
         if self.read_buf.len() > limit {
             tracing::info!(
                 client.id = self.info.id,
@@ -339,6 +351,18 @@ impl Session {
 
     fn dispatch(&mut self, req: Request) {
         WorkerStats::bump(&self.worker.stats.commands_processed);
+        let req = match self.authenticated {
+            true => req,
+            false => match self.gate_unauthenticated(req) {
+                Some(req) => req,
+                None => return,
+            },
+        };
+        if self.user.is_some() {
+            if let Some(noperm) = self.denied(&req) {
+                return self.reply_now(noperm);
+            }
+        }
         let route = router::route(&req, self.worker.shared.config.proxy.allow_admin_commands);
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);

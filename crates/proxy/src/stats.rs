@@ -20,6 +20,10 @@ pub struct Shared {
     pub started: Instant,
     /// Source of CLIENT ID values, unique across workers.
     pub next_client_id: AtomicU64,
+    /// Users clients may authenticate as (the `requirepass` default user first).
+    pub(crate) users: Vec<crate::auth::User>,
+    /// The pre-encoded `AUTH` the proxy sends to each node, if configured.
+    pub(crate) backend_auth: Option<bytes::Bytes>,
     /// Clients connected right now, across workers (for maxclients).
     pub clients: std::sync::atomic::AtomicUsize,
     /// Pre-encoded CLUSTER replies presenting the proxy as a one-node cluster.

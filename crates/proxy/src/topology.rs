@@ -74,7 +74,7 @@ impl Topology {
         seeds.shuffle(&mut rand::thread_rng());
         let mut last_err = String::from("no seeds configured");
         for seed in &seeds {
-            match rt.block_on(fetch_map(seed, 1, None)) {
+            match rt.block_on(fetch_map(seed, 1, None, backend_auth(cfg))) {
                 Ok(map) => return Ok(Topology::with_map(cfg, map)),
                 Err(e) => last_err = format!("{seed}: {e}"),
             }
@@ -178,7 +178,7 @@ impl Topology {
         candidates.sort_by_key(|a| !conns.contains_key(a));
         let version = self.next_version.fetch_add(1, Ordering::Relaxed);
         for addr in candidates.iter().take(TRIES_PER_REFRESH) {
-            match fetch_map(addr, version, Some(conns)).await {
+            match fetch_map(addr, version, Some(conns), backend_auth(&self.cfg)).await {
                 Ok(map) => return self.install(&current, map),
                 Err(e) => tracing::debug!(node = %addr, error = %e, "topology query failed"),
             }
@@ -220,12 +220,13 @@ async fn fetch_map(
     addr: &str,
     version: u64,
     conns: Option<&mut HashMap<String, NodeConn>>,
+    auth: Option<bytes::Bytes>,
 ) -> Result<SlotMap, String> {
     let reply = match conns {
         Some(conns) => {
             let result = match conns.get_mut(addr) {
                 Some(conn) => conn.call(&[b"CLUSTER", b"SLOTS"]).await,
-                None => match NodeConn::connect(addr).await {
+                None => match NodeConn::connect(addr, auth.as_ref()).await {
                     Ok(mut conn) => {
                         let r = conn.call(&[b"CLUSTER", b"SLOTS"]).await;
                         conns.insert(addr.to_string(), conn);
@@ -240,7 +241,7 @@ async fn fetch_map(
             result?
         }
         None => {
-            NodeConn::connect(addr)
+            NodeConn::connect(addr, auth.as_ref())
                 .await?
                 .call(&[b"CLUSTER", b"SLOTS"])
                 .await?
@@ -250,6 +251,26 @@ async fn fetch_map(
         return Err(String::from_utf8_lossy(e).into_owned());
     }
     SlotMap::from_cluster_slots(version, &reply, host_of(addr)).map_err(|e| e.to_string())
+}
+
+/// `AUTH [user] password` for the nodes, encoded once; None when no password is configured.
+pub(crate) fn backend_auth(cfg: &ClusterConfig) -> Option<bytes::Bytes> {
+    if cfg.backend_password.is_empty() {
+        return None;
+    }
+    let mut frame = BytesMut::new();
+    match cfg.backend_user.is_empty() {
+        true => resp::encode_command(&mut frame, &[b"AUTH", cfg.backend_password.as_bytes()]),
+        false => resp::encode_command(
+            &mut frame,
+            &[
+                b"AUTH",
+                cfg.backend_user.as_bytes(),
+                cfg.backend_password.as_bytes(),
+            ],
+        ),
+    }
+    Some(frame.freeze())
 }
 
 /// The host part of `host:port` (brackets of an IPv6 literal removed).
@@ -265,16 +286,27 @@ struct NodeConn {
 }
 
 impl NodeConn {
-    async fn connect(addr: &str) -> Result<NodeConn, String> {
+    async fn connect(addr: &str, auth: Option<&bytes::Bytes>) -> Result<NodeConn, String> {
         let stream = tokio::time::timeout(QUERY_TIMEOUT, TcpStream::connect(addr))
             .await
             .map_err(|_| "connect timed out".to_string())?
             .map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
-        Ok(NodeConn {
+        let mut conn = NodeConn {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),
-        })
+        };
+        if let Some(auth) = auth {
+            conn.stream
+                .write_all(auth)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Value::Error(e) = conn.read_reply().await? {
+                // Redis's error text never contains the password.
+                return Err(format!("AUTH refused: {}", String::from_utf8_lossy(&e)));
+            }
+        }
+        Ok(conn)
     }
 
     async fn call(&mut self, args: &[&[u8]]) -> Result<Value, String> {
@@ -290,6 +322,10 @@ impl NodeConn {
             .write_all(&out)
             .await
             .map_err(|e| e.to_string())?;
+        self.read_reply().await
+    }
+
+    async fn read_reply(&mut self) -> Result<Value, String> {
         self.buf.clear();
         let mut framer = resp::ReplyFramer::new();
         loop {

@@ -15,7 +15,7 @@ use cluster::slot_map::SlotMap;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Settings};
 use crate::stats::{Shared, WorkerStats};
 use crate::topology::Topology;
 
@@ -112,13 +112,14 @@ impl Worker {
     }
 
     fn make_backend(&self, addr: &str, resp3: bool, request_timeout: Duration) -> Rc<Backend> {
-        let connect = Duration::from_millis(self.shared.config.cluster.connect_timeout_ms);
-        Backend::new(
-            addr,
-            (connect, request_timeout),
-            self.shared.topology.clone(),
+        let cluster = &self.shared.config.cluster;
+        let settings = Settings {
+            connect_timeout: Duration::from_millis(cluster.connect_timeout_ms),
+            request_timeout,
             resp3,
-        )
+            auth: self.shared.backend_auth.clone(),
+        };
+        Backend::new(addr, settings, self.shared.topology.clone())
     }
 }
 

@@ -1,0 +1,101 @@
+//! Authentication and permissions of one client session.
+//!
+//! Until a client authenticates (when the proxy requires it), only AUTH, HELLO … AUTH and
+//! QUIT are served, Redis's pre-auth limits apply (10 arguments, 16 KiB each, 1 MiB of
+//! buffered input), and everything else gets `-NOAUTH`. Afterwards a user with restrictions
+//! has each command and each key checked against its rules; an unrestricted user (the
+//! `requirepass` default user) costs nothing per request.
+
+use bytes::Bytes;
+use resp::Request;
+
+use crate::auth::Denied;
+use crate::session::Session;
+
+const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
+const WRONGPASS: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+const HELLO_NOAUTH: &[u8] = b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n";
+
+/// Most bytes an unauthenticated client may have buffered (Redis: 1 MiB).
+pub(crate) const PRE_AUTH_BUFFER: usize = 1024 * 1024;
+
+// === impl Session (authentication) ===
+
+impl Session {
+    /// What an unauthenticated client may do. Returns the request back when it may run
+    /// (QUIT, and HELLO once its AUTH succeeded).
+    pub(crate) fn gate_unauthenticated(&mut self, req: Request) -> Option<Request> {
+        let name = req.arg(0).to_ascii_lowercase();
+        match name.as_slice() {
+            b"auth" if req.argc() == 2 || req.argc() == 3 => {
+                let (user, pass) = if req.argc() == 2 {
+                    (&b"default"[..], req.arg(1))
+                } else {
+                    (req.arg(1), req.arg(2))
+                };
+                let reply = self.authenticate(user, pass);
+                self.cell.push_ready(reply);
+                None
+            }
+            b"hello" => {
+                let auth = (2..req.argc())
+                    .find(|&i| req.arg(i).eq_ignore_ascii_case(b"auth") && i + 2 < req.argc());
+                let Some(i) = auth else {
+                    self.cell.push_ready(Bytes::from_static(HELLO_NOAUTH));
+                    return None;
+                };
+                let reply = self.authenticate(req.arg(i + 1), req.arg(i + 2));
+                if self.authenticated {
+                    return Some(req);
+                }
+                self.cell.push_ready(reply);
+                None
+            }
+            b"quit" => Some(req),
+            _ => {
+                self.cell.push_ready(Bytes::from_static(NOAUTH));
+                None
+            }
+        }
+    }
+
+    /// Check a user's password; on success the session is authenticated as that user.
+    pub(crate) fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> Bytes {
+        let users = &self.worker.shared.users;
+        let found = users
+            .iter()
+            .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
+        match found {
+            Some(idx) => {
+                self.authenticated = true;
+                self.user = Some(idx);
+                self.parser.set_unauthenticated(false);
+                Bytes::from_static(b"+OK\r\n")
+            }
+            None => {
+                tracing::debug!(client.id = self.info.id, "authentication failed");
+                Bytes::from_static(WRONGPASS)
+            }
+        }
+    }
+
+    /// For a restricted user: the NOPERM reply if `req` may not run, else None.
+    pub(crate) fn denied(&self, req: &Request) -> Option<Bytes> {
+        let user = self.worker.shared.users.get(self.user?)?;
+        if user.unrestricted {
+            return None;
+        }
+        let arg = |i: usize| req.arg(i);
+        let spec = cluster::lookup(req.arg(0))?.resolve(req.argc(), arg);
+        // AUTH and HELLO stay available to every user, as in Redis.
+        if spec.has(cluster::command::flags::NO_AUTH) {
+            return None;
+        }
+        if !user.may_run(spec) {
+            return Some(Denied::Command.reply(spec.name));
+        }
+        let keys = spec.key_positions(req.argc(), arg).ok()?;
+        let forbidden = keys.iter().any(|i| !user.may_access(req.arg(i)));
+        forbidden.then(|| Denied::Key.reply(spec.name))
+    }
+}

@@ -1,0 +1,117 @@
+//! Client authentication, per-user permissions, pre-auth limits and backend credentials, on
+//! a real cluster.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{start_proxy, text, Client, Harness};
+use proxy::config::AuthConfig;
+use resp::Value;
+
+fn users() -> AuthConfig {
+    let reporting = toml::from_str(
+        "name = 'reporting'\npassword = 'r3p'\ncommands = ['+@read', '-@dangerous']\nkeys = ['report:*']",
+    )
+    .unwrap();
+    AuthConfig {
+        requirepass: "s3cret".into(),
+        users: vec![reporting],
+    }
+}
+
+#[test]
+fn clients_must_authenticate_and_users_are_confined() {
+    let h = Harness::start(3, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.auth = users());
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["PING"])), "-NOAUTH Authentication required.");
+    assert_eq!(
+        text(&c.call(&["AUTH", "wrong"])),
+        "-WRONGPASS invalid username-password pair or user is disabled."
+    );
+    let hello = text(&c.call(&["HELLO", "3"]));
+    assert!(
+        hello.starts_with("-NOAUTH HELLO must be called with the client already authenticated"),
+        "{hello}"
+    );
+    assert_eq!(text(&c.call(&["AUTH", "s3cret"])), "OK");
+    assert_eq!(text(&c.call(&["SET", "report:1", "x"])), "OK");
+
+    let mut r = Client::connect(proxy.local_addr());
+    assert!(matches!(
+        r.call(&["HELLO", "3", "AUTH", "reporting", "r3p"]),
+        Value::Map(_)
+    ));
+    assert_eq!(text(&r.call(&["GET", "report:1"])), "x");
+    assert_eq!(
+        text(&r.call(&["SET", "report:1", "y"])),
+        "-NOPERM this user has no permissions to run the 'set' command"
+    );
+    assert_eq!(
+        text(&r.call(&["GET", "other"])),
+        "-NOPERM this user has no permissions to access one of the keys used as arguments"
+    );
+    assert!(
+        text(&r.call(&["KEYS", "*"])).starts_with("-NOPERM"),
+        "@dangerous denied"
+    );
+    proxy.shutdown();
+}
+
+#[test]
+fn unauthenticated_clients_get_redis_pre_auth_limits() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.auth.requirepass = "pw".into());
+    let mut c = Client::connect(proxy.local_addr());
+    c.send_raw(b"*11\r\n");
+    let (got, closed) = c.read_raw(Duration::from_secs(2));
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
+    assert!(closed);
+    let mut big = Client::connect(proxy.local_addr());
+    big.send_raw(b"*2\r\n$4\r\nAUTH\r\n$16385\r\n");
+    let (got, closed) = big.read_raw(Duration::from_secs(2));
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR Protocol error: unauthenticated bulk length\r\n"
+    );
+    assert!(closed);
+    proxy.shutdown();
+}
+
+#[test]
+fn backend_credentials_are_used_and_never_shown() {
+    let h = Harness::start(3, 0);
+    let secret = "backend-Pa55-word";
+    for node in h.cluster.masters() {
+        h.cluster
+            .command(node, &["CONFIG", "SET", "requirepass", secret])
+            .unwrap()
+            .ok()
+            .unwrap();
+    }
+    let proxy = start_proxy(&h.cluster, |cfg| {
+        cfg.cluster.backend_password = secret.into()
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["SET", "cred:k", "v"])), "OK");
+    assert_eq!(text(&c.call(&["GET", "cred:k"])), "v");
+    assert_eq!(text(&c.call(&["DBSIZE"])), ":1");
+    for probe in [
+        &["INFO"][..],
+        &["INFO", "everything"],
+        &["CLIENT", "LIST"],
+        &["CONFIG", "GET", "*"],
+        &["CLUSTER", "NODES"],
+    ] {
+        let reply = format!("{:?}", c.call(probe));
+        assert!(
+            !reply.contains(secret),
+            "{probe:?} shows the backend password"
+        );
+    }
+    proxy.shutdown();
+}
