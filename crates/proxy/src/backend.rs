@@ -62,6 +62,15 @@ struct InFlight {
     frag: u32,
 }
 
+impl InFlight {
+    /// A reply nobody is owed (ASKING, AUTH, HELLO 3, a transaction's QUEUED): read, dropped.
+    const DISCARD: InFlight = InFlight {
+        client: None,
+        seq: 0,
+        frag: 0,
+    };
+}
+
 /// How a connection to a node is set up.
 pub(crate) struct Settings {
     pub connect_timeout: Duration,
@@ -190,20 +199,12 @@ async fn run(backend: Rc<Backend>) {
     if let Some(auth) = &backend.auth {
         // First of all; its reply is dropped (a failure is logged, without the password).
         conn.write_queue.push_back(auth.clone());
-        conn.in_flight.push_back(InFlight {
-            client: None,
-            seq: 0,
-            frag: 0,
-        });
+        conn.in_flight.push_back(InFlight::DISCARD);
     }
     if backend.resp3 {
         // Before anything else on this connection; its reply (a map) is dropped.
         conn.write_queue.push_back(Bytes::from_static(HELLO3));
-        conn.in_flight.push_back(InFlight {
-            client: None,
-            seq: 0,
-            frag: 0,
-        });
+        conn.in_flight.push_back(InFlight::DISCARD);
     }
     let reason = poll_fn(|cx| conn.poll(cx)).await;
     tracing::info!(node = %backend.addr, %reason, "backend connection closed");
@@ -301,18 +302,10 @@ impl Conn {
         for out in queue.drain(..) {
             if out.asking {
                 self.write_queue.push_back(Bytes::from_static(ASKING));
-                self.in_flight.push_back(InFlight {
-                    client: None,
-                    seq: 0,
-                    frag: 0,
-                });
+                self.in_flight.push_back(InFlight::DISCARD);
             }
             for _ in 0..out.skip {
-                self.in_flight.push_back(InFlight {
-                    client: None,
-                    seq: 0,
-                    frag: 0,
-                });
+                self.in_flight.push_back(InFlight::DISCARD);
             }
             self.write_queue.push_back(out.frame);
             if self.backend.sink.borrow().is_some() {

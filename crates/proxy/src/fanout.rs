@@ -157,13 +157,7 @@ impl Fanout {
                 slot: None,
             })
             .collect::<Vec<_>>();
-        Fanout {
-            merge,
-            remaining: parts.len(),
-            parts,
-            order: Vec::new(),
-            prefix: Bytes::new(),
-        }
+        Fanout::from_parts(parts, merge)
     }
 
     /// Record a final reply for part `frag`; returns the merged reply once every part is in.

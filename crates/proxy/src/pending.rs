@@ -275,14 +275,7 @@ mod tests {
     fn entry() -> Entry {
         Entry {
             reply: None,
-            frame: None,
-            sent_to: None,
-            hops: 0,
-            retries: 0,
-            map_version: 0,
-            slot: None,
-            pinned: false,
-            fanout: None,
+            ..Entry::ready(Bytes::new())
         }
     }
 
