@@ -16,7 +16,16 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub limits: LimitsConfig,
     pub auth: AuthConfig,
+    pub admin: AdminConfig,
     pub log: LogConfig,
+}
+
+/// The admin endpoint (Prometheus `GET /metrics`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// `ip:port` to serve `/metrics` on; empty = off.
+    pub listen: String,
 }
 
 /// Who may use the proxy. Empty: anyone who can connect (allowed on loopback only).
@@ -214,6 +223,7 @@ impl Config {
         if let Some((_, name)) = nonzero.iter().find(|(v, _)| *v == 0) {
             return Err(ConfigError::Zero(name));
         }
+        self.admin_addr()?;
         for user in &self.auth.users {
             crate::auth::User::from_config(user)?;
         }
@@ -221,6 +231,17 @@ impl Config {
             return Err(ConfigError::Unprotected(listen));
         }
         Ok(listen)
+    }
+
+    /// The admin endpoint's address, if enabled.
+    pub fn admin_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        match self.admin.listen.as_str() {
+            "" => Ok(None),
+            text => text
+                .parse()
+                .map(Some)
+                .map_err(|_| ConfigError::Listen(text.to_string())),
+        }
     }
 
     /// Whether clients must AUTH before anything else.

@@ -18,7 +18,12 @@ const SECTIONS: &[(&str, Section)] = &[
     ("clients", clients),
     ("stats", stats),
     ("topology", topology),
+    ("commandstats", commandstats),
+    ("latencystats", latencystats),
 ];
+
+/// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out.
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
 
 /// Whether `INFO [section ...]` asks for the keyspace section (which needs the masters).
 pub(crate) fn wants_keyspace(req: &Request) -> bool {
@@ -38,13 +43,14 @@ pub(crate) fn render(shared: &Shared, req: &Request) -> String {
     let wanted: Vec<String> = (1..req.argc())
         .map(|i| String::from_utf8_lossy(req.arg(i)).to_lowercase())
         .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| matches!(w.as_str(), "default" | "all" | "everything"));
+    let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
+    let all = wanted
+        .iter()
+        .any(|w| matches!(w.as_str(), "all" | "everything"));
     let mut out = String::new();
     for (name, section) in SECTIONS {
-        if all || wanted.iter().any(|w| w == name) {
+        let by_default = default && !NOT_DEFAULT.contains(name);
+        if all || by_default || wanted.iter().any(|w| w == name) {
             if !out.is_empty() {
                 out.push_str("\r\n");
             }
@@ -115,4 +121,41 @@ fn topology(shared: &Shared, out: &mut String) {
     line(out, "topology_refresh_throttled", get(&s.refresh_throttled));
     line(out, "topology_refresh_failed", get(&s.refresh_failed));
     line(out, "topology_maps_installed", get(&s.maps_installed));
+}
+
+/// `cmdstat_<name>:calls=..,usec=..,usec_per_call=..` (usec estimated from 1-in-16 samples).
+fn commandstats(shared: &Shared, out: &mut String) {
+    for (i, spec) in cluster::command::all().iter().enumerate() {
+        let t = shared.command_totals(i);
+        if t.calls == 0 {
+            continue;
+        }
+        let usec = t.estimated_usec();
+        let per_call = usec as f64 / t.calls as f64;
+        let _ = write!(
+            out,
+            "cmdstat_{}:calls={},usec={usec},usec_per_call={per_call:.2},rejected_calls=0,failed_calls=0\r\n",
+            spec.name, t.calls
+        );
+    }
+}
+
+/// `latency_percentiles_usec_<name>:p50=..,p99=..,p99.9=..` from the sampled histograms
+/// (each value is the upper bound of its power-of-two bucket).
+fn latencystats(shared: &Shared, out: &mut String) {
+    for (i, spec) in cluster::command::all().iter().enumerate() {
+        let t = shared.command_totals(i);
+        let (Some(p50), Some(p99), Some(p999)) = (
+            t.percentile_us(0.5),
+            t.percentile_us(0.99),
+            t.percentile_us(0.999),
+        ) else {
+            continue;
+        };
+        let _ = write!(
+            out,
+            "latency_percentiles_usec_{}:p50={p50}.000,p99={p99}.000,p99.9={p999}.000\r\n",
+            spec.name
+        );
+    }
 }

@@ -18,9 +18,11 @@
 //! Invariants: each client receives its replies in its own request order; nothing on the
 //! request path takes a lock, hops threads or logs at info level.
 
+mod admin;
 mod auth;
 mod backend;
 mod cluster_view;
+pub mod cmdstats;
 pub mod config;
 mod dispatch_wide;
 mod exclusive;
@@ -28,6 +30,7 @@ mod fanout;
 mod info;
 mod limits;
 mod local;
+pub mod metrics;
 mod pending;
 mod pubsub;
 mod redirect;
@@ -73,6 +76,7 @@ pub enum StartError {
 /// A running proxy. Dropping it does not stop it; call `shutdown`.
 pub struct Proxy {
     addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
@@ -108,6 +112,7 @@ impl Proxy {
             users: users(&config_users),
             backend_auth: topology::backend_auth(&config_cluster),
         });
+        let admin_addr = start_admin(&shared)?;
         let (tx, rx) = watch::channel(false);
         let mut threads = vec![topology
             .spawn_refresher(rx.clone())
@@ -124,6 +129,7 @@ impl Proxy {
         tracing::info!(%addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
         Ok(Proxy {
             addr,
+            admin_addr,
             shutdown: tx,
             threads,
             shared,
@@ -133,6 +139,11 @@ impl Proxy {
     /// The address clients connect to (the real port when configured with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where `GET /metrics` is served, when enabled.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// The shared topology (for tests and the admin side).
@@ -154,6 +165,17 @@ impl Proxy {
             let _ = t.join();
         }
     }
+}
+
+/// Serve `/metrics` when `admin.listen` is set; returns the bound address.
+fn start_admin(shared: &Arc<Shared>) -> Result<Option<SocketAddr>, StartError> {
+    let Some(addr) = shared.config.admin_addr()? else {
+        return Ok(None);
+    };
+    let bound =
+        admin::spawn(addr, shared.clone()).map_err(|source| StartError::Listen { addr, source })?;
+    tracing::info!(%bound, "admin endpoint (GET /metrics) ready");
+    Ok(Some(bound))
 }
 
 /// The users clients may AUTH as: `requirepass`'s default user, then the configured ones

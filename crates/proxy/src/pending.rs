@@ -48,6 +48,8 @@ pub(crate) struct Entry {
     pub slot: Option<u16>,
     /// Sent on the session's dedicated connection (a redirect must stay on one).
     pub pinned: bool,
+    /// For a sampled request: its command index and when it was dispatched.
+    pub sampled: Option<(u16, std::time::Instant)>,
     /// Set when the request went out as several parts (split by slot, or to every master).
     pub fanout: Option<Box<Fanout>>,
 }
@@ -64,6 +66,7 @@ impl Entry {
             map_version: 0,
             slot: None,
             pinned: false,
+            sampled: None,
             fanout: None,
         }
     }
@@ -90,6 +93,10 @@ pub(crate) struct ClientCell {
     pushes: RefCell<VecDeque<(usize, Bytes)>>,
     /// A pub/sub connection broke: the client must be told by closing its connection.
     lost: Cell<bool>,
+    /// The sample the next pushed entry takes (armed by the session for sampled requests).
+    next_sample: Cell<Option<(u16, std::time::Instant)>>,
+    /// Samples whose reply was handed to the writer, for the session to record.
+    finished: RefCell<Vec<(u16, std::time::Instant)>>,
 }
 
 // === impl ClientCell ===
@@ -113,8 +120,21 @@ impl ClientCell {
         }
     }
 
+    /// Time the next entry pushed (a sampled request); `None` stops a sample that pushed none.
+    pub(crate) fn arm_sample(&self, sample: Option<(u16, std::time::Instant)>) {
+        self.next_sample.set(sample);
+    }
+
+    /// Samples completed since the last call.
+    pub(crate) fn take_finished(&self, into: &mut Vec<(u16, std::time::Instant)>) {
+        into.append(&mut self.finished.borrow_mut());
+    }
+
     /// Append an entry and return its sequence number.
-    pub(crate) fn push(&self, entry: Entry) -> u64 {
+    pub(crate) fn push(&self, mut entry: Entry) -> u64 {
+        if let Some(sample) = self.next_sample.take() {
+            entry.sampled = Some(sample);
+        }
         let mut q = self.queue.borrow_mut();
         if let Some(reply) = &entry.reply {
             self.queued_bytes.set(self.queued_bytes.get() + reply.len());
@@ -221,7 +241,13 @@ impl ClientCell {
         let mut q = self.queue.borrow_mut();
         let mut n = 0;
         while q.entries.front().is_some_and(|e| e.reply.is_some()) {
-            let Some(reply) = q.entries.pop_front().and_then(|e| e.reply) else {
+            let Some(entry) = q.entries.pop_front() else {
+                break;
+            };
+            if let Some(sample) = entry.sampled {
+                self.finished.borrow_mut().push(sample);
+            }
+            let Some(reply) = entry.reply else {
                 break;
             };
             q.head_seq += 1;

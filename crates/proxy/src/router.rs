@@ -58,9 +58,21 @@ pub(crate) enum Local {
 }
 
 /// Decide where `req` goes. Administrative commands are refused unless `allow_admin`.
+#[cfg(test)]
 pub(crate) fn route(req: &Request, allow_admin: bool) -> Route {
+    route_looked_up(req, cluster::lookup(req.arg(0)), allow_admin)
+}
+
+/// `route`, plus the command's index in the table (for statistics), with one lookup.
+pub(crate) fn route_counted(req: &Request, allow_admin: bool) -> (Route, Option<usize>) {
+    let spec = cluster::lookup(req.arg(0));
+    let index = spec.and_then(crate::cmdstats::command_index);
+    (route_looked_up(req, spec, allow_admin), index)
+}
+
+fn route_looked_up(req: &Request, spec: Option<&'static CommandSpec>, allow_admin: bool) -> Route {
     let arg = |i: usize| req.arg(i);
-    let Some(spec) = cluster::lookup(req.arg(0)) else {
+    let Some(spec) = spec else {
         return Route::Refuse(unknown_command(req));
     };
     let spec = spec.resolve(req.argc(), arg);

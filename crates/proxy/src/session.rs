@@ -105,6 +105,8 @@ pub(crate) struct Session {
     pub(crate) authenticated: bool,
     /// Index of the authenticated user in `Shared::users`.
     pub(crate) user: Option<usize>,
+    /// Reused buffer for finished latency samples.
+    sample_scratch: Vec<(u16, std::time::Instant)>,
 }
 
 /// What reading the socket produced.
@@ -148,6 +150,7 @@ impl Session {
             timer: Default::default(),
             authenticated: !auth_required,
             user: None,
+            sample_scratch: Vec::new(),
         }
     }
 
@@ -180,6 +183,7 @@ impl Session {
         loop {
             redirect::follow(self);
             self.out_bytes += self.cell.pop_ready(&mut self.out);
+            self.record_samples();
             self.out_bytes += self.forward_pushes();
             if self.cell.is_lost() || self.pubsub_overflow() {
                 return Poll::Ready(());
@@ -363,7 +367,9 @@ impl Session {
                 return self.reply_now(noperm);
             }
         }
-        let route = router::route(&req, self.worker.shared.config.proxy.allow_admin_commands);
+        let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
+        let (route, command) = router::route_counted(&req, allow_admin);
+        self.count_command(command);
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);
         }
@@ -394,6 +400,32 @@ impl Session {
         }
     }
 
+    /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
+    fn count_command(&mut self, command: Option<usize>) {
+        let Some(command) = command else {
+            return self.cell.arm_sample(None);
+        };
+        let stats = &self.worker.stats;
+        stats.commands.call(command);
+        let tick = stats.sample_tick.fetch_add(1, Ordering::Relaxed);
+        let sampled = tick % u64::from(crate::cmdstats::SAMPLE_EVERY) == 0;
+        self.cell
+            .arm_sample(sampled.then(|| (command as u16, std::time::Instant::now())));
+    }
+
+    /// Record the latency of sampled requests whose replies were just handed to the writer.
+    fn record_samples(&mut self) {
+        self.cell.take_finished(&mut self.sample_scratch);
+        if self.sample_scratch.is_empty() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        for (command, started) in self.sample_scratch.drain(..) {
+            let ns = now.duration_since(started).as_nanos() as u64;
+            self.worker.stats.commands.sample(usize::from(command), ns);
+        }
+    }
+
     /// Queue a reply the proxy made itself, in order behind everything before it.
     fn reply_now(&mut self, reply: Bytes) {
         self.cell.push(Entry::ready(reply));
@@ -419,6 +451,7 @@ impl Session {
             map_version: map.version(),
             slot,
             pinned: false,
+            sampled: None,
             fanout: None,
         });
         backend.send(Outgoing {

@@ -44,6 +44,10 @@ pub struct WorkerStats {
     pub cluster_error_retries: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub limit_disconnects: AtomicU64,
+    /// Per-command calls and sampled latency.
+    pub commands: crate::cmdstats::CommandStats,
+    /// Counts requests to pick the sampled ones (this worker's thread only writes it).
+    pub sample_tick: AtomicU64,
 }
 
 impl WorkerStats {
@@ -69,6 +73,15 @@ pub struct Totals {
 }
 
 impl Shared {
+    /// One command's counters summed over the workers.
+    pub fn command_totals(&self, command: usize) -> crate::cmdstats::CommandTotals {
+        let mut t = crate::cmdstats::CommandTotals::default();
+        for w in &self.workers {
+            w.commands.add_to(command, &mut t);
+        }
+        t
+    }
+
     /// Sum every worker's counters: O(workers).
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();

@@ -1,0 +1,54 @@
+//! The admin endpoint: `GET /metrics` in Prometheus's text format, on its own address and
+//! its own thread, so scrapes never touch a worker's event loop. Off unless
+//! `admin.listen` is set; loopback is the sensible choice.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::stats::Shared;
+
+/// Bind `addr` and serve scrapes on a background thread. Returns the bound address.
+pub(crate) fn spawn(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    std::thread::Builder::new()
+        .name("slotgate-admin".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if let Err(e) = serve(stream, &shared) {
+                    tracing::debug!(error = %e, "admin request failed");
+                }
+            }
+        })?;
+    Ok(bound)
+}
+
+/// One HTTP/1.0-style exchange: read the request line, answer, close.
+fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut line = String::new();
+    BufReader::new(&stream).take_line(&mut line)?;
+    let (status, body) = match line.split_whitespace().nth(1) {
+        Some("/metrics") => ("200 OK", crate::metrics::render(shared)),
+        _ => ("404 Not Found", "try /metrics\n".to_string()),
+    };
+    let mut stream = stream;
+    write!(
+        stream,
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Read one line, at most 8 KiB.
+trait TakeLine {
+    fn take_line(&mut self, into: &mut String) -> std::io::Result<usize>;
+}
+
+impl<R: BufRead> TakeLine for R {
+    fn take_line(&mut self, into: &mut String) -> std::io::Result<usize> {
+        std::io::Read::take(self, 8192).read_line(into)
+    }
+}

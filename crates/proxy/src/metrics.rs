@@ -1,0 +1,223 @@
+//! Prometheus metrics: the list of every metric (name, type, help) in one place, and its
+//! rendering in the text exposition format. Every value is a sum of per-worker atomics or a
+//! topology counter, so a scrape costs O(workers × commands), never O(clients).
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use crate::cmdstats::{bucket_bound_us, BUCKETS};
+use crate::stats::Shared;
+
+/// Every metric the proxy exports; `docs/metrics.md` documents each (a test checks it).
+pub const METRICS: &[(&str, &str, &str)] = &[
+    (
+        "slotgate_connections_received_total",
+        "counter",
+        "Client connections accepted.",
+    ),
+    (
+        "slotgate_connected_clients",
+        "gauge",
+        "Client connections open now.",
+    ),
+    (
+        "slotgate_rejected_connections_total",
+        "counter",
+        "Connections refused by maxclients.",
+    ),
+    (
+        "slotgate_limit_disconnects_total",
+        "counter",
+        "Clients closed by the idle timeout or the request deadline.",
+    ),
+    (
+        "slotgate_protocol_errors_total",
+        "counter",
+        "Requests refused for a protocol error (connection closed).",
+    ),
+    (
+        "slotgate_commands_total",
+        "counter",
+        "Commands received, by command.",
+    ),
+    (
+        "slotgate_command_duration_seconds",
+        "histogram",
+        "Sampled command latency (1 in 16), dispatch to reply, by command.",
+    ),
+    (
+        "slotgate_redirects_total",
+        "counter",
+        "MOVED and ASK redirects followed, by kind.",
+    ),
+    (
+        "slotgate_retries_total",
+        "counter",
+        "Requests resent after TRYAGAIN or a cluster error, by reason.",
+    ),
+    (
+        "slotgate_topology_refresh_total",
+        "counter",
+        "Topology refreshes, by outcome.",
+    ),
+    (
+        "slotgate_topology_version",
+        "gauge",
+        "Version of the installed slot map.",
+    ),
+    (
+        "slotgate_topology_slots_assigned",
+        "gauge",
+        "Slots with an owner in the installed map.",
+    ),
+];
+
+/// The whole scrape.
+pub fn render(shared: &Shared) -> String {
+    let mut out = String::new();
+    let t = shared.totals();
+    let topo = &shared.topology.stats;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let clients = shared.clients.load(Ordering::Relaxed) as u64;
+    let map = shared.topology.current();
+    let simple: [(&str, &str, u64); 9] = [
+        (
+            "slotgate_connections_received_total",
+            "",
+            t.connections_received,
+        ),
+        ("slotgate_connected_clients", "", clients),
+        (
+            "slotgate_rejected_connections_total",
+            "",
+            t.rejected_connections,
+        ),
+        ("slotgate_limit_disconnects_total", "", t.limit_disconnects),
+        ("slotgate_protocol_errors_total", "", t.protocol_errors),
+        (
+            "slotgate_redirects_total",
+            "kind=\"moved\"",
+            t.redirects_moved,
+        ),
+        ("slotgate_redirects_total", "kind=\"ask\"", t.redirects_ask),
+        (
+            "slotgate_retries_total",
+            "reason=\"tryagain\"",
+            t.tryagain_retries,
+        ),
+        (
+            "slotgate_retries_total",
+            "reason=\"cluster_error\"",
+            t.cluster_error_retries,
+        ),
+    ];
+    let refresh: [(&str, u64); 5] = [
+        ("requested", get(&topo.refresh_requested)),
+        ("performed", get(&topo.refresh_performed)),
+        ("throttled", get(&topo.refresh_throttled)),
+        ("failed", get(&topo.refresh_failed)),
+        ("skipped_stale", get(&topo.refresh_skipped_stale)),
+    ];
+    let mut described = Vec::new();
+    for (name, labels, value) in simple {
+        sample(&mut out, &mut described, name, labels, value);
+    }
+    for (result, value) in refresh {
+        sample(
+            &mut out,
+            &mut described,
+            "slotgate_topology_refresh_total",
+            &format!("result=\"{result}\""),
+            value,
+        );
+    }
+    sample(
+        &mut out,
+        &mut described,
+        "slotgate_topology_version",
+        "",
+        map.version(),
+    );
+    sample(
+        &mut out,
+        &mut described,
+        "slotgate_topology_slots_assigned",
+        "",
+        map.assigned() as u64,
+    );
+    commands(shared, &mut out, &mut described);
+    out
+}
+
+/// HELP and TYPE lines, once per metric.
+fn describe(out: &mut String, described: &mut Vec<&'static str>, name: &'static str) {
+    if described.contains(&name) {
+        return;
+    }
+    if let Some((_, kind, help)) = METRICS.iter().find(|(n, _, _)| *n == name) {
+        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+    }
+    described.push(name);
+}
+
+/// One sample line, described first if it is the metric's first.
+fn sample(
+    out: &mut String,
+    described: &mut Vec<&'static str>,
+    name: &'static str,
+    labels: &str,
+    value: u64,
+) {
+    describe(out, described, name);
+    match labels.is_empty() {
+        true => {
+            let _ = writeln!(out, "{name} {value}");
+        }
+        false => {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
+}
+
+fn commands(shared: &Shared, out: &mut String, described: &mut Vec<&'static str>) {
+    for (i, spec) in cluster::command::all().iter().enumerate() {
+        let t = shared.command_totals(i);
+        if t.calls == 0 {
+            continue;
+        }
+        let label = format!("command=\"{}\"", spec.name);
+        sample(out, described, "slotgate_commands_total", &label, t.calls);
+        let name = "slotgate_command_duration_seconds";
+        describe(out, described, name);
+        let mut cumulative = 0;
+        for b in 0..BUCKETS {
+            cumulative += t.buckets[b];
+            let le =
+                bucket_bound_us(b).map_or("+Inf".to_string(), |us| format!("{}", us as f64 / 1e6));
+            let _ = writeln!(out, "{name}_bucket{{{label},le=\"{le}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_sum{{{label}}} {}", t.sampled_ns as f64 / 1e9);
+        let _ = writeln!(out, "{name}_count{{{label}}} {}", t.samples);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_are_unique_and_documented() {
+        let doc = include_str!("../../../docs/metrics.md");
+        for (i, (name, kind, _)) in METRICS.iter().enumerate() {
+            assert!(
+                METRICS[..i].iter().all(|(n, _, _)| n != name),
+                "{name} listed twice"
+            );
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "{name} missing from docs/metrics.md"
+            );
+            assert!(["counter", "gauge", "histogram"].contains(kind));
+        }
+    }
+}
