@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what they need.
 CARGO ?= cargo
 
-.PHONY: deps build release demo test lint fmt bench-core clean
+.PHONY: deps build release demo test compat lint fmt bench-core clean
 
 deps:
 	@bash scripts/install-deps
@@ -16,9 +16,17 @@ release:
 demo: deps release
 	./target/release/slotgate demo
 
-# Unit, property and real-cluster integration tests (free ports, no fixed port assumed).
+# Unit, property and real-cluster integration tests (free ports, no fixed port assumed),
+# then the redis-py compatibility run.
 test: deps
 	$(CARGO) test --workspace
+	$(MAKE) --no-print-directory compat
+
+# redis-py's plain client against the debug proxy and a local 3-master cluster, every command
+# family compared with the owning master (scripts/compat_redis_py.py, docs/commands.md).
+compat: deps
+	$(CARGO) build -p slotgate
+	python3 scripts/compat_redis_py.py
 
 # What CI checks besides the tests.
 lint:

@@ -60,8 +60,17 @@ pub fn markdown(doc: &Value) -> String {
             cells.join(" | "),
         );
     }
-    s += "\nCPU ratios (row ÷ column, medians):\n\n";
-    for v in &systems {
+    if doc["preset"].as_str() == Some("S6") {
+        s += "\nS6 sends one GET per connection: CPU per request is CPU per connection.\n";
+    }
+    ratio_lines(&mut s, &systems);
+    s
+}
+
+/// One line per system: its CPU ratio against each other system.
+fn ratio_lines(s: &mut String, systems: &[Value]) {
+    *s += "\nCPU ratios (row ÷ column, medians):\n\n";
+    for v in systems {
         let me = v["system"].as_str().unwrap_or("?");
         let parts: Vec<String> = v["cpu_ratio_vs"]
             .as_object()
@@ -72,7 +81,6 @@ pub fn markdown(doc: &Value) -> String {
             .collect();
         let _ = writeln!(s, "- {me}: {}", parts.join(", "));
     }
-    s
 }
 
 /// Bars of median CPU µs/request per system with min–max whiskers.

@@ -96,9 +96,8 @@ fn measure(sys: &System, flags: &[String], dir: &Path) -> Result<Value> {
 
 /// Runs the comparison and writes results.{json,md} and cpu.svg.
 pub fn run(a: &CompareArgs) -> Result<()> {
-    let dir = a
-        .out
-        .join(format!("{:?}-{}", a.preset, timestamp()).to_lowercase());
+    let preset = format!("{:?}", a.preset).to_lowercase();
+    let dir = a.out.join(format!("{preset}-{}", timestamp()));
     std::fs::create_dir_all(&dir)?;
     let systems = systems::start_all(&dir)?;
     let flags = a.preset.flags(a.requests);

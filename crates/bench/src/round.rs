@@ -24,8 +24,14 @@ impl Client {
     /// Sends `todo`, reads every reply, and fills `redirects` when `follow` is set.
     pub(crate) async fn send_round(&mut self, follow: bool) {
         let todo = std::mem::take(&mut self.todo);
+        // A node that refused once this round is not dialled again for each of its requests
+        // (a black-holed node would otherwise cost one connect timeout per request). Nodes 64
+        // indexes apart share a bit: at worst a request fails fast once, in big clusters.
+        let mut unreachable: u64 = 0;
         for &(req, node, ask) in &todo {
-            if !self.ensure_conn(node).await {
+            let bit = 1u64 << (node % 64);
+            if unreachable & bit != 0 || !self.ensure_conn(node).await {
+                unreachable |= bit;
                 self.lose(req, Loss::Connection);
                 continue;
             }
@@ -71,6 +77,7 @@ impl Client {
             let Some(conn) = nd.conn.as_mut() else { return };
             let sent = &nd.sent;
             let ctx = ReplyCtx {
+                run: None,
                 batch: self.plan.verify.then_some(self.batch.as_slice()),
                 t_send: &self.t_send,
                 spans: &self.spans,
@@ -86,7 +93,9 @@ impl Client {
                 got = k + 1;
                 ctx.on_reply(sent[k], frame, now);
             });
-            tokio::time::timeout(timeout, read).await
+            let result = tokio::time::timeout(timeout, read).await;
+            ctx.flush();
+            result
         };
         match result {
             Ok(Ok(())) => self.nodes[i].sent.clear(),
@@ -170,6 +179,8 @@ impl Client {
 
 /// What reply accounting needs, borrowed from the client while a read is in progress.
 struct ReplyCtx<'a> {
+    /// A run of successes not yet recorded: (sent, arrived, count).
+    run: Option<(Instant, Instant, u64)>,
     /// The batch's request bytes when replies are verified.
     batch: Option<&'a [u8]>,
     t_send: &'a [Instant],
@@ -182,6 +193,16 @@ struct ReplyCtx<'a> {
 }
 
 impl ReplyCtx<'_> {
+    /// Records the pending run of successes.
+    fn flush(&mut self) {
+        if let Some((s, n, count)) = self.run.take() {
+            let at = n.saturating_duration_since(self.t0);
+            self.stats
+                .borrow_mut()
+                .ok_n(n.saturating_duration_since(s), at, count);
+        }
+    }
+
     fn on_reply(&mut self, req: u32, frame: &[u8], now: Instant) {
         if req == ASKING {
             return;
@@ -196,7 +217,20 @@ impl ReplyCtx<'_> {
                 }
             }
             let sent = self.t_send[req as usize];
-            st.ok(now.saturating_duration_since(sent), at);
+            // Replies framed from one read share `now`, and a closed-loop batch shares `sent`:
+            // count runs of equal latency and record each run once.
+            match &mut self.run {
+                Some((s, n, count)) if *s == sent && *n == now => *count += 1,
+                run => {
+                    if let Some((s, n, count)) = run.replace((sent, now, 1)) {
+                        st.ok_n(
+                            n.saturating_duration_since(s),
+                            n.saturating_duration_since(self.t0),
+                            count,
+                        );
+                    }
+                }
+            }
             return;
         }
         if self.follow {

@@ -85,7 +85,7 @@ fn with_cluster(cluster: &devcluster::Cluster, a: &ReshardArgs) -> Result<()> {
     let child = spawn_load(&route, &flags)?;
     std::thread::sleep(Duration::from_secs(2));
     let t0 = Instant::now();
-    let moved = migrate_third(cluster).context("migration");
+    let moved = migrate(cluster, usize::MAX).context("migration");
     let took = t0.elapsed();
     let load = finish_load(child)?; // even when migration failed: the child is bounded
     let moved = moved?;
@@ -121,8 +121,9 @@ struct Movers {
     dst_id: String,
 }
 
-/// Moves every slot of the first master to the second, key by key; returns the slot count.
-fn migrate_third(cluster: &devcluster::Cluster) -> Result<usize> {
+/// Moves up to `limit` slots of the first master (all of them: a third of the cluster) to the
+/// second, key by key, live; returns how many moved.
+pub fn migrate(cluster: &devcluster::Cluster, limit: usize) -> Result<usize> {
     let nodes: Vec<_> = cluster
         .nodes()
         .iter()
@@ -141,7 +142,8 @@ fn migrate_third(cluster: &devcluster::Cluster) -> Result<usize> {
         src_id: nodes[0].id.clone(),
         dst_id: nodes[1].id.clone(),
     };
-    let slots = owned_slots(&mut m.src)?;
+    let mut slots = owned_slots(&mut m.src)?;
+    slots.truncate(limit);
     for slot in &slots {
         migrate_slot(&mut m, *slot)?;
     }

@@ -137,9 +137,14 @@ impl Stats {
 
     /// A successful reply `latency` after its (intended) send, `at` after the start.
     pub fn ok(&mut self, latency: Duration, at: Duration) {
+        self.ok_n(latency, at, 1);
+    }
+
+    /// `n` successful replies with the same latency and arrival (one pipelined read).
+    pub fn ok_n(&mut self, latency: Duration, at: Duration, n: u64) {
         let ns = (latency.as_nanos() as u64).clamp(1, MAX_NS);
-        self.hist.saturating_record(ns);
-        self.second(at).hist.saturating_record(ns);
+        self.hist.saturating_record_n(ns, n);
+        self.second(at).hist.saturating_record_n(ns, n);
     }
 
     /// Records that something failed `at` after the start; the caller bumps the kind counter.

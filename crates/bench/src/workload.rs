@@ -227,11 +227,23 @@ pub fn reply_matches(request: &[u8], reply: &[u8]) -> bool {
     reply[0] == b'$' && payload.len() >= TOKEN_LEN && &payload[..KEY_DIGITS] == key
 }
 
-/// Writes `n` zero-padded into `buf` (rightmost digits win if `n` is too wide).
+/// Writes `n` zero-padded into `buf` (rightmost digits win if `n` is too wide). Two digits
+/// per division: this runs once per key per request, on the generator's hot path.
 pub fn write_digits(buf: &mut [u8], mut n: u64) {
-    for b in buf.iter_mut().rev() {
-        *b = b'0' + (n % 10) as u8;
-        n /= 10;
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    let mut i = buf.len();
+    while i >= 2 {
+        let p = (n % 100) as usize * 2;
+        n /= 100;
+        buf[i - 2..i].copy_from_slice(&PAIRS[p..p + 2]);
+        i -= 2;
+    }
+    if i == 1 {
+        buf[0] = b'0' + (n % 10) as u8;
     }
 }
 
@@ -303,6 +315,20 @@ mod tests {
         );
         let m = Template::new(&"mget:3".parse().unwrap(), b"key:", 0);
         assert_eq!(m.key_digits.len(), 3);
+    }
+
+    #[test]
+    fn digits_are_zero_padded() {
+        for (n, width, want) in [
+            (42u64, 12, "000000000042"),
+            (7, 3, "007"),
+            (123456, 5, "23456"),
+            (0, 1, "0"),
+        ] {
+            let mut b = vec![b'x'; width];
+            write_digits(&mut b, n);
+            assert_eq!(b, want.as_bytes());
+        }
     }
 
     #[test]

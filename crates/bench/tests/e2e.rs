@@ -176,3 +176,47 @@ fn cluster_routing_against_a_real_cluster() {
     assert!((450..750).contains(&moved), "{v}");
     cluster.stop().expect("stop cluster");
 }
+
+#[test]
+fn redirects_are_followed_while_slots_migrate() {
+    let opts = devcluster::Options {
+        masters: 3,
+        replicas: 0,
+        ..Default::default()
+    };
+    let Ok(mut cluster) = devcluster::Cluster::start(&opts) else {
+        eprintln!("cannot start a cluster (redis-server missing?); skipping");
+        return;
+    };
+    let seed = cluster.seed().to_string();
+    let load = std::thread::spawn(move || {
+        run(&[
+            "--cluster",
+            &seed,
+            "--duration",
+            "2s",
+            "--rate",
+            "2000",
+            "--clients",
+            "8",
+            "--keyspace",
+            "300",
+            "--mix",
+            "get:1,set:1",
+            "--value-size",
+            "32",
+            "--verify",
+        ])
+    });
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let moved = bench::scen_reshard::migrate(&cluster, 400).expect("migrate");
+    let v = load.join().expect("load thread");
+    cluster.stop().expect("stop cluster");
+    assert_eq!(moved, 400);
+    assert_eq!(v["errors"]["total"], 0, "{v}");
+    assert_eq!(v["crossed_replies"], 0, "{v}");
+    assert!(
+        v["redirects_followed"]["moved"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+}

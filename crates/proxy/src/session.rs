@@ -408,7 +408,7 @@ impl Session {
         let stats = &self.worker.stats;
         stats.commands.call(command);
         let tick = stats.sample_tick.fetch_add(1, Ordering::Relaxed);
-        let sampled = tick % u64::from(crate::cmdstats::SAMPLE_EVERY) == 0;
+        let sampled = tick.is_multiple_of(u64::from(crate::cmdstats::SAMPLE_EVERY));
         self.cell
             .arm_sample(sampled.then(|| (command as u16, std::time::Instant::now())));
     }
