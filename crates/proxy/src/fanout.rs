@@ -111,7 +111,12 @@ impl Fanout {
             .map(|(slot, idxs)| {
                 let mut args: Vec<&[u8]> = vec![req.arg(0)];
                 for i in idxs {
-                    args.extend((i..i + step).map(|j| req.arg(j)));
+                    // The router checked the argument count; never read past it anyway.
+                    args.extend(
+                        (i..i + step)
+                            .filter(|&j| j < req.argc())
+                            .map(|j| req.arg(j)),
+                    );
                 }
                 let mut frame = BytesMut::new();
                 resp::encode_command(&mut frame, &args);

@@ -35,7 +35,7 @@ impl SessionInfo {
 pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: &Shared) -> Bytes {
     let mut out = BytesMut::new();
     match cmd {
-        Local::Ping => ping(req, session, &mut out),
+        Local::Ping => ping(req, &mut out),
         Local::Echo => resp::write_bulk(&mut out, req.arg(1)),
         Local::Quit => {
             session.quit = true;
@@ -62,10 +62,11 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
     out.freeze()
 }
 
-fn ping(req: &Request, session: &SessionInfo, out: &mut BytesMut) {
-    match (req.argc(), session.protocol) {
-        (1, _) => resp::write_simple(out, b"PONG"),
-        _ => resp::write_bulk(out, req.arg(1)),
+fn ping(req: &Request, out: &mut BytesMut) {
+    match req.argc() {
+        1 => resp::write_simple(out, b"PONG"),
+        2 => resp::write_bulk(out, req.arg(1)),
+        _ => resp::write_error(out, b"ERR wrong number of arguments for 'ping' command"),
     }
 }
 
@@ -262,6 +263,10 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["PING"], "+PONG\r\n"),
             (&["PING", "hi"], "$2\r\nhi\r\n"),
+            (
+                &["PING", "a", "b"],
+                "-ERR wrong number of arguments for 'ping' command\r\n",
+            ),
             (&["ECHO", "x"], "$1\r\nx\r\n"),
             (&["SELECT", "0"], "+OK\r\n"),
             (

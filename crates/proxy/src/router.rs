@@ -76,7 +76,15 @@ fn route_looked_up(req: &Request, spec: Option<&'static CommandSpec>, allow_admi
         return Route::Refuse(unknown_command(req));
     };
     let spec = spec.resolve(req.argc(), arg);
-    if !spec.arity_ok(req.argc()) {
+    if !spec.subcommands.is_empty() && req.argc() >= 2 {
+        // `resolve` found no such subcommand: Redis's own answer.
+        let sub = truncated(req.arg(1), 128);
+        let help = spec.name.to_uppercase();
+        return Route::Refuse(error(&format!(
+            "unknown subcommand '{sub}'. Try {help} HELP."
+        )));
+    }
+    if !spec.arity_ok(req.argc()) || !key_step_fits(spec, req.argc()) {
         return Route::Refuse(error(&format!(
             "wrong number of arguments for '{}' command",
             spec.name
@@ -105,7 +113,9 @@ fn route_looked_up(req: &Request, spec: Option<&'static CommandSpec>, allow_admi
         return Route::Refuse(error(&format!("slotgate: '{}' {why}", spec.name)));
     }
     match spec.key_positions(req.argc(), arg) {
-        Err(e) => Route::Refuse(error(&e.to_string())),
+        // Bad numkeys and the like: a node gives Redis's exact answer, checks in Redis's order
+        // (FCALL looks the function up before numkeys), and cannot run such a request.
+        Err(_) => Route::AnyNode,
         Ok(keys) if keys.count() == 0 && is_broadcast(spec) => {
             match merge_for(spec.response_policy, false) {
                 Some(merge) => Route::Broadcast(merge),
@@ -219,6 +229,15 @@ fn pubsub_introspection(name: &str) -> Option<Merge> {
     })
 }
 
+/// Key/value commands (MSET, MSETNX: a key every `step` arguments up to the last) need the
+/// arguments after the first key to come in whole steps, as Redis checks.
+fn key_step_fits(spec: &CommandSpec, argc: usize) -> bool {
+    if spec.step <= 1 || spec.last_key >= 0 || spec.first_key <= 0 {
+        return true;
+    }
+    (argc as i64 - i64::from(spec.first_key)) % i64::from(spec.step) == 0
+}
+
 /// XREAD and XREADGROUP block only with a BLOCK option; the other blocking commands always may.
 fn really_blocks(spec: &CommandSpec, req: &Request) -> bool {
     if spec.name != "xread" && spec.name != "xreadgroup" {
@@ -326,6 +345,18 @@ mod tests {
             (
                 &["GET"],
                 "-ERR wrong number of arguments for 'get' command\r\n",
+            ),
+            (
+                &["MSET", "a", "1", "b"],
+                "-ERR wrong number of arguments for 'mset' command\r\n",
+            ),
+            (
+                &["CLUSTER", "NOSUCHSUB"],
+                "-ERR unknown subcommand 'NOSUCHSUB'. Try CLUSTER HELP.\r\n",
+            ),
+            (
+                &["CLIENT", "nope"],
+                "-ERR unknown subcommand 'nope'. Try CLIENT HELP.\r\n",
             ),
             (
                 &["NOSUCHC"],

@@ -149,6 +149,12 @@ fn cases() -> Vec<Case> {
         ),
         case("I01 bare LF", "PING\n", "+PONG\r\n", false),
         case(
+            "MSET odd args across slots",
+            "*4\r\n$4\r\nMSET\r\n$3\r\nmfa\r\n$1\r\n1\r\n$3\r\nmfb\r\n",
+            "-ERR wrong number of arguments for 'mset' command\r\n",
+            false,
+        ),
+        case(
             "I02 quotes",
             "set \"\"\"test-key\"\"\" test-value\r\nping\r\n",
             &proto_err("unbalanced quotes in request"),

@@ -75,3 +75,32 @@ fn merges_follow_the_response_policy() {
         b("-ERR boom\r\n")
     );
 }
+
+/// Every command of the table, with awkward argument lists (odd counts, keys in several
+/// slots, numbers where keys go), through the router and, for split commands, the split
+/// and the merge: nothing may panic on client input.
+#[test]
+fn no_command_shape_panics_the_router_or_the_split() {
+    let pool: [&str; 8] = ["a", "b", "{x}c", "1", "-1", "0", "2", "STREAMS"];
+    let mut names: Vec<String> = Vec::new();
+    for spec in cluster::command::all() {
+        names.push(spec.name.to_string());
+        names.extend(spec.subcommands.iter().map(|s| s.name.replace('|', " ")));
+    }
+    for name in &names {
+        for argc in 0..7 {
+            for rotate in 0..pool.len() {
+                let mut args: Vec<&str> = name.split(' ').collect();
+                args.extend((0..argc).map(|i| pool[(i + rotate) % pool.len()]));
+                let r = req(&args);
+                if let crate::router::Route::Split { keys, merge } = crate::router::route(&r, false)
+                {
+                    let mut f = Fanout::split(&r, &keys, merge);
+                    for i in 0..f.parts.len() {
+                        f.complete(i, b("*1\r\n$1\r\nv\r\n"));
+                    }
+                }
+            }
+        }
+    }
+}
