@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what they need.
 CARGO ?= cargo
 
-.PHONY: deps build release demo test compat lint fmt bench-core clean
+.PHONY: deps build release demo test compat lint fmt bench-core bench-smoke bench-all clean
 
 deps:
 	@bash scripts/install-deps
@@ -39,6 +39,14 @@ fmt:
 # CPU per request of slotgate vs nutcracker -v 4 vs Redis direct, pinned, interleaved.
 bench-core: deps release
 	python3 scripts/bench_core.py
+
+# The load generator's own cost against redis-benchmark, quickly (a smoke run).
+bench-smoke: deps release
+	./target/release/slotgate bench selfcheck --reps 2
+
+# Every benchmark behind BENCHMARKS.md (about 30 minutes; results under results/all-*).
+bench-all: deps
+	bash scripts/bench-all
 
 clean:
 	$(CARGO) clean

@@ -50,9 +50,12 @@ const TOPO_CMDS: [&str; 3] = ["cluster|slots", "cluster|nodes", "cluster|shards"
 
 /// Runs the scenario.
 pub fn run(a: &ReshardArgs) -> Result<()> {
+    // All of one master's slots move away; Redis 7 would then turn the emptied master into a
+    // replica (cluster-allow-replica-migration) and refuse the last SETSLOT calls to it.
     let opts = devcluster::Options {
         masters: 3,
         replicas: 0,
+        extra_config: vec![("cluster-allow-replica-migration".into(), "no".into())],
         ..Default::default()
     };
     let mut cluster = devcluster::Cluster::start(&opts)?;

@@ -87,7 +87,9 @@ pub struct LimitsConfig {
     pub max_pending_per_client: usize,
     /// Reply bytes queued for one client before the proxy stops reading its requests.
     pub output_soft_limit_bytes: usize,
-    /// Clients connected at once; one more gets `-ERR max number of clients reached`.
+    /// Clients connected at once; one more gets `-ERR max number of clients reached`. Higher
+    /// than Redis's 10,000: one proxy fronts a whole cluster's clients. The proxy raises its
+    /// file-descriptor limit to match at start, as far as the hard limit allows.
     pub maxclients: usize,
     /// Close a client idle this long (nothing sent, nothing in flight, not subscribed);
     /// 0 = never, as Redis's `timeout 0`.
@@ -139,7 +141,7 @@ impl Default for LimitsConfig {
             max_query_buffer_bytes: 1024 * 1024 * 1024,
             max_pending_per_client: 16 * 1024,
             output_soft_limit_bytes: 64 * 1024 * 1024,
-            maxclients: 10_000,
+            maxclients: 50_000,
             idle_timeout_ms: 0,
             request_deadline_ms: 30_000,
             pubsub_output_limit_bytes: 32 * 1024 * 1024,

@@ -87,6 +87,7 @@ impl Proxy {
     /// workers. Returns once clients can connect.
     pub fn start(config: Config) -> Result<Proxy, StartError> {
         let listen = config.validate()?;
+        raise_fd_limit(config.limits.maxclients);
         let topology = Topology::bootstrap(&config.cluster)?;
         let n = config.worker_threads();
         let listeners = bind_listeners(listen, n)?;
@@ -164,6 +165,26 @@ impl Proxy {
         for t in self.threads {
             let _ = t.join();
         }
+    }
+}
+
+/// Each client and backend connection is a file descriptor: raise the soft limit towards
+/// what `maxclients` needs (the hard limit caps it; then warn, as Redis does).
+fn raise_fd_limit(maxclients: usize) {
+    let want = maxclients as u64 + 1024;
+    let Ok((soft, hard)) = rlimit::Resource::NOFILE.get() else {
+        return;
+    };
+    let target = want.min(hard);
+    if target > soft && rlimit::Resource::NOFILE.set(target, hard).is_err() {
+        return tracing::warn!(soft, "could not raise the open-files limit");
+    }
+    if target < want {
+        tracing::warn!(
+            limit = target,
+            maxclients,
+            "the open-files limit is below what maxclients needs; connections past it are refused"
+        );
     }
 }
 
