@@ -97,6 +97,10 @@ pub struct LimitsConfig {
     /// A request whose first bytes arrived must be complete within this time, or the client
     /// is closed (slowloris protection; Redis has none). 0 = no deadline.
     pub request_deadline_ms: u64,
+    /// Reply bytes queued for one client (written or still arriving from the nodes) past
+    /// which it is disconnected, as Redis's `client-output-buffer-limit normal` hard limit.
+    /// 0 = no limit.
+    pub output_hard_limit_bytes: usize,
     /// Bytes of undelivered pub/sub messages after which a subscriber is disconnected
     /// (Redis: client-output-buffer-limit pubsub 32mb).
     pub pubsub_output_limit_bytes: usize,
@@ -144,6 +148,7 @@ impl Default for LimitsConfig {
             maxclients: 50_000,
             idle_timeout_ms: 0,
             request_deadline_ms: 30_000,
+            output_hard_limit_bytes: 1024 * 1024 * 1024,
             pubsub_output_limit_bytes: 32 * 1024 * 1024,
         }
     }

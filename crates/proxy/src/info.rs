@@ -101,6 +101,11 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "cluster_error_retries", t.cluster_error_retries);
     line(out, "rejected_connections", t.rejected_connections);
     line(out, "client_limit_disconnections", t.limit_disconnects);
+    line(
+        out,
+        "client_output_buffer_limit_disconnections",
+        t.output_limit_disconnects,
+    );
 }
 
 fn topology(shared: &Shared, out: &mut String) {

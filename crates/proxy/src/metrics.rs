@@ -80,7 +80,12 @@ pub fn render(shared: &Shared) -> String {
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let clients = shared.clients.load(Ordering::Relaxed) as u64;
     let map = shared.topology.current();
-    let simple: [(&str, &str, u64); 9] = [
+    let simple: [(&str, &str, u64); 10] = [
+        (
+            "slotgate_output_limit_disconnects_total",
+            "",
+            t.output_limit_disconnects,
+        ),
         (
             "slotgate_connections_received_total",
             "",

@@ -185,7 +185,7 @@ impl Session {
             self.out_bytes += self.cell.pop_ready(&mut self.out);
             self.record_samples();
             self.out_bytes += self.forward_pushes();
-            if self.cell.is_lost() || self.pubsub_overflow() {
+            if self.cell.is_lost() || self.output_overflow() {
                 return Poll::Ready(());
             }
             // After the pop: a held request waits for the replies before it to be written.
@@ -264,9 +264,26 @@ impl Session {
 
     /// A subscriber that does not read its messages is disconnected past this many queued
     /// bytes, as Redis does with `client-output-buffer-limit pubsub`.
-    fn pubsub_overflow(&self) -> bool {
-        let limit = self.worker.shared.config.limits.pubsub_output_limit_bytes;
-        self.pubsub.is_some() && self.out_bytes > limit
+    /// Hard output limits, as Redis's `client-output-buffer-limit`: replies queued for a
+    /// client past the limit (subscribers have their own, lower one) close it at once, with
+    /// no partial reply, a log line and a counter. The soft limit only stops reading new
+    /// requests; this one bounds what requests already in flight can still pile up.
+    fn output_overflow(&self) -> bool {
+        let limits = &self.worker.shared.config.limits;
+        let queued = self.out_bytes + self.cell.queued_bytes();
+        let over = match self.pubsub.is_some() {
+            true => queued > limits.pubsub_output_limit_bytes,
+            false => limits.output_hard_limit_bytes > 0 && queued > limits.output_hard_limit_bytes,
+        };
+        if over {
+            tracing::info!(
+                client.id = self.info.id,
+                queued,
+                "closing client over its output buffer limit"
+            );
+            WorkerStats::bump(&self.worker.stats.output_limit_disconnects);
+        }
+        over
     }
 
     /// Whether this client speaks RESP3 (HELLO 3): its requests go to RESP3 connections.

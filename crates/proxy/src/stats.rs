@@ -44,6 +44,7 @@ pub struct WorkerStats {
     pub cluster_error_retries: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub limit_disconnects: AtomicU64,
+    pub output_limit_disconnects: AtomicU64,
     /// Per-command calls and sampled latency.
     pub commands: crate::cmdstats::CommandStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).
@@ -70,6 +71,7 @@ pub struct Totals {
     pub cluster_error_retries: u64,
     pub rejected_connections: u64,
     pub limit_disconnects: u64,
+    pub output_limit_disconnects: u64,
 }
 
 impl Shared {
@@ -97,6 +99,7 @@ impl Shared {
             t.cluster_error_retries += get(&w.cluster_error_retries);
             t.rejected_connections += get(&w.rejected_connections);
             t.limit_disconnects += get(&w.limit_disconnects);
+            t.output_limit_disconnects += get(&w.output_limit_disconnects);
         }
         t
     }

@@ -78,3 +78,34 @@ fn a_request_trickling_in_past_the_deadline_is_cut() {
     assert_eq!(text(&ok.read().unwrap()), "OK");
     proxy.shutdown();
 }
+
+/// A client that pipelines big GETs and never reads is cut once its queued replies pass the
+/// hard output limit; the proxy's memory stays bounded and other clients are served.
+#[test]
+fn a_client_that_never_reads_is_cut_at_the_hard_output_limit() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| {
+        cfg.limits.output_hard_limit_bytes = 4 * 1024 * 1024;
+        cfg.limits.output_soft_limit_bytes = 1024 * 1024;
+    });
+    let mut setter = Client::connect(proxy.local_addr());
+    let big = "x".repeat(512 * 1024);
+    assert_eq!(text(&setter.call(&["SET", "big", &big])), "OK");
+    let mut hog = Client::connect(proxy.local_addr());
+    let mut burst = Vec::new();
+    for _ in 0..64 {
+        burst.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n");
+    }
+    hog.stream.write_all(&burst).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // Drain what the kernel holds: the connection must end (closed by the proxy).
+    let (_, closed) = hog.read_raw(Duration::from_secs(3));
+    assert!(closed, "the hog was disconnected");
+    assert_eq!(text(&setter.call(&["PING"])), "PONG", "others unaffected");
+    let info = text(&setter.call(&["INFO", "stats"]));
+    assert!(
+        info.contains("client_output_buffer_limit_disconnections:1"),
+        "{info}"
+    );
+    proxy.shutdown();
+}

@@ -1,0 +1,249 @@
+//! Slot migration on a real 3-master cluster (topology.md (d) T2 and T4 a–c): what a
+//! resharding tool does (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), done by hand
+//! while clients use the proxy. ASK must be followed with ASKING and leave the map alone,
+//! TRYAGAIN must be retried with backoff, and a MOVED storm must cost at most one topology
+//! query per refresh interval, with no request failing.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{text, Client, Harness};
+use devcluster::Cluster;
+use resp::Value;
+use testkit::reply::slot_of;
+
+/// Run `args` on `addr`, panicking on a Redis error (setup steps must not fail).
+fn admin(cluster: &Cluster, addr: SocketAddr, args: &[&str]) -> String {
+    let reply = cluster.command(addr, args).expect("node reachable");
+    assert!(!reply.is_error(), "{args:?} on {addr}: {reply:?}");
+    reply.as_text().unwrap_or_default()
+}
+
+fn id_of(cluster: &Cluster, addr: SocketAddr) -> String {
+    admin(cluster, addr, &["CLUSTER", "MYID"])
+}
+
+/// A slot being moved from `src` to `dst`.
+struct Move<'a> {
+    cluster: &'a Cluster,
+    slot: String,
+    src: SocketAddr,
+    dst: SocketAddr,
+}
+
+impl<'a> Move<'a> {
+    /// Mark the slot of `tag` importing on another master and migrating on its owner.
+    fn begin(cluster: &'a Cluster, tag: &str) -> Move<'a> {
+        let src = cluster.owner_of(tag.as_bytes()).expect("owner");
+        let dst = *cluster.masters().iter().find(|a| **a != src).expect("dst");
+        let slot = slot_of(tag.as_bytes()).to_string();
+        let m = Move {
+            cluster,
+            slot,
+            src,
+            dst,
+        };
+        admin(
+            cluster,
+            dst,
+            &[
+                "CLUSTER",
+                "SETSLOT",
+                &m.slot,
+                "IMPORTING",
+                &id_of(cluster, src),
+            ],
+        );
+        admin(
+            cluster,
+            src,
+            &[
+                "CLUSTER",
+                "SETSLOT",
+                &m.slot,
+                "MIGRATING",
+                &id_of(cluster, dst),
+            ],
+        );
+        m
+    }
+
+    /// Move these keys' data to `dst` (the slot stays migrating).
+    fn migrate(&self, keys: &[String]) {
+        let port = self.dst.port().to_string();
+        let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+        args.extend(keys.iter().map(String::as_str));
+        admin(self.cluster, self.src, &args);
+    }
+
+    /// End the migration: the slot belongs to `dst` on every master (target first).
+    fn finish(&self) {
+        let dst_id = id_of(self.cluster, self.dst);
+        let mut masters = self.cluster.masters();
+        masters.sort_by_key(|a| (*a != self.dst, *a == self.src));
+        for m in masters {
+            admin(
+                self.cluster,
+                m,
+                &["CLUSTER", "SETSLOT", &self.slot, "NODE", &dst_id],
+            );
+        }
+    }
+}
+
+/// `key:value` from the proxy's INFO, as a number.
+fn info(c: &mut Client, key: &str) -> u64 {
+    let all = text(&c.call(&["INFO", "everything"]));
+    let line = all.lines().find_map(|l| l.strip_prefix(&format!("{key}:")));
+    line.and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO has no {key}"))
+}
+
+/// CLUSTER SLOTS calls summed over the masters (`INFO commandstats`).
+fn cluster_slots_calls(cluster: &Cluster) -> u64 {
+    let field = |line: &str| {
+        let rest = line.strip_prefix("cmdstat_cluster|slots:calls=")?;
+        rest.split(',').next()?.parse::<u64>().ok()
+    };
+    cluster
+        .masters()
+        .iter()
+        .map(|&m| admin(cluster, m, &["INFO", "commandstats"]))
+        .map(|s| s.lines().find_map(field).unwrap_or(0))
+        .sum()
+}
+
+/// T4 a, b: keys already moved and new keys in the importing slot are served through ASK
+/// (each resent with ASKING), never answered with a redirect, and the map is not patched.
+#[test]
+fn ask_is_followed_for_single_keys_and_pipelines() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    assert_eq!(text(&c.call(&["SET", "{a4}:old", "1"])), "OK");
+    let m = Move::begin(&h.cluster, "{a4}");
+    m.migrate(&["{a4}:old".to_string()]);
+    let (ask0, moved0) = (
+        info(&mut c, "redirects_ask"),
+        info(&mut c, "redirects_moved"),
+    );
+    assert_eq!(text(&c.call(&["GET", "{a4}:old"])), "1", "T4a");
+    for i in 0..10 {
+        c.send(&[b"SET", format!("{{a4}}:new{i}").as_bytes(), b"v"]);
+    }
+    let replies: Vec<String> = (0..10).map(|_| text(&c.read().unwrap())).collect();
+    assert_eq!(replies, vec!["OK"; 10], "T4b");
+    assert_eq!(info(&mut c, "redirects_ask") - ask0, 11, "one ASK hop each");
+    assert_eq!(info(&mut c, "redirects_moved"), moved0, "no ping-pong");
+    let on_dst = admin(&h.cluster, m.dst, &["CLUSTER", "COUNTKEYSINSLOT", &m.slot]);
+    assert_eq!(on_dst, "11", "all keys landed on the importing node");
+    m.finish();
+}
+
+/// T4 c: a multi-key command whose keys are split by the migration gets TRYAGAIN. The
+/// proxy retries with backoff: if the migration ends in time the client gets the values;
+/// if it never ends, the client gets TRYAGAIN once the retry budget (~2 s) is spent.
+#[test]
+fn tryagain_is_retried_until_the_migration_ends() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    let keys = ["{c4}:1".to_string(), "{c4}:2".to_string()];
+    for k in &keys {
+        assert_eq!(text(&c.call(&["SET", k, k])), "OK");
+    }
+    let m = Move::begin(&h.cluster, "{c4}");
+    m.migrate(&keys[..1]);
+    let started = Instant::now();
+    let stuck = text(&c.call(&["MGET", &keys[0], &keys[1]]));
+    let waited = started.elapsed();
+    assert!(stuck.starts_with("-TRYAGAIN"), "budget spent: {stuck}");
+    assert!(
+        waited >= Duration::from_millis(700),
+        "retried with backoff: {waited:?}"
+    );
+    let retries0 = info(&mut c, "tryagain_retries");
+    c.send(&[b"MGET", keys[0].as_bytes(), keys[1].as_bytes()]);
+    std::thread::sleep(Duration::from_millis(300));
+    m.migrate(&keys[1..]);
+    m.finish();
+    let got = c.read().expect("reply");
+    let values: Vec<String> = got.as_array().expect("array").iter().map(text).collect();
+    assert_eq!(values, keys, "values once the migration ended");
+    assert!(info(&mut c, "tryagain_retries") > retries0);
+}
+
+/// T2: 20 connections keep 100 pipelined GETs each in flight on one slot while it moves.
+/// No request may fail, and the cluster sees at most 1 + duration/1 s CLUSTER SLOTS.
+#[test]
+fn moved_storm_costs_one_refresh_per_interval() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    let keys: Vec<String> = (0..100).map(|i| format!("{{m2}}:{i}")).collect();
+    for k in &keys {
+        assert_eq!(text(&c.call(&["SET", k, k])), "OK");
+    }
+    let before = cluster_slots_calls(&h.cluster);
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = h.addr();
+    let load: Vec<_> = (0..20)
+        .map(|_| {
+            let (stop, keys) = (stop.clone(), keys.clone());
+            std::thread::spawn(move || storm_load(addr, &keys, &stop))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let m = Move::begin(&h.cluster, "{m2}");
+    for chunk in keys.chunks(10) {
+        m.migrate(chunk);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    m.finish();
+    std::thread::sleep(Duration::from_millis(1000));
+    stop.store(true, Ordering::Relaxed);
+    let rounds: usize = load
+        .into_iter()
+        .map(|t| t.join().expect("no failure"))
+        .sum();
+    let secs = started.elapsed().as_secs_f64();
+    let queries = cluster_slots_calls(&h.cluster) - before;
+    eprintln!("{rounds} rounds of 100 GETs in {secs:.1} s; {queries} CLUSTER SLOTS");
+    assert!(
+        queries as f64 <= 1.0 + secs.ceil(),
+        "{queries} refreshes in {secs:.1} s"
+    );
+    assert!(
+        info(&mut c, "redirects_moved") > 0,
+        "the storm did hit MOVED"
+    );
+}
+
+/// Pipelines 100 GETs per round until stopped; every reply must be its key's value, and
+/// every round must finish within 2 s.
+fn storm_load(addr: SocketAddr, keys: &[String], stop: &AtomicBool) -> usize {
+    let mut c = Client::connect(addr);
+    let mut rounds = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let began = Instant::now();
+        for k in keys {
+            c.send(&[b"GET", k.as_bytes()]);
+        }
+        for k in keys {
+            match c.read().expect("reply") {
+                Value::BulkString(v) => assert_eq!(v.as_ref(), k.as_bytes(), "crossed"),
+                other => panic!("GET {k} failed: {}", text(&other)),
+            }
+        }
+        // Latency stays bounded: a redirect costs a hop, never a stall.
+        assert!(
+            began.elapsed() < Duration::from_secs(2),
+            "round took {:?}",
+            began.elapsed()
+        );
+        rounds += 1;
+    }
+    rounds
+}
