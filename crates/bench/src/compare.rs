@@ -40,6 +40,10 @@ pub struct CompareArgs {
     /// Results go to DIR/<preset>-<timestamp>/.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
+    /// Also replace this preset's section of BENCHMARKS.md (between
+    /// `<!-- compare:<preset>:start -->` and `<!-- compare:<preset>:end -->`, appended if absent).
+    #[arg(long)]
+    pub update_benchmarks_md: Option<PathBuf>,
 }
 
 impl Preset {
@@ -130,6 +134,36 @@ pub fn run(a: &CompareArgs) -> Result<()> {
     std::fs::write(dir.join("cpu.svg"), crate::chart::svg(&doc))?;
     print!("{md}");
     println!("written to {}", dir.display());
+    if let Some(path) = &a.update_benchmarks_md {
+        update_section(path, &preset, &dir, &md)?;
+        println!("updated {}", path.display());
+    }
+    Ok(())
+}
+
+/// Put this run's table, with its command and plot, in the preset's marked section.
+fn update_section(
+    path: &std::path::Path,
+    preset: &str,
+    dir: &std::path::Path,
+    md: &str,
+) -> Result<()> {
+    let (start, end) = (
+        format!("<!-- compare:{preset}:start -->"),
+        format!("<!-- compare:{preset}:end -->"),
+    );
+    let command: Vec<String> = std::env::args().collect();
+    let body = format!(
+        "{start}\nCommand: `{}`\n\n{md}\nPlot: `{}/cpu.svg`\n{end}",
+        command.join(" "),
+        dir.display()
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let updated = match (text.find(&start), text.find(&end)) {
+        (Some(i), Some(j)) if j > i => format!("{}{body}{}", &text[..i], &text[j + end.len()..]),
+        _ => format!("{}\n\n{body}\n", text.trim_end()),
+    };
+    std::fs::write(path, updated)?;
     Ok(())
 }
 

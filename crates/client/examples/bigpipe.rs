@@ -8,12 +8,13 @@
 //! ```
 //! Without an address it starts a one-master devcluster on free ports;
 //! `--single` talks to a standalone server (scripts/hiredis_bigpipe.sh runs
-//! hiredis and this against the same one).
+//! hiredis and this against the same one; `scripts/client_bench bigpipe`
+//! adds a trivial-writer floor and GETs of the same values).
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use slotgate_client::{Client, Cmd, Config, Pipeline, ToArg};
+use slotgate_client::{Client, Cmd, Config, Pipeline, ToArg, Value};
 
 const SIZES: [(usize, &str); 4] = [
     (100 << 10, "100 KB"),
@@ -36,6 +37,26 @@ async fn one_run(client: &Client, value: impl ToArg + Copy) -> anyhow::Result<Du
     }
     for r in client.execute(&p).await {
         r?;
+    }
+    Ok(start.elapsed())
+}
+
+/// One pipeline of `COMMANDS` GETs of the values just set, each checked for
+/// its length.
+async fn one_get(client: &Client, size: usize) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let mut p = Pipeline::with_capacity(COMMANDS);
+    for i in 0..COMMANDS {
+        p.add(Cmd::new("GET").arg(format!("{{big}}:{i}")));
+    }
+    for r in client.execute(&p).await {
+        match r? {
+            Value::BulkString(b) if b.len() == size => {}
+            other => anyhow::bail!(
+                "GET: wanted {size} bytes, got {:?}",
+                other.as_bytes().map(<[u8]>::len)
+            ),
+        }
     }
     Ok(start.elapsed())
 }
@@ -90,13 +111,20 @@ async fn main() -> anyhow::Result<()> {
         let value = Bytes::from(vec![b'x'; size]);
         let copied = measure(&client, &value[..]).await?;
         let shared = measure(&client, &value).await?;
+        let mut gets = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            gets.push(one_get(&client, size).await?);
+        }
+        let get = trimmed_mean(gets);
         let mb_s = |t: Duration| (size * COMMANDS) as f64 / t.as_secs_f64() / 1e6;
         println!(
-            "{label:>7}: {:>8.1} ms ({:>4.0} MB/s) copied arg | {:>8.1} ms ({:>4.0} MB/s) shared Bytes",
+            "{label:>7}: SET {:>8.1} ms ({:>4.0} MB/s) copied arg | SET {:>8.1} ms ({:>4.0} MB/s) shared Bytes | GET {:>8.1} ms ({:>4.0} MB/s)",
             copied.as_secs_f64() * 1e3,
             mb_s(copied),
             shared.as_secs_f64() * 1e3,
             mb_s(shared),
+            get.as_secs_f64() * 1e3,
+            mb_s(get),
         );
     }
     let keys: Vec<String> = (0..COMMANDS).map(|i| format!("{{big}}:{i}")).collect();

@@ -288,3 +288,35 @@ fn moved_ping_pong_ends_after_the_hop_budget() {
     );
     proxy.shutdown();
 }
+
+/// T8 in miniature: after a failover the MOVED names the promoted replica, a node the map
+/// has no master entry for, and the nodes asked for CLUSTER SLOTS still lag. The first
+/// MOVED must still route the slot there (patch), so later requests skip the old owner.
+#[test]
+fn moved_to_a_node_outside_the_map_is_remembered() {
+    let slot = slot_of(LOW_KEY.as_bytes());
+    let promoted = FakeNode::plain();
+    let to = promoted.addr();
+    let a = FakeNode::start(move |args, _| match args[0].as_slice() {
+        b"GET" if slot_of(&args[1]) == slot => Reply::Bytes(reply::moved(slot, to)),
+        _ => Reply::Default,
+    });
+    let b = FakeNode::plain();
+    halves(&a, &b);
+    let proxy = proxy_for(&[&a]);
+    let mut c = Client::connect(proxy.local_addr());
+    for _ in 0..10 {
+        assert_eq!(
+            text(&c.call(&["GET", LOW_KEY])),
+            "(nil)",
+            "served by the new master"
+        );
+    }
+    assert_eq!(promoted.count("GET"), 10);
+    assert_eq!(
+        a.count("GET"),
+        1,
+        "one MOVED, then straight to the new master"
+    );
+    proxy.shutdown();
+}
