@@ -72,7 +72,7 @@ fn ping(req: &Request, out: &mut BytesMut) {
 
 /// Redis Cluster serves database 0 only.
 fn select(req: &Request) -> Bytes {
-    match parse_i64(req.arg(1)) {
+    match resp::string2ll(req.arg(1)) {
         None => error("value is not an integer or out of range"),
         Some(0) => Bytes::from_static(b"+OK\r\n"),
         Some(_) => error("SELECT is not allowed in cluster mode"),
@@ -96,7 +96,7 @@ fn auth(req: &Request) -> Bytes {
 fn hello(req: &Request, session: &mut SessionInfo) -> Bytes {
     let mut protocol = session.protocol;
     if req.argc() >= 2 {
-        match parse_i64(req.arg(1)) {
+        match resp::string2ll(req.arg(1)) {
             Some(v @ 2..=3) => protocol = v as u8,
             Some(_) => return Bytes::from_static(b"-NOPROTO unsupported protocol version\r\n"),
             None => return error("Protocol version is not an integer or out of range"),
@@ -195,19 +195,6 @@ fn client(req: &Request, session: &mut SessionInfo) -> Bytes {
 /// Redis allows printable ASCII without spaces in client names.
 fn valid_client_name(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
-}
-
-/// Redis's strict integer parse: optional '-', digits, no leading zeros, no '+'.
-pub(crate) fn parse_i64(bytes: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    if digits.is_empty()
-        || (digits.len() > 1 && digits.starts_with('0'))
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-    {
-        return None;
-    }
-    text.parse().ok()
 }
 
 #[cfg(test)]

@@ -116,8 +116,9 @@ fn manual_failover_under_load() {
         .collect();
     let moved = info(&mut c, "redirects_moved") - moved0;
     let refreshes = info_topology(&mut c, "topology_refresh_performed");
+    let installed = info_topology(&mut c, "topology_maps_installed");
     eprintln!(
-        "MOVED followed: {moved}; refreshes {refreshes}; errors: {} {:?}",
+        "MOVED followed: {moved}; refreshes {refreshes}, installed {installed}; errors: {} {:?}",
         errors.len(),
         errors.first()
     );

@@ -34,6 +34,9 @@ pub use encode::{
 };
 pub use error::{FrameError, ProtocolError};
 pub use limits::Limits;
+/// Redis's strict integer syntax (`string2ll`): optional `-`, digits, no `+`, no leading
+/// zeros, no spaces, within i64. Shared by every crate that reads a number from a request.
+pub use num::string2ll;
 pub use reply_framer::{is_error_frame, ReplyFramer};
 pub use request::Request;
 pub use request_parser::{Parsed, Progress, RequestParser};

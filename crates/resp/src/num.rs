@@ -9,7 +9,7 @@ use bytes::{BufMut, BytesMut};
 
 /// Redis's `string2ll`: optional `-`, then `0` alone or a non-zero digit
 /// followed by digits; at most 20 bytes; must fit in an `i64`.
-pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
+pub fn string2ll(s: &[u8]) -> Option<i64> {
     // LONG_STR_SIZE is 21: Redis rejects 21+ bytes before looking at them.
     if s.is_empty() || s.len() >= 21 {
         return None;

@@ -100,33 +100,6 @@ pub enum KeyError {
     MigrateKeyNotEmpty,
 }
 
-/// Parses a decimal i64 the way Redis does: no sign other than a leading
-/// '-', no leading zeros, no spaces, no "-0", no overflow.
-fn parse_i64(s: &[u8]) -> Option<i64> {
-    let (negative, digits) = match s.split_first()? {
-        (b'-', rest) => (true, rest),
-        _ => (false, s),
-    };
-    let (&lead, _) = digits.split_first()?;
-    if lead == b'0' && (digits.len() > 1 || negative) {
-        return None;
-    }
-    let mut magnitude: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        magnitude = magnitude
-            .checked_mul(10)?
-            .checked_add(u64::from(d - b'0'))?;
-    }
-    if negative {
-        0i64.checked_sub_unsigned(magnitude)
-    } else {
-        i64::try_from(magnitude).ok()
-    }
-}
-
 impl NumKeysErrors {
     /// Validates a parsed (or unparsable) numkeys against the `available`
     /// key slots, yielding the count or the family's error.
@@ -238,7 +211,7 @@ impl CommandSpec {
         // n keys need (n - 1) * step + 1 arguments from `first` on; with
         // step 1 (every 7.0 command) that is just "n <= remaining".
         let available = argc.saturating_sub(first).div_ceil(step);
-        let n = errors.check(parse_i64(arg(numkeys_at)), available, self.name)?;
+        let n = errors.check(resp::string2ll(arg(numkeys_at)), available, self.name)?;
         let tail = n.checked_sub(1).map(|m| (first, first + m * step, step));
         Ok(merge(self.legacy_list(argc), tail))
     }
@@ -305,32 +278,5 @@ fn merge(mut list: SmallVec<[usize; 4]>, tail: Option<(usize, usize, usize)>) ->
         }
         None if list.is_empty() => KeyPositions::None,
         None => KeyPositions::List(list),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_i64;
-
-    #[test]
-    fn integers_parse_like_redis() {
-        for (s, want) in [
-            (&b"0"[..], Some(0)),
-            (b"12", Some(12)),
-            (b"-3", Some(-3)),
-            (b"9223372036854775807", Some(i64::MAX)),
-            (b"-9223372036854775808", Some(i64::MIN)),
-            (b"9223372036854775808", None),
-            (b"-0", None),
-            (b"01", None),
-            (b"+1", None),
-            (b" 1", None),
-            (b"1.5", None),
-            (b"", None),
-            (b"-", None),
-            (b"x", None),
-        ] {
-            assert_eq!(parse_i64(s), want, "{:?}", String::from_utf8_lossy(s));
-        }
     }
 }
