@@ -23,6 +23,7 @@ pub mod run;
 pub mod scen_failover;
 pub mod scen_mem;
 pub mod scen_reshard;
+pub mod scen_reshard_jedis;
 pub mod scenario;
 pub mod selfcheck;
 pub mod stats;

@@ -13,6 +13,7 @@ use serde_json::Value as Json;
 
 use crate::admin::{cmdstat_calls, Admin};
 use crate::procs;
+use crate::scen_reshard_jedis as jedis;
 use crate::scenario::{finish_load, prepopulate_via, print_seconds, spawn_load};
 
 /// How the clients reach the cluster.
@@ -24,6 +25,8 @@ pub enum Via {
     DirectNaive,
     /// Cluster-aware clients that patch on MOVED and refresh ≤ 1/s from a random node.
     DirectSmart,
+    /// Jedis's JedisCluster (Java, scripts/jedis; built with mvn when the jar is missing).
+    Jedis,
 }
 
 /// Flags of `scenario reshard`.
@@ -50,6 +53,11 @@ const TOPO_CMDS: [&str; 3] = ["cluster|slots", "cluster|nodes", "cluster|shards"
 
 /// Runs the scenario.
 pub fn run(a: &ReshardArgs) -> Result<()> {
+    // Fail before starting anything when the Java side cannot run.
+    let jar = match a.via {
+        Via::Jedis => Some(jedis::ensure_jar()?),
+        _ => None,
+    };
     // All of one master's slots move away; Redis 7 would then turn the emptied master into a
     // replica (cluster-allow-replica-migration) and refuse the last SETSLOT calls to it.
     let opts = devcluster::Options {
@@ -59,12 +67,16 @@ pub fn run(a: &ReshardArgs) -> Result<()> {
         ..Default::default()
     };
     let mut cluster = devcluster::Cluster::start(&opts)?;
-    let result = with_cluster(&cluster, a);
+    let result = with_cluster(&cluster, a, jar.as_deref());
     let _ = cluster.stop();
     result
 }
 
-fn with_cluster(cluster: &devcluster::Cluster, a: &ReshardArgs) -> Result<()> {
+fn with_cluster(
+    cluster: &devcluster::Cluster,
+    a: &ReshardArgs,
+    jar: Option<&std::path::Path>,
+) -> Result<()> {
     let proxy = match a.via {
         Via::Proxy => Some(procs::slotgate(None, cluster.seed(), 1)?),
         _ => None,
@@ -85,12 +97,29 @@ fn with_cluster(cluster: &devcluster::Cluster, a: &ReshardArgs) -> Result<()> {
         format!("--rate={}", a.rate),
         format!("--duration={}ms", a.duration.as_millis()),
     ];
-    let child = spawn_load(&route, &flags)?;
+    let child = match jar {
+        // Jedis prepopulates through `bench run` (same key names), then loads on its own.
+        Some(jar) => Load::Jedis(jedis::start(
+            jar,
+            &jedis::Load {
+                seed: cluster.seed(),
+                clients: a.clients,
+                rate: a.rate,
+                duration_ms: a.duration.as_millis(),
+                keyspace: a.keyspace,
+            },
+        )?),
+        None => Load::Bench(spawn_load(&route, &flags)?),
+    };
     std::thread::sleep(Duration::from_secs(2));
     let t0 = Instant::now();
     let moved = migrate(cluster, usize::MAX).context("migration");
     let took = t0.elapsed();
-    let load = finish_load(child)?; // even when migration failed: the child is bounded
+    // Even when migration failed: the load is bounded.
+    let load = match child {
+        Load::Bench(c) => finish_load(c)?,
+        Load::Jedis(j) => j.finish()?,
+    };
     let moved = moved?;
     let after = topo_calls(&masters)?;
     println!(
@@ -102,6 +131,12 @@ fn with_cluster(cluster: &devcluster::Cluster, a: &ReshardArgs) -> Result<()> {
     );
     report(&load, &masters, &before, &after);
     Ok(())
+}
+
+/// The load in the background: `bench run` or the Jedis program.
+enum Load {
+    Bench(std::process::Child),
+    Jedis(jedis::Running),
 }
 
 /// Calls of CLUSTER SLOTS/NODES/SHARDS per master.
@@ -207,10 +242,22 @@ fn owned_slots(a: &mut Admin) -> Result<Vec<u16>> {
 }
 
 fn report(load: &Json, masters: &[SocketAddr], before: &[[u64; 3]], after: &[[u64; 3]]) {
+    let known = |v: &Json| match v {
+        Json::Null => "n/a".to_string(),
+        v => v.to_string(),
+    };
     println!(
         "client errors: {}  redirects followed: {}  generator CLUSTER SLOTS calls: {}",
-        load["errors"], load["redirects_followed"], load["topology_refreshes"]
+        load["errors"],
+        known(&load["redirects_followed"]),
+        known(&load["topology_refreshes"])
     );
+    if let Some(v) = load["jedis_version"].as_str() {
+        println!(
+            "jedis {v}: p50 {} µs, p99 {} µs, GET misses {}, first error per class {}",
+            load["p50_us"], load["p99_us"], load["get_misses"], load["error_samples"]
+        );
+    }
     print_seconds(load);
     let mut total = 0;
     for (i, m) in masters.iter().enumerate() {

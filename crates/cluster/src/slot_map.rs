@@ -164,6 +164,30 @@ impl SlotMap {
         }
     }
 
+    /// A copy of this map that also knows the master at `addr` (a MOVED named a node the
+    /// map had never seen, e.g. a replica promoted by a failover). Same version: existing
+    /// node indices keep their meaning, the new master comes last.
+    pub fn with_master(&self, addr: &str) -> SlotMap {
+        let mut nodes = self.nodes.clone();
+        if !nodes.iter().any(|n| n.addr == addr) {
+            nodes.push(NodeEntry {
+                addr: addr.to_string(),
+                id: None,
+                replicas: Vec::new(),
+            });
+        }
+        let slots = self
+            .slots
+            .iter()
+            .map(|s| AtomicU16::new(s.load(Ordering::Relaxed)))
+            .collect();
+        SlotMap {
+            version: self.version,
+            nodes,
+            slots,
+        }
+    }
+
     /// How many slots have an owner.
     pub fn assigned(&self) -> usize {
         self.slots

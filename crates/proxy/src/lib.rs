@@ -31,6 +31,7 @@ mod info;
 mod limits;
 mod local;
 pub mod metrics;
+mod patches;
 mod pending;
 mod pubsub;
 mod redirect;

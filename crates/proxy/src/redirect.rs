@@ -90,9 +90,11 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
             WorkerStats::bump(&worker.stats.redirects_moved);
             let map = worker.topology().current();
             let already_known = map.node_of(slot).is_some_and(|n| n.addr == plan.addr);
+            drop(map);
             if !already_known {
-                map.patch(slot, &plan.addr);
-                worker.topology().request_refresh(plan.map_version);
+                worker
+                    .topology()
+                    .learn_moved(slot, &plan.addr, plan.map_version);
             }
         }
     }

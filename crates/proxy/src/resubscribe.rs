@@ -82,7 +82,8 @@ impl Session {
             return false;
         };
         let addr = join_host_port(host, to.port);
-        self.worker.topology().current().patch(slot, &addr);
+        let version = self.worker.topology().current().version();
+        self.worker.topology().learn_moved(slot, &addr, version);
         let conn = self.stream_connection(&addr);
         self.pubsub
             .get_or_insert_with(PubSub::default)

@@ -28,6 +28,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::config::ClusterConfig;
+use crate::patches::Patches;
 
 /// How long one CLUSTER SLOTS round trip may take before the node is skipped.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -48,6 +49,8 @@ pub struct TopologyStats {
 /// The shared topology.
 pub struct Topology {
     map: ArcSwap<SlotMap>,
+    /// Recent MOVED replies, re-applied over refreshes that have not caught up with them.
+    patches: std::sync::Mutex<Patches>,
     wanted: AtomicBool,
     notify: Notify,
     next_version: AtomicU64,
@@ -86,6 +89,7 @@ impl Topology {
     pub fn with_map(cfg: &ClusterConfig, map: SlotMap) -> Arc<Topology> {
         Arc::new(Topology {
             map: ArcSwap::from_pointee(map),
+            patches: Default::default(),
             wanted: AtomicBool::new(false),
             notify: Notify::new(),
             next_version: AtomicU64::new(2),
@@ -112,6 +116,24 @@ impl Topology {
         if !self.wanted.swap(true, Ordering::AcqRel) {
             self.notify.notify_one();
         }
+    }
+
+    /// A MOVED said `slot` now lives at `addr`: repoint it at once (in place when `addr` is a
+    /// known master; otherwise through a copy of the map that knows it), remember it against
+    /// lagging refreshes, and ask for a refresh. Off the request path: MOVED replies only.
+    pub fn learn_moved(&self, slot: u16, addr: &str, routed_version: u64) {
+        if let Ok(mut patches) = self.patches.lock() {
+            patches.record(slot, addr);
+        }
+        let current = self.map.load();
+        if !current.patch(slot, addr) {
+            self.map.rcu(|map| {
+                let bigger = map.with_master(addr);
+                bigger.patch(slot, addr);
+                bigger
+            });
+        }
+        self.request_refresh(routed_version);
     }
 
     /// Ask for a refresh because a node misbehaved (unreachable, connection lost, cluster
@@ -194,6 +216,14 @@ impl Topology {
         if !current.same_cluster(&map) {
             tracing::warn!("refusing a topology that shares no node id with the current one");
             return;
+        }
+        let (map, lagging) = match self.patches.lock() {
+            Ok(mut patches) => patches.reapply(map),
+            Err(_) => (map, false),
+        };
+        if lagging {
+            // The node asked had not caught up with a MOVED we saw: ask again later.
+            self.request_refresh_now();
         }
         if current.same_routes(&map) && current.nodes() == map.nodes() {
             return;

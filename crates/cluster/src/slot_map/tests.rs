@@ -124,3 +124,15 @@ fn fragmented_map_builds_linearly() {
     assert_eq!(map.nodes().len(), 2);
     assert_eq!(map.node_of(3).unwrap().addr, "127.0.0.1:7001");
 }
+
+#[test]
+fn a_copy_can_learn_a_new_master() {
+    let map = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
+    assert!(!map.patch(9, "127.0.0.1:7009"));
+    let bigger = map.with_master("127.0.0.1:7009");
+    assert!(bigger.patch(9, "127.0.0.1:7009"));
+    assert_eq!(bigger.node_of(9).unwrap().addr, "127.0.0.1:7009");
+    assert_eq!(bigger.node_of(10).unwrap().addr, "127.0.0.1:7000");
+    assert_eq!(bigger.version(), map.version());
+    assert_eq!(bigger.nodes().len(), 4);
+}
