@@ -79,7 +79,7 @@ mod tests {
         assert!(lagging);
         assert_eq!(fixed.node_of(42).unwrap().addr, "b:1");
         assert_eq!(fixed.node_of(43).unwrap().addr, "a:1");
-        let mut current = map("a:1").with_master("b:1");
+        let current = map("a:1").with_master("b:1");
         current.patch(42, "b:1");
         let (_, lagging) = p.reapply(current);
         assert!(!lagging, "confirmed patches are forgotten");
