@@ -265,7 +265,14 @@ fn report(load: &Json, masters: &[SocketAddr], before: &[[u64; 3]], after: &[[u6
             .map(|k| after[i][k].saturating_sub(before[i][k]))
             .collect();
         total += d.iter().sum::<u64>();
-        println!("{m}: CLUSTER SLOTS {} NODES {} SHARDS {}", d[0], d[1], d[2]);
+        // migrate() moves the first master's slots to the second; the first is also the seed.
+        let role = ["  (source, seed)", "  (destination)"]
+            .get(i)
+            .unwrap_or(&"");
+        println!(
+            "{m}: CLUSTER SLOTS {} NODES {} SHARDS {}{role}",
+            d[0], d[1], d[2]
+        );
     }
     println!(
         "key figure: {} client errors, {total} topology calls on the masters during the run",

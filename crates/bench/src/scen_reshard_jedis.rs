@@ -95,7 +95,14 @@ pub fn start(jar: &Path, l: &Load) -> Result<Running> {
         .args(["--rate", &l.rate.to_string()])
         .args(["--duration-ms", &l.duration_ms.to_string()])
         .args(["--keyspace", &l.keyspace.to_string()])
-        .args(["--key-prefix", "key:", "--value-size", "64", "--rng-seed", "1"])
+        .args([
+            "--key-prefix",
+            "key:",
+            "--value-size",
+            "64",
+            "--rng-seed",
+            "1",
+        ])
         .args(["--get-weight", "9", "--set-weight", "1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

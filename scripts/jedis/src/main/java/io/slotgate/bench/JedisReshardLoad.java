@@ -9,6 +9,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.locks.LockSupport;
 
 import redis.clients.jedis.ConnectionPoolConfig;
@@ -89,8 +90,10 @@ public final class JedisReshardLoad {
         Client[] results = new Client[clients];
         Thread[] threads = new Thread[clients];
         long intervalNs = (long) (1e9 * clients / rate);
-        long start = System.nanoTime() + 5_000_000L; // all threads exist before the first send
-        long end = start + durationMs * 1_000_000L;
+        // The schedule starts once every thread exists (starting 100 threads takes a while).
+        CountDownLatch created = new CountDownLatch(clients);
+        long[] startAt = new long[1];
+        CountDownLatch go = new CountDownLatch(1);
         int total = getWeight + setWeight;
         for (int c = 0; c < clients; c++) {
             final int id = c;
@@ -98,6 +101,14 @@ public final class JedisReshardLoad {
             results[c] = r;
             threads[c] = new Thread(() -> {
                 SplittableRandom rng = new SplittableRandom(rngSeed * 1_000_003L + id);
+                created.countDown();
+                try {
+                    go.await();
+                } catch (InterruptedException e) {
+                    return;
+                }
+                long start = startAt[0];
+                long end = start + durationMs * 1_000_000L;
                 long intended = start + intervalNs * id / clients; // staggered schedules
                 while (intended < end) {
                     long wait = intended - System.nanoTime();
@@ -126,6 +137,9 @@ public final class JedisReshardLoad {
             }, "client-" + c);
             threads[c].start();
         }
+        created.await();
+        startAt[0] = System.nanoTime() + 2_000_000L;
+        go.countDown(); // happens-before: every thread sees startAt[0]
         for (Thread t : threads) {
             t.join();
         }
