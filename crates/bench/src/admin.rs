@@ -81,6 +81,16 @@ pub fn cmdstat_calls(info: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Any numeric field of one `cmdstat_<name>` line (e.g. `usec_per_call`).
+pub fn cmdstat_field(info: &str, name: &str, field: &str) -> Option<f64> {
+    let prefix = format!("cmdstat_{name}:");
+    let eq = format!("{field}=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix(eq.as_str())))
+        .and_then(|n| n.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -47,6 +47,9 @@ pub struct ReshardArgs {
     /// Open-loop total rate, so every path gets the same offered load.
     #[arg(long, default_value_t = 5000.0)]
     pub rate: f64,
+    /// Masters in the cluster (seed 000's scale is 100); every slot of the first one moves.
+    #[arg(long, default_value_t = 3)]
+    pub masters: usize,
 }
 
 const TOPO_CMDS: [&str; 3] = ["cluster|slots", "cluster|nodes", "cluster|shards"];
@@ -61,7 +64,7 @@ pub fn run(a: &ReshardArgs) -> Result<()> {
     // All of one master's slots move away; Redis 7 would then turn the emptied master into a
     // replica (cluster-allow-replica-migration) and refuse the last SETSLOT calls to it.
     let opts = devcluster::Options {
-        masters: 3,
+        masters: a.masters,
         replicas: 0,
         extra_config: vec![("cluster-allow-replica-migration".into(), "no".into())],
         ..Default::default()
@@ -137,6 +140,36 @@ fn with_cluster(
 enum Load {
     Bench(std::process::Child),
     Jedis(jedis::Running),
+}
+
+/// At seed 000's scale, a summary instead of one line per master: how many topology calls
+/// the whole cluster got, how many masters got any, and what one CLUSTER SLOTS cost them.
+fn report_many(load: &Json, masters: &[SocketAddr], before: &[[u64; 3]], after: &[[u64; 3]]) {
+    let deltas: Vec<u64> = (0..masters.len())
+        .map(|i| {
+            (0..3)
+                .map(|k| after[i][k].saturating_sub(before[i][k]))
+                .sum()
+        })
+        .collect();
+    let total: u64 = deltas.iter().sum();
+    let hit = deltas.iter().filter(|d| **d > 0).count();
+    let max = deltas.iter().max().copied().unwrap_or(0);
+    let usec: Vec<f64> = masters
+        .iter()
+        .filter_map(|m| Admin::connect(*m).ok()?.info("commandstats").ok())
+        .filter_map(|info| crate::admin::cmdstat_field(&info, "cluster|slots", "usec_per_call"))
+        .collect();
+    let mean_usec = usec.iter().sum::<f64>() / usec.len().max(1) as f64;
+    println!(
+        "{} masters: {total} topology calls in all, on {hit} masters, at most {max} on one; CLUSTER SLOTS usec_per_call (mean over {} masters that served one) {mean_usec:.1}",
+        masters.len(),
+        usec.len()
+    );
+    println!(
+        "key figure: {} client errors, {total} topology calls on the masters during the run",
+        load["errors"]["total"]
+    );
 }
 
 /// Calls of CLUSTER SLOTS/NODES/SHARDS per master.
@@ -260,6 +293,9 @@ fn report(load: &Json, masters: &[SocketAddr], before: &[[u64; 3]], after: &[[u6
     }
     print_seconds(load);
     let mut total = 0;
+    if masters.len() > 5 {
+        return report_many(load, masters, before, after);
+    }
     for (i, m) in masters.iter().enumerate() {
         let d: Vec<u64> = (0..3)
             .map(|k| after[i][k].saturating_sub(before[i][k]))

@@ -32,6 +32,8 @@ use crate::patches::Patches;
 
 /// How long one CLUSTER SLOTS round trip may take before the node is skipped.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connections to nodes the refresher keeps open between refreshes, at most.
+const MAX_KEPT_CONNECTIONS: usize = 8;
 /// Nodes tried per refresh before giving up until the next one.
 const TRIES_PER_REFRESH: usize = 3;
 
@@ -196,8 +198,12 @@ impl Topology {
             .flat_map(|n| std::iter::once(n.addr.clone()).chain(n.replicas.iter().cloned()))
             .collect();
         candidates.shuffle(&mut rand::thread_rng());
-        // Nodes we already hold a connection to first (no new TCP handshake per refresh).
-        candidates.sort_by_key(|a| !conns.contains_key(a));
+        // Uniformly random, connected or not: preferring kept connections would make every
+        // refresh of this proxy ask the same node (perhaps the busy migration source). At one
+        // refresh a second, a new connection now and then costs nothing; the cache is bounded.
+        if conns.len() > MAX_KEPT_CONNECTIONS {
+            conns.clear();
+        }
         let version = self.next_version.fetch_add(1, Ordering::Relaxed);
         for addr in candidates.iter().take(TRIES_PER_REFRESH) {
             match fetch_map(addr, version, Some(conns), backend_auth(&self.cfg)).await {
