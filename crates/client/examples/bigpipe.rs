@@ -7,7 +7,7 @@
 //! cargo run --release -p slotgate-client --example bigpipe [[--single] host:port]
 //! ```
 //! Without an address it starts a one-master devcluster on free ports;
-//! `--single` talks to a standalone server (scripts/hiredis_bigpipe.sh runs
+//! `--single` talks to a standalone server (scripts/client_bench bigpipe runs
 //! hiredis and this against the same one; `scripts/client_bench bigpipe`
 //! adds a trivial-writer floor and GETs of the same values).
 
