@@ -7,9 +7,8 @@
 //! cargo run --release -p slotgate-client --example bigpipe [[--single] host:port]
 //! ```
 //! Without an address it starts a one-master devcluster on free ports;
-//! `--single` talks to a standalone server (scripts/client_bench bigpipe runs
-//! hiredis and this against the same one; `scripts/client_bench bigpipe`
-//! adds a trivial-writer floor and GETs of the same values).
+//! `--single` talks to a standalone server: `scripts/client_bench bigpipe` runs hiredis,
+//! this, and a trivial-writer floor against the same one, for SETs and GETs.
 
 use std::time::{Duration, Instant};
 
