@@ -290,5 +290,7 @@ pub fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
+mod shards;
+
 #[cfg(test)]
 mod tests;

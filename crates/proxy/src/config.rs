@@ -68,6 +68,9 @@ pub struct ClusterConfig {
     pub request_timeout_ms: u64,
     /// MOVED/ASK hops followed for one request before the client gets the redirect error.
     pub max_redirects: u8,
+    /// How the topology is read: `slots` (CLUSTER SLOTS, the default) or `shards`
+    /// (CLUSTER SHARDS, Redis 7+: compact when slot ranges are fragmented).
+    pub topology_command: String,
     /// Credentials the proxy uses towards the nodes (Redis `AUTH [user] password`); separate
     /// from client credentials, and never shown to clients or in logs.
     pub backend_user: String,
@@ -132,6 +135,7 @@ impl Default for ClusterConfig {
             connect_timeout_ms: 1000,
             request_timeout_ms: 5000,
             max_redirects: 5,
+            topology_command: "slots".into(),
             backend_user: String::new(),
             backend_password: String::new(),
         }
@@ -177,6 +181,8 @@ pub enum ConfigError {
     Zero(&'static str),
     #[error(transparent)]
     User(#[from] crate::auth::AuthConfigError),
+    #[error("cluster.topology_command: {0:?} is neither \"slots\" nor \"shards\"")]
+    TopologyCommand(String),
     #[error(
         "refusing to listen on {0} without client authentication: set auth.requirepass or auth.users, or listen on a loopback address"
     )]
@@ -231,6 +237,11 @@ impl Config {
             return Err(ConfigError::Zero(name));
         }
         self.admin_addr()?;
+        if !matches!(self.cluster.topology_command.as_str(), "slots" | "shards") {
+            return Err(ConfigError::TopologyCommand(
+                self.cluster.topology_command.clone(),
+            ));
+        }
         for user in &self.auth.users {
             crate::auth::User::from_config(user)?;
         }

@@ -79,7 +79,7 @@ impl Topology {
         seeds.shuffle(&mut rand::thread_rng());
         let mut last_err = String::from("no seeds configured");
         for seed in &seeds {
-            match rt.block_on(fetch_map(seed, 1, None, backend_auth(cfg))) {
+            match rt.block_on(fetch_map(seed, 1, None, Query::new(cfg))) {
                 Ok(map) => return Ok(Topology::with_map(cfg, map)),
                 Err(e) => last_err = format!("{seed}: {e}"),
             }
@@ -206,7 +206,7 @@ impl Topology {
         }
         let version = self.next_version.fetch_add(1, Ordering::Relaxed);
         for addr in candidates.iter().take(TRIES_PER_REFRESH) {
-            match fetch_map(addr, version, Some(conns), backend_auth(&self.cfg)).await {
+            match fetch_map(addr, version, Some(conns), Query::new(&self.cfg)).await {
                 Ok(map) => return self.install(&current, map),
                 Err(e) => tracing::debug!(node = %addr, error = %e, "topology query failed"),
             }
@@ -256,15 +256,16 @@ async fn fetch_map(
     addr: &str,
     version: u64,
     conns: Option<&mut HashMap<String, NodeConn>>,
-    auth: Option<bytes::Bytes>,
+    query: Query,
 ) -> Result<SlotMap, String> {
+    let Query { auth, command } = query;
     let reply = match conns {
         Some(conns) => {
             let result = match conns.get_mut(addr) {
-                Some(conn) => conn.call(&[b"CLUSTER", b"SLOTS"]).await,
+                Some(conn) => conn.call(command).await,
                 None => match NodeConn::connect(addr, auth.as_ref()).await {
                     Ok(mut conn) => {
-                        let r = conn.call(&[b"CLUSTER", b"SLOTS"]).await;
+                        let r = conn.call(command).await;
                         conns.insert(addr.to_string(), conn);
                         r
                     }
@@ -279,14 +280,37 @@ async fn fetch_map(
         None => {
             NodeConn::connect(addr, auth.as_ref())
                 .await?
-                .call(&[b"CLUSTER", b"SLOTS"])
+                .call(command)
                 .await?
         }
     };
     if let Value::Error(e) = &reply {
         return Err(String::from_utf8_lossy(e).into_owned());
     }
-    SlotMap::from_cluster_slots(version, &reply, host_of(addr)).map_err(|e| e.to_string())
+    let parsed = match command[1] {
+        b"SHARDS" => SlotMap::from_cluster_shards(version, &reply, host_of(addr)),
+        _ => SlotMap::from_cluster_slots(version, &reply, host_of(addr)),
+    };
+    parsed.map_err(|e| e.to_string())
+}
+
+/// What a topology query sends: the optional AUTH, then CLUSTER SLOTS or CLUSTER SHARDS.
+struct Query {
+    auth: Option<bytes::Bytes>,
+    command: &'static [&'static [u8]],
+}
+
+impl Query {
+    fn new(cfg: &ClusterConfig) -> Query {
+        let command: &'static [&'static [u8]] = match cfg.topology_command.as_str() {
+            "shards" => &[b"CLUSTER", b"SHARDS"],
+            _ => &[b"CLUSTER", b"SLOTS"],
+        };
+        Query {
+            auth: backend_auth(cfg),
+            command,
+        }
+    }
 }
 
 /// `AUTH [user] password` for the nodes, encoded once; None when no password is configured.

@@ -230,3 +230,48 @@ fn a_paused_node_fails_requests_after_the_timeout_instead_of_hanging() {
     );
     proxy.shutdown();
 }
+
+/// Calls of `cmdstat_<name>` summed over the masters.
+fn calls_on_masters(h: &Harness, name: &str) -> u64 {
+    let prefix = format!("cmdstat_{name}:calls=");
+    h.cluster
+        .masters()
+        .into_iter()
+        .map(|node| text(&Client::connect(node).call(&["INFO", "commandstats"])))
+        .filter_map(|stats| {
+            let rest = stats
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))?;
+            rest.split(',').next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// The topology can be read with CLUSTER SHARDS instead of CLUSTER SLOTS.
+#[test]
+fn the_topology_can_come_from_cluster_shards() {
+    let h = Harness::start(3, 1);
+    let (slots_before, shards_before) = (
+        calls_on_masters(&h, "cluster|slots"),
+        calls_on_masters(&h, "cluster|shards"),
+    );
+    let proxy = common::start_proxy(&h.cluster, |cfg| {
+        cfg.cluster.topology_command = "shards".into()
+    });
+    assert_eq!(proxy.topology().current().assigned(), 16384);
+    assert_eq!(proxy.topology().current().nodes().len(), 3);
+    let mut c = Client::connect(proxy.local_addr());
+    for i in 0..300 {
+        assert_eq!(text(&c.call(&["SET", &format!("shards:{i}"), "v"])), "OK");
+    }
+    assert!(
+        calls_on_masters(&h, "cluster|shards") > shards_before,
+        "a master answered CLUSTER SHARDS"
+    );
+    assert_eq!(
+        calls_on_masters(&h, "cluster|slots"),
+        slots_before,
+        "nobody was asked CLUSTER SLOTS"
+    );
+    proxy.shutdown();
+}
