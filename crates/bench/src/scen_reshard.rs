@@ -50,6 +50,10 @@ pub struct ReshardArgs {
     /// Masters in the cluster (seed 000's scale is 100); every slot of the first one moves.
     #[arg(long, default_value_t = 3)]
     pub masters: usize,
+    /// Slots moved per second; 0 moves them as fast as the driver can (about 800/s here,
+    /// with 8 round trips and a MIGRATE per slot), the way `redis-cli --cluster reshard` does.
+    #[arg(long, default_value_t = 0.0)]
+    pub slots_per_sec: f64,
 }
 
 const TOPO_CMDS: [&str; 3] = ["cluster|slots", "cluster|nodes", "cluster|shards"];
@@ -116,7 +120,7 @@ fn with_cluster(
     };
     std::thread::sleep(Duration::from_secs(2));
     let t0 = Instant::now();
-    let moved = migrate(cluster, usize::MAX).context("migration");
+    let moved = migrate_paced(cluster, usize::MAX, a.slots_per_sec).context("migration");
     let took = t0.elapsed();
     // Even when migration failed: the load is bounded.
     let load = match child {
@@ -125,15 +129,48 @@ fn with_cluster(
     };
     let moved = moved?;
     let after = topo_calls(&masters)?;
+    let pace = match a.slots_per_sec {
+        p if p > 0.0 => format!(", paced at {p} slots/s"),
+        _ => String::new(),
+    };
     println!(
-        "reshard via {:?}: {moved} slots migrated in {:.1}s under {} clients at {}/s",
+        "reshard via {:?}: {moved} slots migrated in {:.1}s under {} clients at {}/s{pace}",
         a.via,
         took.as_secs_f64(),
         a.clients,
         a.rate
     );
     report(&load, &masters, &before, &after);
+    p99_summary(&load, 2.0, 2.0 + took.as_secs_f64());
     Ok(())
+}
+
+/// Issue 4's latency figure: the median of the per-second p99s of the seconds that lie
+/// wholly inside the migration, against the median of those wholly outside it.
+fn p99_summary(load: &Json, start: f64, end: f64) {
+    let (mut during, mut steady) = (Vec::new(), Vec::new());
+    for s in load["per_second"].as_array().into_iter().flatten() {
+        let (t, p99) = (s["t"].as_f64().unwrap_or(0.0), s["p99_us"].as_f64());
+        match p99 {
+            Some(p) if t >= start && t + 1.0 <= end => during.push(p),
+            Some(p) if t + 1.0 <= start || t >= end => steady.push(p),
+            _ => {}
+        }
+    }
+    let (Some(d), Some(st)) = (median(&mut during), median(&mut steady)) else {
+        return println!("p99: not enough whole seconds inside and outside the migration");
+    };
+    println!(
+        "p99 µs, median of per-second p99s: steady {st:.0} ({} s), during migration {d:.0} ({} s), ratio {:.2}",
+        steady.len(),
+        during.len(),
+        d / st
+    );
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 /// The load in the background: `bench run` or the Jedis program.
@@ -193,8 +230,18 @@ struct Movers {
 }
 
 /// Moves up to `limit` slots of the first master (all of them: a third of the cluster) to the
-/// second, key by key, live; returns how many moved.
+/// second, key by key, live, as fast as it can; returns how many moved.
 pub fn migrate(cluster: &devcluster::Cluster, limit: usize) -> Result<usize> {
+    migrate_paced(cluster, limit, 0.0)
+}
+
+/// [`migrate`] at `slots_per_sec` (0 = unpaced). An operator resharding a loaded cluster
+/// paces it; unpaced, the migration's own commands outnumber the clients' requests.
+pub fn migrate_paced(
+    cluster: &devcluster::Cluster,
+    limit: usize,
+    slots_per_sec: f64,
+) -> Result<usize> {
     let nodes: Vec<_> = cluster
         .nodes()
         .iter()
@@ -215,7 +262,12 @@ pub fn migrate(cluster: &devcluster::Cluster, limit: usize) -> Result<usize> {
     };
     let mut slots = owned_slots(&mut m.src)?;
     slots.truncate(limit);
-    for slot in &slots {
+    let t0 = Instant::now();
+    for (i, slot) in slots.iter().enumerate() {
+        if slots_per_sec > 0.0 {
+            let due = t0 + Duration::from_secs_f64(i as f64 / slots_per_sec);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
         migrate_slot(&mut m, *slot)?;
     }
     Ok(slots.len())

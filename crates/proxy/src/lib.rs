@@ -238,6 +238,9 @@ fn bind_one(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
+    // Linux copies TCP_NODELAY from the listener to every accepted socket: one setsockopt
+    // here instead of one per connection (short-lived clients pay for each syscall).
+    socket.set_nodelay(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(1024)?;

@@ -133,6 +133,8 @@ pub(crate) async fn accept_loop(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // TCP_NODELAY is inherited from the listener on Linux (`bind_one`).
+                    #[cfg(not(target_os = "linux"))]
                     let _ = stream.set_nodelay(true);
                     tokio::task::spawn_local(crate::session::serve(stream, peer, worker.clone()));
                 }
