@@ -56,6 +56,30 @@ impl Conn {
         Ok(())
     }
 
+    /// Writes `parts` in order straight from the caller's buffers (vectored, no copy into
+    /// `wbuf`): big values must not charge the generator's own copies to the server.
+    pub async fn write_parts(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+        let (mut i, mut off) = (0, 0);
+        while i < parts.len() {
+            let iov: Vec<io::IoSlice> = std::iter::once(&parts[i][off..])
+                .chain(parts[i + 1..].iter().copied())
+                .map(io::IoSlice::new)
+                .collect();
+            match self.stream.try_write_vectored(&iov) {
+                Ok(mut n) => {
+                    while i < parts.len() && n >= parts[i].len() - off {
+                        n -= parts[i].len() - off;
+                        (i, off) = (i + 1, 0);
+                    }
+                    off += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stream.writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Frames `n` replies, calling `f(i, frame, arrival)` for each. On error the replies not
     /// yet delivered are lost with the connection (the caller counts them).
     pub async fn read_replies<F>(&mut self, n: usize, mut f: F) -> io::Result<()>
