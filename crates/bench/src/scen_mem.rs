@@ -139,6 +139,7 @@ pub fn big_values(a: &BigArgs) -> Result<()> {
         .collect();
     println!("system       value      10×SET ms   10×GET ms   peak server RSS MB (base)");
     for sys in &systems {
+        let bystander = Bystander::start(sys.addr())?;
         for &size in &sizes {
             let (set_ms, get_ms, peak, base) = match big_rounds(sys, size, a.reps) {
                 Ok(r) => r,
@@ -161,9 +162,52 @@ pub fn big_values(a: &BigArgs) -> Result<()> {
                 base as f64 / 1048576.0
             );
         }
+        let (n, p99, max) = bystander.finish();
+        println!(
+            "{:<12} meanwhile, another client's PINGs (1 per ms): {n} answered, p99 {p99:.2} ms, max {max:.2} ms",
+            sys.name
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// A small client beside the big values: one PING per millisecond on its own connection.
+/// Its worst latencies show whether a 100 MB value holds up everyone else (it must not).
+struct Bystander {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<f64>>,
+}
+
+impl Bystander {
+    fn start(addr: std::net::SocketAddr) -> Result<Bystander> {
+        let mut admin = Admin::connect(addr)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut ms = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                if admin.call(&[b"PING"]).is_err() {
+                    break;
+                }
+                ms.push(t.elapsed().as_secs_f64() * 1000.0);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            ms
+        });
+        Ok(Bystander { stop, thread })
+    }
+
+    /// (PINGs answered, p99 ms, max ms).
+    fn finish(self) -> (usize, f64, f64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut ms = self.thread.join().unwrap_or_default();
+        ms.sort_by(f64::total_cmp);
+        let at = |q: f64| ms.get(((ms.len() as f64 * q) as usize).min(ms.len().saturating_sub(1)));
+        let p99 = at(0.99).copied().unwrap_or(0.0);
+        (ms.len(), p99, ms.last().copied().unwrap_or(0.0))
+    }
 }
 
 /// `reps` rounds of [`big_round`]: median times, highest peak, first base.

@@ -86,6 +86,9 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
 /// Reads go into at least this much spare room: a short read then proves the socket drained,
 /// and tokio skips the extra `read` that would only return EAGAIN.
 const READ_CHUNK: usize = 64 * 1024;
+/// Bytes one connection moves in one poll before yielding: larger than a client's
+/// (`session::TURN_QUANTUM`) because this connection carries many clients' traffic.
+const TURN_QUANTUM: usize = 4 * 1024 * 1024;
 /// At most this many buffers per `writev`.
 const MAX_IOVECS: usize = 64;
 
@@ -273,6 +276,7 @@ impl Conn {
                 *w = Some(cx.waker().clone());
             }
         }
+        let mut moved = 0;
         loop {
             if self.backend.closed.get() {
                 return Poll::Ready("closed by the proxy".into());
@@ -286,6 +290,13 @@ impl Conn {
                 Ok(n) => n,
                 Err(reason) => return Poll::Ready(reason),
             };
+            moved += wrote + read;
+            if moved > TURN_QUANTUM {
+                // A huge value in either direction passes in slices, between the worker's
+                // other tasks, instead of holding the thread until it is through.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             if wrote == 0 && read == 0 && self.backend.queue.borrow().is_empty() {
                 let owed = !self.in_flight.is_empty();
                 if self.watchdog.poll_expired(cx, owed).is_ready() {
@@ -322,7 +333,7 @@ impl Conn {
     /// Write as much of the queue as the socket takes. Returns bytes written.
     fn poll_write(&mut self, cx: &mut Context<'_>) -> io::Result<usize> {
         let mut total = 0;
-        while !self.write_queue.is_empty() {
+        while !self.write_queue.is_empty() && total <= TURN_QUANTUM {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
             let count = fill_slices(&self.write_queue, &mut slices);
             match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {

@@ -45,6 +45,10 @@ use crate::worker::Worker;
 
 const READ_CHUNK: usize = 16 * 1024;
 const MAX_IOVECS: usize = 64;
+/// Bytes one client may move (read plus written) in one poll before it yields to the other
+/// clients of its worker: a 100 MB value then passes in slices, never stalling them (kedis's
+/// per-client write fairness). Small requests never come near it.
+const TURN_QUANTUM: usize = 512 * 1024;
 
 /// Serve one client until it leaves or must be closed.
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>) {
@@ -107,6 +111,8 @@ pub(crate) struct Session {
     pub(crate) user: Option<usize>,
     /// Reused buffer for finished latency samples.
     sample_scratch: Vec<(u16, std::time::Instant)>,
+    /// Bytes read and written in the current poll (see `TURN_QUANTUM`).
+    turn_bytes: usize,
 }
 
 /// What reading the socket produced.
@@ -151,6 +157,7 @@ impl Session {
             authenticated: !auth_required,
             user: None,
             sample_scratch: Vec::new(),
+            turn_bytes: 0,
         }
     }
 
@@ -180,6 +187,7 @@ impl Session {
 
     fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         self.cell.register(cx.waker());
+        self.turn_bytes = 0;
         loop {
             redirect::follow(self);
             self.out_bytes += self.cell.pop_ready(&mut self.out);
@@ -192,6 +200,11 @@ impl Session {
             self.release_held();
             if self.poll_flush(cx).is_err() {
                 return Poll::Ready(());
+            }
+            if self.turn_bytes > TURN_QUANTUM {
+                // Come back on the next turn, after the worker's other clients.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
             }
             if self.draining {
                 // A blocked command may never answer: a departed client must not keep it.
@@ -310,7 +323,8 @@ impl Session {
                 self.draining = true;
                 ReadOutcome::Data
             }
-            Poll::Ready(Ok(_)) => {
+            Poll::Ready(Ok(n)) => {
+                self.turn_bytes += n;
                 self.reset_timer(TimerKind::Idle);
                 ReadOutcome::Data
             }
@@ -483,12 +497,14 @@ impl Session {
 
     /// Write as much of `out` as the socket takes, several replies per write.
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
-        while !self.out.is_empty() {
+        // Past the quantum the caller yields; what is left goes out on the next turn.
+        while !self.out.is_empty() && self.turn_bytes <= TURN_QUANTUM {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
             let count = fill_slices(&self.out, &mut slices);
             match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {
                 Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
+                    self.turn_bytes += n;
                     advance(&mut self.out, n);
                     self.out_bytes = self.out_bytes.saturating_sub(n);
                 }
