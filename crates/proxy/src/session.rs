@@ -107,6 +107,8 @@ pub(crate) struct Session {
     pub(crate) user: Option<usize>,
     /// Reused buffer for finished latency samples.
     sample_scratch: Vec<(u16, std::time::Instant)>,
+    /// SLOWLOG stamps and marks (see slowlog_session.rs).
+    pub(crate) slowlog: crate::slowlog_session::Tracker,
 }
 
 /// What reading the socket produced.
@@ -128,6 +130,8 @@ impl Session {
         let auth_required = worker.shared.config.auth_required();
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
+        let threshold = worker.shared.slowlog.threshold_us;
+        let slowlog = crate::slowlog_session::Tracker::new(threshold, stream.peer_addr().ok());
         Session {
             stream,
             worker,
@@ -151,6 +155,7 @@ impl Session {
             authenticated: !auth_required,
             user: None,
             sample_scratch: Vec::new(),
+            slowlog,
         }
     }
 
@@ -184,6 +189,7 @@ impl Session {
             redirect::follow(self);
             self.out_bytes += self.cell.pop_ready(&mut self.out);
             self.record_samples();
+            self.slowlog_record();
             self.out_bytes += self.forward_pushes();
             if self.cell.is_lost() || self.output_overflow() {
                 return Poll::Ready(());
@@ -312,6 +318,7 @@ impl Session {
             }
             Poll::Ready(Ok(_)) => {
                 self.reset_timer(TimerKind::Idle);
+                self.slowlog_stamp_read();
                 ReadOutcome::Data
             }
             Poll::Ready(Err(_)) => ReadOutcome::Gone,
@@ -387,6 +394,7 @@ impl Session {
         let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
         let (route, command) = router::route_counted(&req, allow_admin);
         self.count_command(command);
+        self.slowlog_arm(&req, command, matches!(route, Route::Refuse(_)));
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);
         }
