@@ -126,6 +126,11 @@ impl Slowlog {
 
     /// Copy `request`'s argv (capped as Redis caps it) into `ring`.
     pub(crate) fn log(&self, ring: &Ring, request: &Bytes, duration_us: u64, client: Client<'_>) {
+        if self.max_len == 0 {
+            // Redis still spends the id; there is nothing to keep, so nothing to copy.
+            self.next_id.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let Some(req) = reparse(request) else {
             return;
         };

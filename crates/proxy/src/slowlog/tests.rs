@@ -112,3 +112,23 @@ fn help_has_redis_shape() {
         "{reply}"
     );
 }
+
+#[test]
+fn slowlog_is_the_proxys_own_even_when_admin_commands_are_forwarded() {
+    use crate::router::{route, Local, Route};
+    for allow_admin in [false, true] {
+        for sub in [&b"GET"[..], b"len", b"RESET", b"help"] {
+            assert_eq!(
+                route(&req(&[b"SLOWLOG", sub]), allow_admin),
+                Route::Local(Local::Slowlog)
+            );
+        }
+    }
+    let unknown = route(&req(&[b"SLOWLOG", b"nope"]), false);
+    assert_eq!(
+        unknown,
+        Route::Refuse(Bytes::from_static(
+            b"-ERR unknown subcommand 'nope'. Try SLOWLOG HELP.\r\n"
+        ))
+    );
+}
