@@ -37,6 +37,7 @@ use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::backend_stats::NodeStats;
 use crate::pending::ClientCell;
 use crate::topology::Topology;
 use crate::watchdog::Watchdog;
@@ -79,6 +80,8 @@ pub(crate) struct Settings {
     pub resp3: bool,
     /// A pre-encoded `AUTH` for the node, if the nodes require one.
     pub auth: Option<Bytes>,
+    /// This worker's counters for the node (INFO backends, `/metrics`).
+    pub node: Arc<NodeStats>,
 }
 
 /// How long a node that refused a connection is failed fast before the next dial.
@@ -117,6 +120,8 @@ pub(crate) struct Backend {
     /// Stream mode (a session's pub/sub connection): every frame the node sends is handed to
     /// this client as it comes, with no request/reply pairing.
     sink: RefCell<Option<Rc<ClientCell>>>,
+    /// This worker's counters for the node.
+    pub node: Arc<NodeStats>,
 }
 
 // === impl Backend ===
@@ -128,6 +133,7 @@ impl Backend {
             request_timeout,
             resp3,
             auth,
+            node,
         } = settings;
         Rc::new(Backend {
             addr: addr.into(),
@@ -142,6 +148,7 @@ impl Backend {
             resp3,
             auth,
             sink: RefCell::new(None),
+            node,
         })
     }
 
@@ -188,6 +195,7 @@ impl Backend {
 
 /// The connection task: dial, then pump until the connection breaks.
 async fn run(backend: Rc<Backend>) {
+    backend.node.dialing();
     let stream =
         match tokio::time::timeout(backend.connect_timeout, TcpStream::connect(&*backend.addr))
             .await
@@ -197,6 +205,7 @@ async fn run(backend: Rc<Backend>) {
             Err(_) => return connect_failed(&backend, "connect timed out"),
         };
     let _ = stream.set_nodelay(true);
+    backend.node.connected();
     tracing::debug!(node = %backend.addr, "backend connected");
     let mut conn = Conn::new(backend.clone(), stream);
     if let Some(auth) = &backend.auth {
@@ -212,6 +221,8 @@ async fn run(backend: Rc<Backend>) {
     let reason = poll_fn(|cx| conn.poll(cx)).await;
     tracing::info!(node = %backend.addr, %reason, "backend connection closed");
     conn.poison(&reason);
+    backend.node.report_inflight(&mut conn.reported_inflight, 0);
+    backend.node.closed(!backend.closed.get());
     if !backend.closed.get() {
         backend.topology.request_refresh_now();
     }
@@ -224,6 +235,7 @@ async fn run(backend: Rc<Backend>) {
 }
 
 fn connect_failed(backend: &Rc<Backend>, why: &str) {
+    backend.node.connect_failed();
     tracing::warn!(node = %backend.addr, why, "cannot connect to backend");
     backend.topology.request_refresh_now();
     backend
@@ -250,6 +262,8 @@ struct Conn {
     read_buf: BytesMut,
     framer: ReplyFramer,
     watchdog: Watchdog,
+    /// In-flight count last added to the node's counters.
+    reported_inflight: usize,
 }
 
 // === impl Conn ===
@@ -263,6 +277,7 @@ impl Conn {
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             framer: ReplyFramer::new(),
             watchdog: Watchdog::new(backend.request_timeout),
+            reported_inflight: 0,
             backend,
         }
     }
@@ -303,6 +318,10 @@ impl Conn {
                     let ms = self.backend.request_timeout.as_millis();
                     return Poll::Ready(format!("no reply within {ms} ms"));
                 }
+                let owed = self.in_flight.len();
+                self.backend
+                    .node
+                    .report_inflight(&mut self.reported_inflight, owed);
                 return Poll::Pending;
             }
         }

@@ -18,6 +18,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
+    pub slowlog: crate::slowlog::SlowlogConfig,
 }
 
 /// The admin endpoint (Prometheus `GET /metrics`).

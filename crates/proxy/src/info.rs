@@ -20,10 +20,12 @@ const SECTIONS: &[(&str, Section)] = &[
     ("topology", topology),
     ("commandstats", commandstats),
     ("latencystats", latencystats),
+    ("backends", crate::backend_report::info),
 ];
 
-/// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out.
-const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
+/// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out; `backends`
+/// too, since it grows with the number of masters.
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends"];
 
 /// Whether `INFO [section ...]` asks for the keyspace section (which needs the masters).
 pub(crate) fn wants_keyspace(req: &Request) -> bool {

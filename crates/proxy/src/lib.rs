@@ -21,6 +21,8 @@
 mod admin;
 mod auth;
 mod backend;
+mod backend_report;
+pub mod backend_stats;
 mod cluster_view;
 pub mod cmdstats;
 pub mod config;
@@ -40,6 +42,8 @@ mod router;
 mod scan;
 mod session;
 mod session_auth;
+pub mod slowlog;
+mod slowlog_session;
 pub mod stats;
 pub mod topology;
 mod transaction;
@@ -103,6 +107,7 @@ impl Proxy {
         config.proxy.listen = addr.to_string();
         let config_users = config.auth.clone();
         let config_cluster = config.cluster.clone();
+        let slowlog = slowlog::Slowlog::new(&config.slowlog);
         let shared = Arc::new(Shared {
             config,
             topology: topology.clone(),
@@ -113,12 +118,14 @@ impl Proxy {
             clients: Default::default(),
             users: users(&config_users),
             backend_auth: topology::backend_auth(&config_cluster),
+            slowlog,
         });
         let admin_addr = start_admin(&shared)?;
         let (tx, rx) = watch::channel(false);
         let mut threads = vec![topology
             .spawn_refresher(rx.clone())
             .map_err(StartError::Thread)?];
+        threads.extend(slowlog::spawn_clock(&shared, rx.clone()).map_err(StartError::Thread)?);
         for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
             threads.push(spawn_worker(
                 i,

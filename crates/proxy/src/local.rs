@@ -49,6 +49,7 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
             *session = SessionInfo::new(session.id);
             resp::write_simple(&mut out, b"RESET");
         }
+        Local::Slowlog => return crate::slowlog::command(req, shared),
         Local::Info => resp::write_bulk(&mut out, crate::info::render(shared, req).as_bytes()),
         Local::ClusterKeyslot => {
             resp::write_int(&mut out, i64::from(cluster::key_slot(req.arg(2))))
@@ -231,6 +232,7 @@ mod tests {
             clients: Default::default(),
             users: vec![],
             backend_auth: None,
+            slowlog: Default::default(),
         }
     }
 

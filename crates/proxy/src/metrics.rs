@@ -21,6 +21,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Client connections open now.",
     ),
     (
+        "slotgate_output_limit_disconnects_total",
+        "counter",
+        "Clients closed for queuing more replies than the output hard limit.",
+    ),
+    (
         "slotgate_rejected_connections_total",
         "counter",
         "Connections refused by maxclients.",
@@ -70,16 +75,61 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "gauge",
         "Slots with an owner in the installed map.",
     ),
+    (
+        "slotgate_slowlog_logged_total",
+        "counter",
+        "Requests written to the SLOWLOG since start (RESET does not lower it).",
+    ),
+    (
+        "slotgate_backend_up",
+        "gauge",
+        "1 unless the node's latest connect failed or its latest connection was lost, by node.",
+    ),
+    (
+        "slotgate_backend_inflight",
+        "gauge",
+        "Requests sent to the node whose replies have not come back, by node.",
+    ),
+    (
+        "slotgate_backend_connections",
+        "gauge",
+        "Connections open to the node (shared, dedicated and pub/sub), by node.",
+    ),
+    (
+        "slotgate_backend_slots",
+        "gauge",
+        "Slots the node serves in the installed map, by node.",
+    ),
+    (
+        "slotgate_backend_connect_failures_total",
+        "counter",
+        "Failed connection attempts to the node, by node.",
+    ),
+    (
+        "slotgate_backend_connections_lost_total",
+        "counter",
+        "Connections to the node that broke (error, close by the node, request timeout), by node.",
+    ),
+    (
+        "slotgate_backend_redirects_total",
+        "counter",
+        "MOVED and ASK replies received from the node, by node.",
+    ),
+    (
+        "slotgate_backend_last_error_age_seconds",
+        "gauge",
+        "Seconds since the node's latest connect failure or connection loss (-1: none), by node.",
+    ),
 ];
+
+/// The metrics whose HELP and TYPE lines are already written.
+pub(crate) type Described = Vec<&'static str>;
 
 /// The whole scrape.
 pub fn render(shared: &Shared) -> String {
     let mut out = String::new();
     let t = shared.totals();
-    let topo = &shared.topology.stats;
-    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let clients = shared.clients.load(Ordering::Relaxed) as u64;
-    let map = shared.topology.current();
     let simple: [(&str, &str, u64); 10] = [
         (
             "slotgate_output_limit_disconnects_total",
@@ -116,6 +166,28 @@ pub fn render(shared: &Shared) -> String {
             t.cluster_error_retries,
         ),
     ];
+    let mut described = Vec::new();
+    for (name, labels, value) in simple {
+        sample(&mut out, &mut described, name, labels, value);
+    }
+    topology(shared, &mut out, &mut described);
+    let logged = shared.slowlog.logged();
+    sample(
+        &mut out,
+        &mut described,
+        "slotgate_slowlog_logged_total",
+        "",
+        logged,
+    );
+    crate::backend_report::metrics(shared, &mut out, &mut described);
+    commands(shared, &mut out, &mut described);
+    out
+}
+
+/// Refreshes by outcome, the map's version and its assigned slots.
+fn topology(shared: &Shared, out: &mut String, described: &mut Described) {
+    let topo = &shared.topology.stats;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let refresh: [(&str, u64); 5] = [
         ("requested", get(&topo.refresh_requested)),
         ("performed", get(&topo.refresh_performed)),
@@ -123,39 +195,36 @@ pub fn render(shared: &Shared) -> String {
         ("failed", get(&topo.refresh_failed)),
         ("skipped_stale", get(&topo.refresh_skipped_stale)),
     ];
-    let mut described = Vec::new();
-    for (name, labels, value) in simple {
-        sample(&mut out, &mut described, name, labels, value);
-    }
     for (result, value) in refresh {
+        let label = format!("result=\"{result}\"");
         sample(
-            &mut out,
-            &mut described,
+            out,
+            described,
             "slotgate_topology_refresh_total",
-            &format!("result=\"{result}\""),
+            &label,
             value,
         );
     }
+    let map = shared.topology.current();
     sample(
-        &mut out,
-        &mut described,
+        out,
+        described,
         "slotgate_topology_version",
         "",
         map.version(),
     );
+    let assigned = map.assigned() as u64;
     sample(
-        &mut out,
-        &mut described,
+        out,
+        described,
         "slotgate_topology_slots_assigned",
         "",
-        map.assigned() as u64,
+        assigned,
     );
-    commands(shared, &mut out, &mut described);
-    out
 }
 
 /// HELP and TYPE lines, once per metric.
-fn describe(out: &mut String, described: &mut Vec<&'static str>, name: &'static str) {
+fn describe(out: &mut String, described: &mut Described, name: &'static str) {
     if described.contains(&name) {
         return;
     }
@@ -166,12 +235,12 @@ fn describe(out: &mut String, described: &mut Vec<&'static str>, name: &'static 
 }
 
 /// One sample line, described first if it is the metric's first.
-fn sample(
+pub(crate) fn sample(
     out: &mut String,
-    described: &mut Vec<&'static str>,
+    described: &mut Described,
     name: &'static str,
     labels: &str,
-    value: u64,
+    value: impl std::fmt::Display,
 ) {
     describe(out, described, name);
     match labels.is_empty() {
@@ -184,7 +253,7 @@ fn sample(
     }
 }
 
-fn commands(shared: &Shared, out: &mut String, described: &mut Vec<&'static str>) {
+fn commands(shared: &Shared, out: &mut String, described: &mut Described) {
     for (i, spec) in cluster::command::all().iter().enumerate() {
         let t = shared.command_totals(i);
         if t.calls == 0 {

@@ -27,6 +27,7 @@ use bytes::Bytes;
 
 use crate::backend::Backend;
 use crate::fanout::Fanout;
+use crate::slowlog_session::Mark;
 
 /// One request's place in its client's reply order.
 pub(crate) struct Entry {
@@ -97,6 +98,9 @@ pub(crate) struct ClientCell {
     next_sample: Cell<Option<(u16, std::time::Instant)>>,
     /// Samples whose reply was handed to the writer, for the session to record.
     finished: RefCell<Vec<(u16, std::time::Instant)>>,
+    /// SLOWLOG: the mark the next pushed entry takes, and those of entries not yet popped.
+    next_slow: Cell<Option<Mark>>,
+    slow_marks: RefCell<VecDeque<(u64, Mark)>>,
 }
 
 // === impl ClientCell ===
@@ -130,6 +134,22 @@ impl ClientCell {
         into.append(&mut self.finished.borrow_mut());
     }
 
+    /// Give the next entry pushed a SLOWLOG mark (`None`: the request is not logged).
+    pub(crate) fn arm_slowlog(&self, mark: Option<Mark>) {
+        self.next_slow.set(mark);
+    }
+
+    /// The marks of the entries popped so far (their replies are with the writer).
+    pub(crate) fn take_answered_marks(&self, into: &mut Vec<Mark>) {
+        let head = self.queue.borrow().head_seq;
+        let mut marks = self.slow_marks.borrow_mut();
+        while marks.front().is_some_and(|(seq, _)| *seq < head) {
+            if let Some((_, mark)) = marks.pop_front() {
+                into.push(mark);
+            }
+        }
+    }
+
     /// Append an entry and return its sequence number.
     pub(crate) fn push(&self, mut entry: Entry) -> u64 {
         if let Some(sample) = self.next_sample.take() {
@@ -140,7 +160,11 @@ impl ClientCell {
             self.queued_bytes.set(self.queued_bytes.get() + reply.len());
         }
         q.entries.push_back(entry);
-        q.head_seq + q.entries.len() as u64 - 1
+        let seq = q.head_seq + q.entries.len() as u64 - 1;
+        if let Some(mark) = self.next_slow.take() {
+            self.slow_marks.borrow_mut().push_back((seq, mark));
+        }
+        seq
     }
 
     /// Append an entry whose reply is already known.
@@ -275,6 +299,7 @@ impl ClientCell {
         q.closed = true;
         q.entries.clear();
         q.redirected.clear();
+        self.slow_marks.borrow_mut().clear();
         self.waker.borrow_mut().take();
     }
 }

@@ -191,6 +191,9 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64, pinned: bool) -> Opti
             plan_retry(hop, map_version, true)
         };
     }
+    if let Some(node) = hop.sent_to.as_ref().map(|b| &b.node) {
+        node.redirected();
+    }
     if *hop.hops >= max_redirects {
         return None;
     }

@@ -55,6 +55,8 @@ pub(crate) enum Local {
     ClusterNodes,
     ClusterInfo,
     ClusterMyid,
+    /// SLOWLOG GET/LEN/RESET/HELP: the proxy's own log, whatever `allow_admin_commands` says.
+    Slowlog,
 }
 
 /// Decide where `req` goes. Administrative commands are refused unless `allow_admin`.
@@ -193,6 +195,7 @@ fn local_command(name: &str) -> Option<Local> {
         "cluster|info" => Local::ClusterInfo,
         "cluster|myid" => Local::ClusterMyid,
         n if n == "client" || n.starts_with("client|") => Local::Client,
+        n if n.starts_with("slowlog|") => Local::Slowlog,
         _ => return None,
     })
 }

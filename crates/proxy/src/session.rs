@@ -113,6 +113,8 @@ pub(crate) struct Session {
     sample_scratch: Vec<(u16, std::time::Instant)>,
     /// Bytes read and written in the current poll (see `TURN_QUANTUM`).
     turn_bytes: usize,
+    /// SLOWLOG stamps and marks (see slowlog_session.rs).
+    pub(crate) slowlog: crate::slowlog_session::Tracker,
 }
 
 /// What reading the socket produced.
@@ -134,6 +136,8 @@ impl Session {
         let auth_required = worker.shared.config.auth_required();
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
+        let threshold = worker.shared.slowlog.threshold_us;
+        let slowlog = crate::slowlog_session::Tracker::new(threshold, stream.peer_addr().ok());
         Session {
             stream,
             worker,
@@ -158,6 +162,7 @@ impl Session {
             user: None,
             sample_scratch: Vec::new(),
             turn_bytes: 0,
+            slowlog,
         }
     }
 
@@ -192,6 +197,7 @@ impl Session {
             redirect::follow(self);
             self.out_bytes += self.cell.pop_ready(&mut self.out);
             self.record_samples();
+            self.slowlog_record();
             self.out_bytes += self.forward_pushes();
             if self.cell.is_lost() || self.output_overflow() {
                 return Poll::Ready(());
@@ -326,6 +332,7 @@ impl Session {
             Poll::Ready(Ok(n)) => {
                 self.turn_bytes += n;
                 self.reset_timer(TimerKind::Idle);
+                self.slowlog_stamp_read();
                 ReadOutcome::Data
             }
             Poll::Ready(Err(_)) => ReadOutcome::Gone,
@@ -401,6 +408,7 @@ impl Session {
         let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
         let (route, command) = router::route_counted(&req, allow_admin);
         self.count_command(command);
+        self.slowlog_arm(&req, command, matches!(route, Route::Refuse(_)));
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);
         }

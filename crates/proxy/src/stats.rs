@@ -28,6 +28,8 @@ pub struct Shared {
     pub clients: std::sync::atomic::AtomicUsize,
     /// Pre-encoded CLUSTER replies presenting the proxy as a one-node cluster.
     pub(crate) cluster_view: ClusterView,
+    /// SLOWLOG's threshold, ids and coarse clock.
+    pub slowlog: crate::slowlog::Slowlog,
 }
 
 /// One worker's counters.
@@ -49,6 +51,10 @@ pub struct WorkerStats {
     pub commands: crate::cmdstats::CommandStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).
     pub sample_tick: AtomicU64,
+    /// This worker's SLOWLOG entries.
+    pub slowlog: crate::slowlog::Ring,
+    /// This worker's counters per backend node.
+    pub nodes: crate::backend_stats::NodeRegistry,
 }
 
 impl WorkerStats {

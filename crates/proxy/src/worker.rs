@@ -118,6 +118,7 @@ impl Worker {
             request_timeout,
             resp3,
             auth: self.shared.backend_auth.clone(),
+            node: self.stats.nodes.node(addr),
         };
         Backend::new(addr, settings, self.shared.topology.clone())
     }

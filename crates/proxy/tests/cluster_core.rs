@@ -209,6 +209,12 @@ fn a_slot_migrated_under_load_is_invisible_to_clients() {
     };
     assert!(counter("redirects_ask:") > 0, "no ASK followed: {info}");
     assert!(counter("redirects_moved:") > 0, "no MOVED followed: {info}");
+    // The source node gave them: INFO backends counts redirects per node.
+    let backends = text(&c.call(&["INFO", "backends"]));
+    let from_src = format!("addr={src},");
+    let line = backends.lines().find(|l| l.contains(&from_src));
+    let line = line.unwrap_or_else(|| panic!("{src} in {backends}"));
+    assert!(!line.contains(",redirects=0,"), "{line}");
 }
 
 fn load_loop(

@@ -1,0 +1,134 @@
+use super::*;
+
+fn req(args: &[&[u8]]) -> Request {
+    Request::from_args(args)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn argv_is_capped_as_redis_caps_it() {
+    let long = vec![b'a'; 140];
+    let argv = capped_argv(&req(&[b"SET", b"k", &long]));
+    assert_eq!(
+        text(&argv[2]),
+        format!("{}... (12 more bytes)", "a".repeat(128))
+    );
+    let many: Vec<Vec<u8>> = (0..42).map(|i| i.to_string().into_bytes()).collect();
+    let many: Vec<&[u8]> = many.iter().map(|a| a.as_slice()).collect();
+    let argv = capped_argv(&req(&many));
+    assert_eq!(argv.len(), 32);
+    assert_eq!(text(&argv[30]), "30");
+    assert_eq!(text(&argv[31]), "... (11 more arguments)");
+    let exactly: Vec<&[u8]> = many[..32].to_vec();
+    assert_eq!(text(&capped_argv(&req(&exactly))[31]), "31");
+}
+
+#[test]
+fn credentials_are_redacted() {
+    let shown = |args: &[&[u8]]| -> Vec<String> {
+        capped_argv(&req(args)).iter().map(|a| text(a)).collect()
+    };
+    assert_eq!(
+        shown(&[b"AUTH", b"user", b"pw"]),
+        ["AUTH", "(redacted)", "(redacted)"]
+    );
+    assert_eq!(
+        shown(&[b"HELLO", b"3", b"SETNAME", b"auth", b"AUTH", b"u", b"p"]),
+        [
+            "HELLO",
+            "3",
+            "SETNAME",
+            "auth",
+            "AUTH",
+            "(redacted)",
+            "(redacted)"
+        ]
+    );
+    assert_eq!(shown(&[b"GET", b"auth"]), ["GET", "auth"]);
+}
+
+#[test]
+fn reparse_reads_both_request_forms() {
+    let multibulk = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    assert_eq!(reparse(&multibulk).map(|r| r.argc()), Some(2));
+    let inline = Bytes::from_static(b"get k\r\n");
+    assert_eq!(reparse(&inline).map(|r| r.argc()), Some(2));
+    assert!(reparse(&Bytes::from_static(b"*2\r\n$3\r\nGE")).is_none());
+}
+
+#[test]
+fn rings_keep_the_newest_and_reset_clears_them() {
+    let log = Slowlog::new(&SlowlogConfig {
+        log_slower_than_us: 0,
+        max_len: 3,
+    });
+    let ring = Ring::default();
+    let name = Bytes::from_static(b"app");
+    for i in 0..5u64 {
+        let client = Client {
+            peer: "127.0.0.1:9".parse().ok(),
+            name: Some(&name),
+        };
+        let request = Bytes::from(format!("*2\r\n$3\r\nGET\r\n$1\r\n{i}\r\n"));
+        log.log(&ring, &request, i * 10, client);
+    }
+    let entries = ring.0.lock().unwrap();
+    let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
+    assert_eq!(ids, [2, 3, 4]);
+    let mut out = BytesMut::new();
+    write_entry(&mut out, &entries[2]);
+    assert_eq!(
+        text(&out),
+        format!(
+            "*6\r\n:4\r\n:{}\r\n:40\r\n*2\r\n$3\r\nGET\r\n$1\r\n4\r\n$11\r\n127.0.0.1:9\r\n$3\r\napp\r\n",
+            entries[2].unix_time
+        )
+    );
+    assert_eq!(log.logged(), 5);
+}
+
+#[test]
+fn negative_threshold_turns_the_log_off() {
+    let off = Slowlog::new(&SlowlogConfig {
+        log_slower_than_us: -1,
+        max_len: 128,
+    });
+    assert_eq!(off.threshold_us, None);
+    assert_eq!(Slowlog::default().threshold_us, Some(10_000));
+}
+
+#[test]
+fn help_has_redis_shape() {
+    let reply = help(&req(&[b"slowlog", b"help"]));
+    let reply = text(&reply);
+    assert!(reply.starts_with(
+        "*12\r\n+SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n+GET [<count>]\r\n"
+    ));
+    assert!(
+        reply.ends_with("+HELP\r\n+    Prints this help.\r\n"),
+        "{reply}"
+    );
+}
+
+#[test]
+fn slowlog_is_the_proxys_own_even_when_admin_commands_are_forwarded() {
+    use crate::router::{route, Local, Route};
+    for allow_admin in [false, true] {
+        for sub in [&b"GET"[..], b"len", b"RESET", b"help"] {
+            assert_eq!(
+                route(&req(&[b"SLOWLOG", sub]), allow_admin),
+                Route::Local(Local::Slowlog)
+            );
+        }
+    }
+    let unknown = route(&req(&[b"SLOWLOG", b"nope"]), false);
+    assert_eq!(
+        unknown,
+        Route::Refuse(Bytes::from_static(
+            b"-ERR unknown subcommand 'nope'. Try SLOWLOG HELP.\r\n"
+        ))
+    );
+}

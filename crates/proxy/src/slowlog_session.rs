@@ -1,0 +1,98 @@
+//! The session's side of SLOWLOG: stamp each read, mark each request with that stamp and its
+//! bytes, and check the marks of the replies just handed to the writer.
+//!
+//! A mark rides on the first reply-queue entry its request pushes (as latency samples do), so
+//! a fan-out request (MGET over several nodes) is one entry: its own argv, timed until the
+//! merged reply is complete; a held request (BLPOP, EXEC) is timed from its read, including
+//! the wait for the requests before it. Per request this costs a refcount on the request's
+//! bytes and a queue slot; the clock is the coarse one, loaded once per read and once per
+//! batch of replies.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use cluster::command::flags;
+use resp::Request;
+
+use crate::session::Session;
+use crate::slowlog::Client;
+
+/// A request waiting for its reply: when it was read, and its bytes (a refcount).
+pub(crate) struct Mark {
+    pub read_us: u64,
+    pub request: Bytes,
+}
+
+/// Per-session state.
+pub(crate) struct Tracker {
+    /// The log's threshold, None when it is off (nothing is then armed or checked).
+    threshold_us: Option<u64>,
+    peer: Option<SocketAddr>,
+    /// Coarse time of the latest read from the client's socket.
+    read_us: u64,
+    /// Reused buffer for the marks of answered requests.
+    scratch: Vec<Mark>,
+}
+
+impl Tracker {
+    pub(crate) fn new(threshold_us: Option<u64>, peer: Option<SocketAddr>) -> Tracker {
+        Tracker {
+            threshold_us,
+            peer,
+            read_us: 0,
+            scratch: Vec::new(),
+        }
+    }
+}
+
+// === impl Session (slowlog) ===
+
+impl Session {
+    /// Bytes just came in from the client: the requests they complete start now.
+    pub(crate) fn slowlog_stamp_read(&mut self) {
+        if self.slowlog.threshold_us.is_some() {
+            self.slowlog.read_us = self.worker.shared.slowlog.now_us();
+        }
+    }
+
+    /// Mark the entry `req` pushes next; none for what Redis never logs (refused requests,
+    /// unknown commands, EXEC and the other `skip_slowlog` commands).
+    pub(crate) fn slowlog_arm(&mut self, req: &Request, command: Option<usize>, refused: bool) {
+        if self.slowlog.threshold_us.is_none() {
+            return;
+        }
+        let skip = refused
+            || command
+                .and_then(|i| cluster::command::all().get(i))
+                .is_none_or(|spec| spec.has(flags::SKIP_SLOWLOG));
+        let mark = (!skip).then(|| Mark {
+            read_us: self.slowlog.read_us,
+            request: req.raw().clone(),
+        });
+        self.cell.arm_slowlog(mark);
+    }
+
+    /// Log the requests whose replies were just handed to the writer, if they were slow.
+    pub(crate) fn slowlog_record(&mut self) {
+        let Some(threshold) = self.slowlog.threshold_us else {
+            return;
+        };
+        let mut marks = std::mem::take(&mut self.slowlog.scratch);
+        self.cell.take_answered_marks(&mut marks);
+        if !marks.is_empty() {
+            let log = &self.worker.shared.slowlog;
+            let now = log.now_us();
+            for mark in marks.drain(..) {
+                let duration = now.saturating_sub(mark.read_us);
+                if duration >= threshold {
+                    let client = Client {
+                        peer: self.slowlog.peer,
+                        name: self.info.name.as_ref(),
+                    };
+                    log.log(&self.worker.stats.slowlog, &mark.request, duration, client);
+                }
+            }
+        }
+        self.slowlog.scratch = marks;
+    }
+}

@@ -1,0 +1,154 @@
+//! SLOWLOG on a real cluster: what is logged, Redis's reply shapes and errors, argument
+//! capping, and a slow (blocking) command's duration.
+
+mod common;
+
+use common::{start_proxy, text, Client, Harness};
+use resp::Value;
+
+fn entries(v: &Value) -> &[Value] {
+    match v {
+        Value::Array(items) => items,
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+/// (id, duration µs, argv, peer, name) of one entry.
+fn entry(v: &Value) -> (i64, i64, Vec<String>, String, String) {
+    let f = entries(v);
+    assert_eq!(f.len(), 6, "{v:?}");
+    let int = |v: &Value| match v {
+        Value::Integer(n) => *n,
+        other => panic!("not an integer: {other:?}"),
+    };
+    let argv = entries(&f[3]).iter().map(text).collect();
+    (int(&f[0]), int(&f[2]), argv, text(&f[4]), text(&f[5]))
+}
+
+fn log(c: &mut Client, count: &str) -> Vec<(i64, i64, Vec<String>, String, String)> {
+    entries(&c.call(&["SLOWLOG", "GET", count]))
+        .iter()
+        .map(entry)
+        .collect()
+}
+
+#[test]
+fn threshold_zero_logs_every_command_with_capped_arguments() {
+    let h = Harness::start(3, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.slowlog.log_slower_than_us = 0);
+    let mut c = Client::connect(proxy.local_addr());
+    let me = c.stream.local_addr().unwrap().to_string();
+    assert_eq!(text(&c.call(&["SLOWLOG", "RESET"])), "OK");
+    assert_eq!(
+        text(&c.call(&["SLOWLOG", "LEN"])),
+        ":1",
+        "RESET logs itself, as in Redis"
+    );
+    assert_eq!(text(&c.call(&["CLIENT", "SETNAME", "app"])), "OK");
+    c.call(&["SET", "k", &"a".repeat(140)]);
+    let many: Vec<String> = (0..41).map(|i| i.to_string()).collect();
+    let mut rpush = vec!["RPUSH", "list"];
+    rpush.extend(many.iter().map(String::as_str));
+    c.call(&rpush);
+    c.call(&["MGET", "a", "b", "c"]);
+    c.call(&["NOSUCHCMD"]);
+    c.call(&["GET"]);
+
+    let all = log(&mut c, "-1");
+    let names: Vec<&str> = all.iter().map(|e| e.2[0].as_str()).collect();
+    assert_eq!(
+        names,
+        ["MGET", "RPUSH", "SET", "CLIENT", "SLOWLOG", "SLOWLOG"],
+        "newest first; unknown and refused commands are not logged"
+    );
+    assert!(all.windows(2).all(|w| w[0].0 > w[1].0), "ids decrease");
+    let (_, _, mget, peer, name) = &all[0];
+    assert_eq!(mget, &["MGET", "a", "b", "c"], "a fan-out is one entry");
+    assert_eq!((peer.as_str(), name.as_str()), (me.as_str(), "app"));
+    let rpush_argv = &all[1].2;
+    assert_eq!(rpush_argv.len(), 32);
+    assert_eq!(rpush_argv[30], "28");
+    assert_eq!(rpush_argv[31], "... (12 more arguments)");
+    assert_eq!(
+        all[2].2[2],
+        format!("{}... (12 more bytes)", "a".repeat(128))
+    );
+
+    let newest = log(&mut c, "1");
+    assert_eq!(newest.len(), 1);
+    assert_eq!(
+        newest[0].2[..2],
+        ["SLOWLOG", "GET"],
+        "the previous GET, logged"
+    );
+    assert_eq!(log(&mut c, "0").len(), 0);
+    assert_eq!(log(&mut c, "3").len(), 3);
+    assert_eq!(
+        entries(&c.call(&["SLOWLOG", "GET"])).len(),
+        10,
+        "10 by default (10 entries are logged by now)"
+    );
+    for bad in ["-2", "x"] {
+        assert_eq!(
+            text(&c.call(&["SLOWLOG", "GET", bad])),
+            "-ERR count should be greater than or equal to -1"
+        );
+    }
+    assert_eq!(
+        text(&c.call(&["SLOWLOG", "get", "1", "2"])),
+        "-ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP."
+    );
+    assert_eq!(
+        text(&c.call(&["SLOWLOG", "LEN", "x"])),
+        "-ERR wrong number of arguments for 'slowlog|len' command"
+    );
+    let help = c.call(&["SLOWLOG", "HELP"]);
+    assert_eq!(entries(&help).len(), 12);
+    assert_eq!(text(&c.call(&["SLOWLOG", "RESET"])), "OK");
+    assert_eq!(text(&c.call(&["SLOWLOG", "LEN"])), ":1");
+    proxy.shutdown();
+}
+
+#[test]
+fn a_blocking_command_is_logged_with_its_duration_and_fast_ones_are_not() {
+    let h = Harness::start(3, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| {
+        cfg.slowlog.log_slower_than_us = 150_000;
+        cfg.slowlog.max_len = 2;
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    for i in 0..20 {
+        c.call(&["SET", &format!("fast:{i}"), "v"]);
+    }
+    assert_eq!(text(&c.call(&["SLOWLOG", "LEN"])), ":0");
+    assert_eq!(text(&c.call(&["BLPOP", "nothing-here", "0.2"])), "(nil)");
+    let logged = log(&mut c, "-1");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    let (_, duration_us, argv, _, name) = &logged[0];
+    assert_eq!(argv, &["BLPOP", "nothing-here", "0.2"]);
+    assert!(
+        (190_000..2_000_000).contains(duration_us),
+        "BLPOP 0.2 took {duration_us} µs"
+    );
+    assert_eq!(name, "");
+    for _ in 0..3 {
+        c.call(&["BLPOP", "nothing-here", "0.16"]);
+    }
+    assert_eq!(
+        text(&c.call(&["SLOWLOG", "LEN"])),
+        ":2",
+        "max_len caps the log"
+    );
+    proxy.shutdown();
+}
+
+#[test]
+fn a_negative_threshold_turns_the_log_off() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.slowlog.log_slower_than_us = -1);
+    let mut c = Client::connect(proxy.local_addr());
+    c.call(&["BLPOP", "nothing-here", "0.05"]);
+    assert_eq!(text(&c.call(&["SLOWLOG", "LEN"])), ":0");
+    assert_eq!(entries(&c.call(&["SLOWLOG", "GET"])).len(), 0);
+    proxy.shutdown();
+}
