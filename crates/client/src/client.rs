@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::Pipeline;
 use crate::pool::Pool;
 use crate::stats::{Counters, Stats};
-use crate::topology::{Pacing, Topology};
+use ::topology::{Pacing, Topology};
 use resp::Value;
 
 /// Client settings.
@@ -136,11 +136,11 @@ impl Client {
         let pool = Arc::new(Pool::new(cfg.connect_timeout, stats.clone()));
         let pacing = Pacing {
             min_interval: cfg.min_refresh_interval,
+            max_extra: cfg.min_refresh_interval,
             periodic: cfg.periodic_refresh,
         };
-        let topo = Arc::new(Topology::bootstrap(&seeds, &pool, stats.clone(), pacing).await?);
         let (tx, rx) = watch::channel(());
-        topo.spawn_refresher(pool.clone(), rx);
+        let topo = crate::topology::start(&seeds, &pool, pacing, rx).await?;
         Ok(Client::from_inner(Inner {
             pool,
             stats,
@@ -230,7 +230,9 @@ impl Client {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.inner.stats.snapshot()
+        self.inner
+            .stats
+            .snapshot(self.inner.topology.as_deref().map(|t| &t.stats))
     }
 
     async fn run(&self, cmds: &[crate::cmd::Frozen]) -> Vec<Result<Value>> {

@@ -134,7 +134,7 @@ impl Default for ClusterConfig {
             periodic_refresh_ms: 10_000,
             connect_timeout_ms: 1000,
             request_timeout_ms: 5000,
-            max_redirects: 5,
+            max_redirects: ::topology::MAX_REDIRECTS,
             topology_command: "slots".into(),
             backend_user: String::new(),
             backend_password: String::new(),

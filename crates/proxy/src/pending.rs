@@ -24,6 +24,7 @@ use std::rc::Rc;
 use std::task::Waker;
 
 use bytes::Bytes;
+use cluster::ErrorKind;
 
 use crate::backend::Backend;
 use crate::fanout::Fanout;
@@ -282,16 +283,11 @@ impl ClientCell {
 /// Replies the proxy acts on instead of forwarding: redirects (MOVED, ASK), and errors that
 /// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING).
 pub(crate) fn is_redirect(frame: &[u8]) -> bool {
-    const PREFIXES: &[&[u8]] = &[
-        b"-MOVED ",
-        b"-ASK ",
-        b"-TRYAGAIN",
-        b"-CLUSTERDOWN",
-        b"-MASTERDOWN",
-        b"-READONLY",
-        b"-LOADING",
-    ];
-    frame.first() == Some(&b'-') && PREFIXES.iter().any(|p| frame.starts_with(p))
+    if frame.first() != Some(&b'-') {
+        return false;
+    }
+    let kind = cluster::error_kind(frame);
+    matches!(kind, ErrorKind::Moved | ErrorKind::Ask) || ::topology::not_executed(kind)
 }
 
 #[cfg(test)]
