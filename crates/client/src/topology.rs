@@ -1,6 +1,6 @@
 //! The client's side of the shared topology discipline (crate `topology`, the same code the
-//! proxy runs): how a map is fetched, namely CLUSTER SLOTS over the client's own connection
-//! to the node, so a refresh opens no connection of its own (R8), and how the refresher
+//! proxy runs): how a map is fetched, namely CLUSTER SLOTS (or SHARDS, per
+//! `Config::topology_command`) over the client's own connection to the node, so a refresh opens no connection of its own (R8), and how the refresher
 //! task is started.
 //!
 //! Throttling, coalescing, target choice, validation and MOVED patches live in `topology`.
@@ -8,16 +8,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::topology::{Pacing, Source, Topology};
+use ::topology::{Pacing, Source, Topology, TopologyCommand};
 use bytes::BytesMut;
-use cluster::slot_map::{host_of, SlotMap};
+use cluster::slot_map::SlotMap;
 use resp::Value;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
-/// How long one CLUSTER SLOTS round trip may take before the node is skipped.
+/// How long one topology query round trip may take before the node is skipped.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Asks the seeds, in random order, until one returns a usable map; then runs the refresher
@@ -26,9 +26,13 @@ pub(crate) async fn start(
     seeds: &[String],
     pool: &Arc<Pool>,
     pacing: Pacing,
+    command: TopologyCommand,
     mut shutdown: watch::Receiver<()>,
 ) -> Result<Arc<Topology>> {
-    let mut source = PoolSource { pool: pool.clone() };
+    let mut source = PoolSource {
+        pool: pool.clone(),
+        command,
+    };
     let map = ::topology::bootstrap(seeds, &mut source)
         .await
         .map_err(|e| Error::Topology(format!("no seed gave a usable map: {e}")))?;
@@ -43,6 +47,7 @@ pub(crate) async fn start(
 /// Maps fetched over the client's connection pool, shared with requests.
 struct PoolSource {
     pool: Arc<Pool>,
+    command: TopologyCommand,
 }
 
 impl Source for PoolSource {
@@ -50,7 +55,7 @@ impl Source for PoolSource {
 
     async fn fetch(&mut self, addr: &str, version: u64) -> Result<SlotMap> {
         let mut buf = BytesMut::new();
-        resp::encode_command(&mut buf, &[b"CLUSTER", b"SLOTS"]);
+        resp::encode_command(&mut buf, self.command.args());
         let send = self.pool.get(addr).submit(vec![buf.freeze()], 1).wait();
         let mut replies = tokio::time::timeout(QUERY_TIMEOUT, send)
             .await
@@ -61,7 +66,8 @@ impl Source for PoolSource {
         if let Value::Error(e) = &reply {
             return Err(Error::Server(String::from_utf8_lossy(e).into_owned()));
         }
-        SlotMap::from_cluster_slots(version, &reply, host_of(addr))
+        self.command
+            .parse(version, &reply, addr)
             .map_err(|e| Error::Topology(e.to_string()))
     }
 }

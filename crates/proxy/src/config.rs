@@ -237,7 +237,7 @@ impl Config {
             return Err(ConfigError::Zero(name));
         }
         self.admin_addr()?;
-        if !matches!(self.cluster.topology_command.as_str(), "slots" | "shards") {
+        if ::topology::TopologyCommand::from_name(&self.cluster.topology_command).is_none() {
             return Err(ConfigError::TopologyCommand(
                 self.cluster.topology_command.clone(),
             ));

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use cluster::slot_map::{host_of, SlotMap};
+use cluster::slot_map::SlotMap;
 use resp::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use ::topology::TopologyCommand;
 pub use ::topology::{Topology, TopologyStats};
 
 use crate::config::ClusterConfig;
@@ -113,19 +114,16 @@ pub(crate) fn backend_auth(cfg: &ClusterConfig) -> Option<bytes::Bytes> {
 struct NodeSource {
     conns: HashMap<String, NodeConn>,
     auth: Option<bytes::Bytes>,
-    command: &'static [&'static [u8]],
+    command: TopologyCommand,
 }
 
 impl NodeSource {
     fn new(cfg: &ClusterConfig) -> NodeSource {
-        let command: &'static [&'static [u8]] = match cfg.topology_command.as_str() {
-            "shards" => &[b"CLUSTER", b"SHARDS"],
-            _ => &[b"CLUSTER", b"SLOTS"],
-        };
         NodeSource {
             conns: HashMap::new(),
             auth: backend_auth(cfg),
-            command,
+            // `Config::validate` refused any other name.
+            command: TopologyCommand::from_name(&cfg.topology_command).unwrap_or_default(),
         }
     }
 
@@ -137,10 +135,10 @@ impl NodeSource {
             self.conns.clear();
         }
         let result = match self.conns.get_mut(addr) {
-            Some(conn) => conn.call(self.command).await,
+            Some(conn) => conn.call(self.command.args()).await,
             None => match NodeConn::connect(addr, self.auth.as_ref()).await {
                 Ok(mut conn) => {
-                    let r = conn.call(self.command).await;
+                    let r = conn.call(self.command.args()).await;
                     self.conns.insert(addr.to_string(), conn);
                     r
                 }
@@ -162,11 +160,9 @@ impl ::topology::Source for NodeSource {
         if let Value::Error(e) = &reply {
             return Err(String::from_utf8_lossy(e).into_owned());
         }
-        let parsed = match self.command[1] {
-            b"SHARDS" => SlotMap::from_cluster_shards(version, &reply, host_of(addr)),
-            _ => SlotMap::from_cluster_slots(version, &reply, host_of(addr)),
-        };
-        parsed.map_err(|e| e.to_string())
+        self.command
+            .parse(version, &reply, addr)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -27,9 +27,11 @@ use tokio::sync::Notify;
 
 mod pacing;
 mod patches;
+mod query;
 mod refresher;
 
 pub use pacing::{jitter_up_to, jittered, not_executed, Backoff, Pacing, MAX_REDIRECTS};
+pub use query::TopologyCommand;
 pub use refresher::{bootstrap, BootstrapError, Source};
 
 use patches::Patches;
