@@ -49,3 +49,47 @@ impl TopologyCommand {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn names_and_arguments() {
+        assert_eq!(
+            TopologyCommand::from_name("slots"),
+            Some(TopologyCommand::Slots)
+        );
+        assert_eq!(
+            TopologyCommand::from_name("shards"),
+            Some(TopologyCommand::Shards)
+        );
+        assert_eq!(TopologyCommand::from_name("nodes"), None);
+        assert_eq!(
+            TopologyCommand::default().args(),
+            [&b"CLUSTER"[..], b"SLOTS"]
+        );
+        assert_eq!(TopologyCommand::Shards.args()[1], b"SHARDS");
+    }
+
+    #[test]
+    fn an_empty_host_is_the_responders() {
+        let node = Value::Array(vec![bulk(""), Value::Integer(7000), bulk("id")]);
+        let reply = Value::Array(vec![Value::Array(vec![
+            Value::Integer(0),
+            Value::Integer(16383),
+            node,
+        ])]);
+        let map = TopologyCommand::Slots
+            .parse(3, &reply, "[::1]:7001")
+            .unwrap();
+        assert_eq!(map.version(), 3);
+        assert_eq!(map.node_of(0).unwrap().addr, "[::1]:7000");
+        assert!(TopologyCommand::Shards.parse(3, &reply, "h:1").is_err());
+    }
+}
