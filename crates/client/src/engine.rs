@@ -9,6 +9,7 @@
 //! `topology` budget, as in the proxy); a lost connection resends only what is
 //! safe to resend. The reply order is by index, so redirects never reorder a
 //! pipeline's results.
+
 use ::topology::{not_executed, Backoff, Topology, MAX_REDIRECTS};
 use cluster::slot_map::{host_of, join_host_port};
 use cluster::{error_kind, parse_redirect, ErrorKind, Host, Redirect};

@@ -24,7 +24,6 @@ use std::rc::Rc;
 use std::task::Waker;
 
 use bytes::Bytes;
-use cluster::ErrorKind;
 
 use crate::backend::Backend;
 use crate::fanout::Fanout;
@@ -286,8 +285,10 @@ pub(crate) fn is_redirect(frame: &[u8]) -> bool {
     if frame.first() != Some(&b'-') {
         return false;
     }
-    let kind = cluster::error_kind(frame);
-    matches!(kind, ErrorKind::Moved | ErrorKind::Ask) || ::topology::not_executed(kind)
+    // With the space: a MOVED or ASK without its arguments is passed through, not retried.
+    frame.starts_with(b"-MOVED ")
+        || frame.starts_with(b"-ASK ")
+        || ::topology::not_executed(cluster::error_kind(frame))
 }
 
 #[cfg(test)]
@@ -335,5 +336,24 @@ mod tests {
         cell.close();
         cell.deliver(seq, 0, Bytes::from_static(b"+late\r\n"));
         assert_eq!(cell.in_flight(), 0);
+    }
+
+    #[test]
+    fn redirects_and_refusals_are_acted_on_everything_else_forwarded() {
+        for (frame, acted_on) in [
+            (&b"-MOVED 1 h:1\r\n"[..], true),
+            (b"-ASK 1 h:1\r\n", true),
+            (b"-TRYAGAIN Multiple keys\r\n", true),
+            (b"-CLUSTERDOWN Hash slot not served\r\n", true),
+            (b"-MASTERDOWN Link down\r\n", true),
+            (b"-READONLY You can't write\r\n", true),
+            (b"-LOADING Redis is loading\r\n", true),
+            (b"-MOVED\r\n", false),
+            (b"-CROSSSLOT Keys\r\n", false),
+            (b"-ERR unknown\r\n", false),
+            (b"+MOVED 1 h:1\r\n", false),
+        ] {
+            assert_eq!(is_redirect(frame), acted_on, "{frame:?}");
+        }
     }
 }
