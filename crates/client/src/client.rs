@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::Pipeline;
 use crate::pool::Pool;
 use crate::stats::{Counters, Stats};
-use crate::topology::{Pacing, Topology};
+use ::topology::{Pacing, Topology, TopologyCommand};
 use resp::Value;
 
 /// Client settings.
@@ -40,6 +40,9 @@ pub struct Config {
     pub min_refresh_interval: Duration,
     /// Background refresh period (±20%).
     pub periodic_refresh: Duration,
+    /// The topology query: CLUSTER SLOTS (the default) or CLUSTER SHARDS (Redis 7+,
+    /// compact when slot ranges are fragmented).
+    pub topology_command: TopologyCommand,
 }
 
 impl Default for Config {
@@ -49,6 +52,7 @@ impl Default for Config {
             timeout: Duration::from_secs(10),
             min_refresh_interval: Duration::from_secs(1),
             periodic_refresh: Duration::from_secs(60),
+            topology_command: TopologyCommand::Slots,
         }
     }
 }
@@ -75,6 +79,12 @@ impl Config {
     /// Sets [`Config::periodic_refresh`].
     pub fn with_periodic_refresh(mut self, t: Duration) -> Config {
         self.periodic_refresh = t;
+        self
+    }
+
+    /// Sets [`Config::topology_command`].
+    pub fn with_topology_command(mut self, c: TopologyCommand) -> Config {
+        self.topology_command = c;
         self
     }
 }
@@ -136,11 +146,11 @@ impl Client {
         let pool = Arc::new(Pool::new(cfg.connect_timeout, stats.clone()));
         let pacing = Pacing {
             min_interval: cfg.min_refresh_interval,
+            max_extra: cfg.min_refresh_interval,
             periodic: cfg.periodic_refresh,
         };
-        let topo = Arc::new(Topology::bootstrap(&seeds, &pool, stats.clone(), pacing).await?);
         let (tx, rx) = watch::channel(());
-        topo.spawn_refresher(pool.clone(), rx);
+        let topo = crate::topology::start(&seeds, &pool, pacing, cfg.topology_command, rx).await?;
         Ok(Client::from_inner(Inner {
             pool,
             stats,
@@ -230,7 +240,9 @@ impl Client {
     /// # }
     /// ```
     pub fn stats(&self) -> Stats {
-        self.inner.stats.snapshot()
+        self.inner
+            .stats
+            .snapshot(self.inner.topology.as_deref().map(|t| &t.stats))
     }
 
     async fn run(&self, cmds: &[crate::cmd::Frozen]) -> Vec<Result<Value>> {

@@ -4,13 +4,14 @@
 //! Each round groups the unfinished commands by target node, queues one batch
 //! per node (all nodes at once), then judges every reply: MOVED patches the
 //! slot, asks for a refresh and resends to the new owner; ASK resends to the
-//! target behind `ASKING` in the same write; TRYAGAIN/CLUSTERDOWN back off
-//! with jitter; a lost connection resends only what is safe to resend. The
-//! reply order is by index, so redirects never reorder a pipeline's results.
+//! target behind `ASKING` in the same write; TRYAGAIN, CLUSTERDOWN,
+//! MASTERDOWN, READONLY and LOADING back off with jitter (the shared
+//! `topology` budget, as in the proxy); a lost connection resends only what is
+//! safe to resend. The reply order is by index, so redirects never reorder a
+//! pipeline's results.
 
-use std::time::Duration;
-
-use cluster::slot_map::join_host_port;
+use ::topology::{not_executed, Backoff, Topology, MAX_REDIRECTS};
+use cluster::slot_map::{host_of, join_host_port};
 use cluster::{error_kind, parse_redirect, ErrorKind, Host, Redirect};
 use rand::Rng;
 use resp::Value;
@@ -19,15 +20,10 @@ use crate::cmd::{Batch, Frozen};
 use crate::conn::Ticket;
 use crate::error::{Error, Result};
 use crate::stats::bump;
-use crate::topology::{host_of, Topology};
 use crate::Inner;
 
-/// MOVED/ASK hops per command (the common default, R12).
-const MAX_REDIRECTS: u32 = 5;
 /// TRYAGAIN/CLUSTERDOWN/connection retries per command.
 const MAX_RETRIES: u32 = 8;
-const BACKOFF_BASE: Duration = Duration::from_millis(10);
-const BACKOFF_CAP: Duration = Duration::from_secs(1);
 
 /// Per-command progress.
 #[derive(Debug, Clone, Default)]
@@ -54,7 +50,7 @@ pub(crate) async fn execute(inner: &Inner, cmds: &[Frozen]) -> Vec<Result<Value>
     while !todo.is_empty() {
         let (next, backoff) = round(inner, cmds, &mut states, &mut results, &todo).await;
         if backoff > 0 {
-            tokio::time::sleep(backoff_delay(backoff)).await;
+            tokio::time::sleep(Backoff::DEFAULT.delay(backoff)).await;
         }
         todo = next;
     }
@@ -187,10 +183,7 @@ fn judge_error(inner: &Inner, from: &str, st: &mut State, text: &[u8]) -> Next {
         return follow(inner, topo, from, st, text, redirect);
     }
     let kind = error_kind(&[b"-", text].concat());
-    if !matches!(
-        kind,
-        ErrorKind::TryAgain | ErrorKind::ClusterDown | ErrorKind::Loading
-    ) {
+    if !not_executed(kind) {
         return Next::Done(Err(server_error(text)));
     }
     st.retries += 1;
@@ -198,7 +191,8 @@ fn judge_error(inner: &Inner, from: &str, st: &mut State, text: &[u8]) -> Next {
         return Next::Done(Err(Error::RetriesExhausted(lossy(text))));
     }
     bump(&inner.stats.tryagain);
-    if kind == ErrorKind::ClusterDown {
+    if kind != ErrorKind::TryAgain {
+        // The slot's owner may be changing (failover): learn the new one.
         topo.request_refresh(st.version);
     }
     // Re-route by the map: the migration may have finished meanwhile.
@@ -217,7 +211,7 @@ fn follow(
     redirect: Redirect<'_>,
 ) -> Next {
     st.hops += 1;
-    if st.hops > MAX_REDIRECTS {
+    if st.hops > u32::from(MAX_REDIRECTS) {
         return Next::Done(Err(Error::RedirectLimit(lossy(text))));
     }
     let (slot, to, asking) = match redirect {
@@ -238,11 +232,10 @@ fn follow(
         bump(&inner.stats.ask);
     } else {
         bump(&inner.stats.moved);
-        let map = topo.current();
         // Another request's MOVED already patched this slot: nothing new to learn.
-        if map.node_of(slot).is_none_or(|n| n.addr != addr) {
-            map.patch(slot, &addr);
-            topo.request_refresh(st.version);
+        let known = topo.current().node_of(slot).is_some_and(|n| n.addr == addr);
+        if !known {
+            topo.learn_moved(slot, &addr, st.version);
         }
     }
     st.target = Some((addr, asking));
@@ -255,26 +248,4 @@ fn lossy(text: &[u8]) -> String {
 
 fn server_error(text: &[u8]) -> Error {
     Error::Server(lossy(text))
-}
-
-/// Exponential from 10 ms, capped at 1 s, times U(0.5, 1) so retries spread.
-fn backoff_delay(attempt: u32) -> Duration {
-    let exp = BACKOFF_BASE.saturating_mul(1 << attempt.min(10));
-    let full = exp.min(BACKOFF_CAP);
-    full / 2 + crate::topology::jitter_up_to(full / 2)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        for attempt in 1..20 {
-            let d = backoff_delay(attempt);
-            assert!(d <= BACKOFF_CAP, "{attempt}: {d:?}");
-        }
-        assert!(backoff_delay(1) <= Duration::from_millis(20));
-        assert!(backoff_delay(12) >= BACKOFF_CAP / 2);
-    }
 }

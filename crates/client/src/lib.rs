@@ -46,6 +46,7 @@ mod pool;
 mod stats;
 mod topology;
 
+pub use ::topology::TopologyCommand;
 pub(crate) use client::Inner;
 pub use client::{Client, Config};
 pub use cmd::{Cmd, ToArg};

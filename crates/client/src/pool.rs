@@ -42,10 +42,4 @@ impl Pool {
         conns.insert(addr.to_string(), c.clone());
         c
     }
-
-    /// Whether a live connection to `addr` exists (the refresher prefers these).
-    pub fn is_open(&self, addr: &str) -> bool {
-        let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-        conns.get(addr).is_some_and(|c| !c.is_closed())
-    }
 }

@@ -4,14 +4,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use topology::TopologyStats;
+
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub refresh_requested: AtomicU64,
-    pub refresh_skipped_stale: AtomicU64,
-    pub refresh_performed: AtomicU64,
-    pub refresh_throttled: AtomicU64,
-    pub refresh_failed: AtomicU64,
-    pub maps_installed: AtomicU64,
     pub moved: AtomicU64,
     pub ask: AtomicU64,
     pub tryagain: AtomicU64,
@@ -58,15 +54,17 @@ pub struct Stats {
 }
 
 impl Counters {
-    pub fn snapshot(&self) -> Stats {
+    /// This client's counters, with the refresher's (`topo`; none in single-node mode).
+    pub fn snapshot(&self, topo: Option<&TopologyStats>) -> Stats {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let t = |pick: fn(&TopologyStats) -> &AtomicU64| topo.map_or(0, |s| r(pick(s)));
         Stats {
-            refresh_requested: r(&self.refresh_requested),
-            refresh_skipped_stale: r(&self.refresh_skipped_stale),
-            refresh_performed: r(&self.refresh_performed),
-            refresh_throttled: r(&self.refresh_throttled),
-            refresh_failed: r(&self.refresh_failed),
-            maps_installed: r(&self.maps_installed),
+            refresh_requested: t(|s| &s.refresh_requested),
+            refresh_skipped_stale: t(|s| &s.refresh_skipped_stale),
+            refresh_performed: t(|s| &s.refresh_performed),
+            refresh_throttled: t(|s| &s.refresh_throttled),
+            refresh_failed: t(|s| &s.refresh_failed),
+            maps_installed: t(|s| &s.maps_installed),
             moved: r(&self.moved),
             ask: r(&self.ask),
             tryagain: r(&self.tryagain),

@@ -217,3 +217,34 @@ fn tryagain_is_retried_until_the_migration_ends() {
     assert_eq!(got, vec![Some(Bytes::from("1")), Some(Bytes::from("2"))]);
     assert!(client.stats().tryagain >= 1, "{:?}", client.stats());
 }
+
+/// CLUSTER SHARDS as the topology query: the client bootstraps from it and a
+/// refresh after a slot migration reads it too (no failed refresh).
+#[test]
+fn cluster_shards_is_an_alternative_topology_source() {
+    let cluster = common::cluster();
+    let src = cluster.owner_of(b"shr").expect("owner");
+    let dst = *cluster.masters().iter().find(|m| **m != src).expect("dst");
+    let rt = common::runtime();
+    rt.block_on(async {
+        let cfg = slotgate_client::Config::default()
+            .with_topology_command(slotgate_client::TopologyCommand::Shards);
+        let client = Client::cluster_with([common::seed(&cluster)], cfg)
+            .await
+            .expect("connect over CLUSTER SHARDS");
+        let mut set = Pipeline::with_capacity(30);
+        for i in 0..30 {
+            set.cmd(["SET", &format!("k:{i}"), "v"]);
+        }
+        assert!(client.execute(&set).await.into_iter().all(|r| r.is_ok()));
+        common::migrate_slot(&cluster, cluster::key_slot(b"shr"), src, dst);
+        client
+            .cmd(Cmd::new("SET").arg("shr").arg("1"))
+            .await
+            .expect("set");
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let s = client.stats();
+        assert!(s.refresh_performed >= 1, "{s:?}");
+        assert_eq!(s.refresh_failed, 0, "{s:?}");
+    });
+}

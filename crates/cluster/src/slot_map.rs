@@ -290,6 +290,13 @@ pub fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
+/// The host part of `host:port`, brackets of an IPv6 literal removed: the host a redirect
+/// with an empty host (hostname mode) refers to.
+pub fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
 mod shards;
 
 #[cfg(test)]

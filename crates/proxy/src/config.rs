@@ -135,7 +135,7 @@ impl Default for ClusterConfig {
             periodic_refresh_ms: 10_000,
             connect_timeout_ms: 1000,
             request_timeout_ms: 5000,
-            max_redirects: 5,
+            max_redirects: ::topology::MAX_REDIRECTS,
             topology_command: "slots".into(),
             backend_user: String::new(),
             backend_password: String::new(),
@@ -238,7 +238,7 @@ impl Config {
             return Err(ConfigError::Zero(name));
         }
         self.admin_addr()?;
-        if !matches!(self.cluster.topology_command.as_str(), "slots" | "shards") {
+        if ::topology::TopologyCommand::from_name(&self.cluster.topology_command).is_none() {
             return Err(ConfigError::TopologyCommand(
                 self.cluster.topology_command.clone(),
             ));

@@ -7,12 +7,12 @@
 //!              │      └──── ReplyQueue ◀──── backend conn (one per node)│
 //!              └────────────────────────────────────────────────────────┘
 //!                      ▲ reads the slot map (atomic pointer)
-//!              topology service thread: CLUSTER SLOTS, coalesced + throttled
+//!              topology service thread (crate `topology`): coalesced + throttled
 //! ```
 //!
 //! Tour: `session` (one client), `pending` (the reply-order queue), `router` (where a request
 //! goes), `backend` (one multiplexed connection per node per worker), `redirect` (MOVED/ASK),
-//! `topology` (the shared map and its refresher), `local` and `info` (commands answered here),
+//! `topology` (the shared map, its refresher thread and topology queries), `local` and `info` (commands answered here),
 //! `worker` (the per-thread state), `config` and `stats`.
 //!
 //! Invariants: each client receives its replies in its own request order; nothing on the
@@ -33,7 +33,6 @@ mod info;
 mod limits;
 mod local;
 pub mod metrics;
-mod patches;
 mod pending;
 mod pubsub;
 mod redirect;
@@ -58,9 +57,9 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
+use self::topology::Topology;
 pub use config::Config;
 use stats::{Shared, WorkerStats};
-use topology::Topology;
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +92,7 @@ impl Proxy {
     pub fn start(config: Config) -> Result<Proxy, StartError> {
         let listen = config.validate()?;
         raise_fd_limit(config.limits.maxclients);
-        let topology = Topology::bootstrap(&config.cluster)?;
+        let topology = topology::bootstrap(&config.cluster)?;
         let n = config.worker_threads();
         let listeners = bind_listeners(listen, n)?;
         let addr = listeners[0]
@@ -122,9 +121,11 @@ impl Proxy {
         });
         let admin_addr = start_admin(&shared)?;
         let (tx, rx) = watch::channel(false);
-        let mut threads = vec![topology
-            .spawn_refresher(rx.clone())
-            .map_err(StartError::Thread)?];
+        let mut threads =
+            vec![
+                topology::spawn_refresher(&topology, &shared.config.cluster, rx.clone())
+                    .map_err(StartError::Thread)?,
+            ];
         threads.extend(slowlog::spawn_clock(&shared, rx.clone()).map_err(StartError::Thread)?);
         for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
             threads.push(spawn_worker(

@@ -220,7 +220,7 @@ mod tests {
         )
         .unwrap();
         let config = crate::Config::default();
-        let topology = crate::topology::Topology::with_map(&config.cluster, map);
+        let topology = crate::topology::with_map(&config.cluster, map);
         let addr = "127.0.0.1:7777".parse().unwrap();
         Shared {
             config,

@@ -307,16 +307,13 @@ impl ClientCell {
 /// Replies the proxy acts on instead of forwarding: redirects (MOVED, ASK), and errors that
 /// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING).
 pub(crate) fn is_redirect(frame: &[u8]) -> bool {
-    const PREFIXES: &[&[u8]] = &[
-        b"-MOVED ",
-        b"-ASK ",
-        b"-TRYAGAIN",
-        b"-CLUSTERDOWN",
-        b"-MASTERDOWN",
-        b"-READONLY",
-        b"-LOADING",
-    ];
-    frame.first() == Some(&b'-') && PREFIXES.iter().any(|p| frame.starts_with(p))
+    if frame.first() != Some(&b'-') {
+        return false;
+    }
+    // With the space: a MOVED or ASK without its arguments is passed through, not retried.
+    frame.starts_with(b"-MOVED ")
+        || frame.starts_with(b"-ASK ")
+        || ::topology::not_executed(cluster::error_kind(frame))
 }
 
 #[cfg(test)]
@@ -364,5 +361,24 @@ mod tests {
         cell.close();
         cell.deliver(seq, 0, Bytes::from_static(b"+late\r\n"));
         assert_eq!(cell.in_flight(), 0);
+    }
+
+    #[test]
+    fn redirects_and_refusals_are_acted_on_everything_else_forwarded() {
+        for (frame, acted_on) in [
+            (&b"-MOVED 1 h:1\r\n"[..], true),
+            (b"-ASK 1 h:1\r\n", true),
+            (b"-TRYAGAIN Multiple keys\r\n", true),
+            (b"-CLUSTERDOWN Hash slot not served\r\n", true),
+            (b"-MASTERDOWN Link down\r\n", true),
+            (b"-READONLY You can't write\r\n", true),
+            (b"-LOADING Redis is loading\r\n", true),
+            (b"-MOVED\r\n", false),
+            (b"-CROSSSLOT Keys\r\n", false),
+            (b"-ERR unknown\r\n", false),
+            (b"+MOVED 1 h:1\r\n", false),
+        ] {
+            assert_eq!(is_redirect(frame), acted_on, "{frame:?}");
+        }
     }
 }

@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cluster::redirect::{parse_redirect, Host, Redirect};
-use cluster::slot_map::join_host_port;
+use cluster::slot_map::{host_of, join_host_port};
+use topology::Backoff;
 
 use crate::backend::{Backend, Outgoing};
 use crate::pending::Entry;
 use crate::session::Session;
 use crate::stats::WorkerStats;
-use crate::topology::host_of;
 
 /// What following a reply means.
 enum Kind {
@@ -49,8 +49,9 @@ struct Plan {
     map_version: u64,
 }
 
-/// Retries per request for "not executed" errors: 10 ms doubling, capped at 500 ms, jittered;
-/// about 2 s in all, enough to ride over a failover's CLUSTERDOWN window on loopback.
+/// Retries per request for "not executed" errors, paced by `Backoff::DEFAULT` (10 ms
+/// doubling to 1 s, jittered): 1.6 to 3.3 s in all, enough to ride over a failover's
+/// CLUSTERDOWN window on loopback.
 const MAX_RETRIES: u8 = 9;
 
 /// The redirect-relevant fields of a request or of one part of a split request.
@@ -229,8 +230,7 @@ fn plan_retry(hop: Hop<'_>, map_version: u64, reroute: bool) -> Option<Plan> {
         return None;
     }
     let addr = hop.sent_to.as_ref()?.addr.to_string();
-    let base_ms = (10u64 << *hop.retries).min(500);
-    let delay = Duration::from_millis(base_ms / 2 + rand::random::<u64>() % base_ms);
+    let delay = Backoff::DEFAULT.delay(u32::from(*hop.retries));
     let frame = hop.frame?;
     *hop.reply = None;
     *hop.retries += 1;

@@ -1,316 +1,93 @@
-//! The topology service: one per process, shared by every worker.
+//! The proxy's side of the shared topology discipline (crate `topology`): one `Topology` per
+//! process, shared by every worker, refreshed on its own thread, and the proxy's way of
+//! fetching a map: CLUSTER SLOTS or CLUSTER SHARDS (`cluster.topology_command`), after the
+//! backend AUTH, over a few connections kept open between refreshes (R8) rather than the
+//! workers' pipelined ones, so a slow topology reply never delays a client's request.
 //!
-//! Workers read the current `SlotMap` lock-free (an atomic pointer load) and never wait for a
-//! refresh. A MOVED is followed at once by the worker and patches its slot in place; it only
-//! *asks* for a refresh. Asks are coalesced into a single pending bit, refreshes run one at a
-//! time on the service's own thread, at most one per `min_refresh_interval_ms` (plus jitter),
-//! and each asks one node picked uniformly at random over a connection kept open between
-//! refreshes. That is the opposite of the storm in field report 000, where every client
-//! answered every MOVED with its own CLUSTER SLOTS to the same node.
-//!
-//! A refreshed map is installed only if it assigns slots, belongs to the same cluster (node
-//! ids overlap) and differs from the current one; otherwise the old map stays.
+//! Throttling, coalescing, target choice, validation and MOVED patches live in `topology`;
+//! only the I/O is here.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use bytes::BytesMut;
 use cluster::slot_map::SlotMap;
-use rand::seq::SliceRandom;
-use rand::Rng;
 use resp::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{watch, Notify};
-use tokio::time::Instant;
+use tokio::sync::watch;
+
+use ::topology::TopologyCommand;
+pub use ::topology::{Topology, TopologyStats};
 
 use crate::config::ClusterConfig;
-use crate::patches::Patches;
 
-/// How long one CLUSTER SLOTS round trip may take before the node is skipped.
+/// How long one connect or CLUSTER SLOTS round trip may take before the node is skipped.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connections to nodes the refresher keeps open between refreshes, at most.
 const MAX_KEPT_CONNECTIONS: usize = 8;
-/// Nodes tried per refresh before giving up until the next one.
-const TRIES_PER_REFRESH: usize = 3;
-
-/// Counters the INFO command shows; each is one relaxed atomic add, off the request path.
-#[derive(Debug, Default)]
-pub struct TopologyStats {
-    pub refresh_requested: AtomicU64,
-    pub refresh_skipped_stale: AtomicU64,
-    pub refresh_performed: AtomicU64,
-    pub refresh_throttled: AtomicU64,
-    pub refresh_failed: AtomicU64,
-    pub maps_installed: AtomicU64,
-}
-
-/// The shared topology.
-pub struct Topology {
-    map: ArcSwap<SlotMap>,
-    /// Recent MOVED replies, re-applied over refreshes that have not caught up with them.
-    patches: std::sync::Mutex<Patches>,
-    wanted: AtomicBool,
-    notify: Notify,
-    next_version: AtomicU64,
-    pub stats: TopologyStats,
-    cfg: ClusterConfig,
-}
 
 /// Why no topology could be had at start.
 #[derive(Debug, thiserror::Error)]
 #[error("no seed node answered CLUSTER SLOTS with a usable map: {0}")]
 pub struct BootstrapError(String);
 
-// === impl Topology ===
+/// Ask the seeds, in random order, until one returns a usable map. Blocking; call once at
+/// start, outside any runtime.
+pub fn bootstrap(cfg: &ClusterConfig) -> Result<Arc<Topology>, BootstrapError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BootstrapError(e.to_string()))?;
+    // Connections opened here belong to this runtime and close with the source.
+    let mut source = NodeSource::new(cfg);
+    let map = rt
+        .block_on(::topology::bootstrap(&cfg.seeds, &mut source))
+        .map_err(|e| BootstrapError(e.to_string()))?;
+    Ok(with_map(cfg, map))
+}
 
-impl Topology {
-    /// Ask the seeds, in random order, until one returns a usable map. Blocking; call once at
-    /// start, outside any runtime.
-    pub fn bootstrap(cfg: &ClusterConfig) -> Result<Arc<Topology>, BootstrapError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| BootstrapError(e.to_string()))?;
-        let mut seeds = cfg.seeds.clone();
-        seeds.shuffle(&mut rand::thread_rng());
-        let mut last_err = String::from("no seeds configured");
-        for seed in &seeds {
-            match rt.block_on(fetch_map(seed, 1, None, Query::new(cfg))) {
-                Ok(map) => return Ok(Topology::with_map(cfg, map)),
-                Err(e) => last_err = format!("{seed}: {e}"),
-            }
-        }
-        Err(BootstrapError(last_err))
-    }
+/// A topology starting from `map` (which must carry version 1).
+pub fn with_map(cfg: &ClusterConfig, map: SlotMap) -> Arc<Topology> {
+    Arc::new(Topology::new(map, pacing(cfg)))
+}
 
-    /// A topology starting from `map` (which must carry version 1).
-    pub fn with_map(cfg: &ClusterConfig, map: SlotMap) -> Arc<Topology> {
-        Arc::new(Topology {
-            map: ArcSwap::from_pointee(map),
-            patches: Default::default(),
-            wanted: AtomicBool::new(false),
-            notify: Notify::new(),
-            next_version: AtomicU64::new(2),
-            stats: TopologyStats::default(),
-            cfg: cfg.clone(),
-        })
-    }
-
-    /// The map to route with. Lock-free; hold the guard only while routing one request.
-    pub fn current(&self) -> arc_swap::Guard<Arc<SlotMap>> {
-        self.map.load()
-    }
-
-    /// Ask for a refresh because a request routed with map `routed_version` was redirected.
-    /// Free when a newer map is already installed (it was made after that redirect's cause).
-    pub fn request_refresh(&self, routed_version: u64) {
-        if routed_version < self.map.load().version() {
-            self.stats
-                .refresh_skipped_stale
-                .fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        self.stats.refresh_requested.fetch_add(1, Ordering::Relaxed);
-        if !self.wanted.swap(true, Ordering::AcqRel) {
-            self.notify.notify_one();
-        }
-    }
-
-    /// A MOVED said `slot` now lives at `addr`: repoint it at once (in place when `addr` is a
-    /// known master; otherwise through a copy of the map that knows it), remember it against
-    /// lagging refreshes, and ask for a refresh. Off the request path: MOVED replies only.
-    pub fn learn_moved(&self, slot: u16, addr: &str, routed_version: u64) {
-        if let Ok(mut patches) = self.patches.lock() {
-            patches.record(slot, addr);
-        }
-        let current = self.map.load();
-        if !current.patch(slot, addr) {
-            self.map.rcu(|map| {
-                let bigger = map.with_master(addr);
-                bigger.patch(slot, addr);
-                bigger
-            });
-        }
-        self.request_refresh(routed_version);
-    }
-
-    /// Ask for a refresh because a node misbehaved (unreachable, connection lost, cluster
-    /// down): coalesced and throttled like every other request.
-    pub fn request_refresh_now(&self) {
-        self.stats.refresh_requested.fetch_add(1, Ordering::Relaxed);
-        if !self.wanted.swap(true, Ordering::AcqRel) {
-            self.notify.notify_one();
-        }
-    }
-
-    /// Run the refresher on its own thread until `shutdown` turns true.
-    pub fn spawn_refresher(
-        self: &Arc<Self>,
-        shutdown: watch::Receiver<bool>,
-    ) -> std::io::Result<std::thread::JoinHandle<()>> {
-        let topo = self.clone();
-        std::thread::Builder::new()
-            .name("slotgate-topology".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => return tracing::error!(error = %e, "topology refresher cannot start"),
-                };
-                rt.block_on(topo.refresh_loop(shutdown));
-            })
-    }
-
-    async fn refresh_loop(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let mut conns: HashMap<String, NodeConn> = HashMap::new();
-        let mut last = Instant::now();
-        loop {
-            let periodic = jittered(self.cfg.periodic_refresh_ms, 5);
-            tokio::select! {
-                _ = self.notify.notified() => {}
-                _ = tokio::time::sleep(periodic) => {}
-                _ = shutdown.changed() => return,
-            }
-            let earliest = last + jittered(self.cfg.min_refresh_interval_ms, 4);
-            if Instant::now() < earliest {
-                self.stats.refresh_throttled.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep_until(earliest).await;
-            }
-            self.wanted.store(false, Ordering::Release);
-            last = Instant::now();
-            self.refresh_once(&mut conns).await;
-        }
-    }
-
-    /// One refresh: up to `TRIES_PER_REFRESH` random nodes, first usable answer wins.
-    async fn refresh_once(&self, conns: &mut HashMap<String, NodeConn>) {
-        self.stats.refresh_performed.fetch_add(1, Ordering::Relaxed);
-        let current = self.map.load_full();
-        let mut candidates: Vec<String> = current
-            .nodes()
-            .iter()
-            .flat_map(|n| std::iter::once(n.addr.clone()).chain(n.replicas.iter().cloned()))
-            .collect();
-        candidates.shuffle(&mut rand::thread_rng());
-        // Uniformly random, connected or not: preferring kept connections would make every
-        // refresh of this proxy ask the same node (perhaps the busy migration source). At one
-        // refresh a second, a new connection now and then costs nothing; the cache is bounded.
-        if conns.len() > MAX_KEPT_CONNECTIONS {
-            conns.clear();
-        }
-        let version = self.next_version.fetch_add(1, Ordering::Relaxed);
-        for addr in candidates.iter().take(TRIES_PER_REFRESH) {
-            match fetch_map(addr, version, Some(conns), Query::new(&self.cfg)).await {
-                Ok(map) => return self.install(&current, map),
-                Err(e) => tracing::debug!(node = %addr, error = %e, "topology query failed"),
-            }
-        }
-        self.stats.refresh_failed.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            "topology refresh failed on {} nodes; keeping the current map",
-            TRIES_PER_REFRESH
-        );
-    }
-
-    fn install(&self, current: &SlotMap, map: SlotMap) {
-        if !current.same_cluster(&map) {
-            tracing::warn!("refusing a topology that shares no node id with the current one");
-            return;
-        }
-        let (map, lagging) = match self.patches.lock() {
-            Ok(mut patches) => patches.reapply(map),
-            Err(_) => (map, false),
-        };
-        if lagging {
-            // The node asked had not caught up with a MOVED we saw: ask again later.
-            self.request_refresh_now();
-        }
-        if current.same_routes(&map) && current.nodes() == map.nodes() {
-            return;
-        }
-        tracing::info!(
-            version = map.version(),
-            masters = map.nodes().len(),
-            "installing new slot map"
-        );
-        self.stats.maps_installed.fetch_add(1, Ordering::Relaxed);
-        self.map.store(Arc::new(map));
+/// The proxy's refresh pacing. The extra wait is a quarter of the interval: enough to keep a
+/// fleet of proxies apart, and the interval stays a true minimum.
+fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
+    let min_interval = Duration::from_millis(cfg.min_refresh_interval_ms);
+    ::topology::Pacing {
+        min_interval,
+        max_extra: min_interval / 4,
+        periodic: Duration::from_millis(cfg.periodic_refresh_ms),
     }
 }
 
-/// `base_ms` ± base/`div`, so a fleet of proxies does not refresh in lockstep.
-fn jittered(base_ms: u64, div: u64) -> Duration {
-    let spread = base_ms / div.max(1);
-    let ms = base_ms.saturating_sub(spread) + rand::thread_rng().gen_range(0..=spread * 2);
-    Duration::from_millis(ms)
-}
-
-/// CLUSTER SLOTS from `addr`, over a kept connection when `conns` is given.
-async fn fetch_map(
-    addr: &str,
-    version: u64,
-    conns: Option<&mut HashMap<String, NodeConn>>,
-    query: Query,
-) -> Result<SlotMap, String> {
-    let Query { auth, command } = query;
-    let reply = match conns {
-        Some(conns) => {
-            let result = match conns.get_mut(addr) {
-                Some(conn) => conn.call(command).await,
-                None => match NodeConn::connect(addr, auth.as_ref()).await {
-                    Ok(mut conn) => {
-                        let r = conn.call(command).await;
-                        conns.insert(addr.to_string(), conn);
-                        r
-                    }
-                    Err(e) => Err(e),
-                },
+/// Run the refresher on its own thread (with its own runtime, so no worker's event loop ever
+/// runs a topology query) until `shutdown` turns true.
+pub fn spawn_refresher(
+    topo: &Arc<Topology>,
+    cfg: &ClusterConfig,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let topo = topo.clone();
+    let source = NodeSource::new(cfg);
+    std::thread::Builder::new()
+        .name("slotgate-topology".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return tracing::error!(error = %e, "topology refresher cannot start"),
             };
-            if result.is_err() {
-                conns.remove(addr);
-            }
-            result?
-        }
-        None => {
-            NodeConn::connect(addr, auth.as_ref())
-                .await?
-                .call(command)
-                .await?
-        }
-    };
-    if let Value::Error(e) = &reply {
-        return Err(String::from_utf8_lossy(e).into_owned());
-    }
-    let parsed = match command[1] {
-        b"SHARDS" => SlotMap::from_cluster_shards(version, &reply, host_of(addr)),
-        _ => SlotMap::from_cluster_slots(version, &reply, host_of(addr)),
-    };
-    parsed.map_err(|e| e.to_string())
-}
-
-/// What a topology query sends: the optional AUTH, then CLUSTER SLOTS or CLUSTER SHARDS.
-struct Query {
-    auth: Option<bytes::Bytes>,
-    command: &'static [&'static [u8]],
-}
-
-impl Query {
-    fn new(cfg: &ClusterConfig) -> Query {
-        let command: &'static [&'static [u8]] = match cfg.topology_command.as_str() {
-            "shards" => &[b"CLUSTER", b"SHARDS"],
-            _ => &[b"CLUSTER", b"SLOTS"],
-        };
-        Query {
-            auth: backend_auth(cfg),
-            command,
-        }
-    }
+            let stop = async move {
+                let _ = shutdown.changed().await;
+            };
+            rt.block_on(topo.run_refresher(source, stop));
+        })
 }
 
 /// `AUTH [user] password` for the nodes, encoded once; None when no password is configured.
@@ -333,13 +110,63 @@ pub(crate) fn backend_auth(cfg: &ClusterConfig) -> Option<bytes::Bytes> {
     Some(frame.freeze())
 }
 
-/// The host part of `host:port` (brackets of an IPv6 literal removed).
-pub(crate) fn host_of(addr: &str) -> &str {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    host.trim_start_matches('[').trim_end_matches(']')
+/// Maps fetched over kept connections: the optional AUTH, then CLUSTER SLOTS or SHARDS.
+struct NodeSource {
+    conns: HashMap<String, NodeConn>,
+    auth: Option<bytes::Bytes>,
+    command: TopologyCommand,
 }
 
-/// A minimal request/response connection for the service's own queries.
+impl NodeSource {
+    fn new(cfg: &ClusterConfig) -> NodeSource {
+        NodeSource {
+            conns: HashMap::new(),
+            auth: backend_auth(cfg),
+            // `Config::validate` refused any other name.
+            command: TopologyCommand::from_name(&cfg.topology_command).unwrap_or_default(),
+        }
+    }
+
+    /// The query's reply from `addr`, over its kept connection or a new one (then kept).
+    async fn call(&mut self, addr: &str) -> Result<Value, String> {
+        // The target is uniformly random, so the cache would otherwise grow to every node;
+        // at one refresh a second, reopening now and then costs nothing.
+        if self.conns.len() >= MAX_KEPT_CONNECTIONS && !self.conns.contains_key(addr) {
+            self.conns.clear();
+        }
+        let result = match self.conns.get_mut(addr) {
+            Some(conn) => conn.call(self.command.args()).await,
+            None => match NodeConn::connect(addr, self.auth.as_ref()).await {
+                Ok(mut conn) => {
+                    let r = conn.call(self.command.args()).await;
+                    self.conns.insert(addr.to_string(), conn);
+                    r
+                }
+                Err(e) => Err(e),
+            },
+        };
+        if result.is_err() {
+            self.conns.remove(addr);
+        }
+        result
+    }
+}
+
+impl ::topology::Source for NodeSource {
+    type Error = String;
+
+    async fn fetch(&mut self, addr: &str, version: u64) -> Result<SlotMap, String> {
+        let reply = self.call(addr).await?;
+        if let Value::Error(e) = &reply {
+            return Err(String::from_utf8_lossy(e).into_owned());
+        }
+        self.command
+            .parse(version, &reply, addr)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A minimal request/response connection for the refresher's own queries.
 struct NodeConn {
     stream: TcpStream,
     buf: BytesMut,

@@ -136,3 +136,15 @@ fn a_copy_can_learn_a_new_master() {
     assert_eq!(bigger.version(), map.version());
     assert_eq!(bigger.nodes().len(), 4);
 }
+
+#[test]
+fn host_of_strips_the_port_and_ipv6_brackets() {
+    for (addr, host) in [
+        ("127.0.0.1:7000", "127.0.0.1"),
+        ("[::1]:7000", "::1"),
+        ("redis-0.svc:6379", "redis-0.svc"),
+        ("nohost", "nohost"),
+    ] {
+        assert_eq!(super::host_of(addr), host, "{addr}");
+    }
+}
