@@ -21,6 +21,8 @@
 mod admin;
 mod auth;
 mod backend;
+mod client_cmd;
+mod client_list;
 mod cluster_view;
 pub mod cmdstats;
 pub mod config;
@@ -35,6 +37,7 @@ mod patches;
 mod pending;
 mod pubsub;
 mod redirect;
+mod registry;
 mod resubscribe;
 mod router;
 mod scan;

@@ -49,6 +49,8 @@ pub struct WorkerStats {
     pub commands: crate::cmdstats::CommandStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).
     pub sample_tick: AtomicU64,
+    /// This worker's clients, for CLIENT LIST/KILL (O(1) connect and close).
+    pub(crate) registry: Arc<crate::registry::Registry>,
 }
 
 impl WorkerStats {
