@@ -187,10 +187,14 @@ impl Registry {
     }
 
     /// Every client of this worker (CLIENT LIST, KILL): O(slots), under the lock briefly.
+    /// A killed client is gone already, as in Redis, even before its task has closed it.
     pub(crate) fn snapshot(&self, into: &mut Vec<ClientView>) {
         let now_ms = self.now_ms();
         let slab = self.lock();
         into.extend(slab.slots.iter().filter_map(|s| {
+            if s.live.killed.load(Relaxed) {
+                return None;
+            }
             Some(ClientView {
                 meta: s.meta.clone()?,
                 live: s.live.clone(),
@@ -207,7 +211,9 @@ impl Registry {
             .iter()
             .find(|s| s.meta.as_ref().is_some_and(|m| m.id == id));
         let Some(slot) = found else { return false };
-        slot.live.killed.store(true, Relaxed);
+        if slot.live.killed.swap(true, Relaxed) {
+            return false;
+        }
         if let Some(meta) = &slot.meta {
             meta.waker.wake_by_ref();
         }
@@ -296,12 +302,16 @@ mod tests {
         let c = reg.insert(meta(3));
         assert_eq!(c.index, 0, "the freed slot is reused");
         assert_eq!(reg.lock().slots.len(), 2, "churn does not grow the slab");
-        assert!(reg.kill(2) && b.killed());
-        assert!(!reg.kill(1), "a departed client cannot be killed");
         let mut all = Vec::new();
         reg.snapshot(&mut all);
         let ids: Vec<u64> = all.iter().map(|v| v.meta.id).collect();
         assert_eq!(ids, [3, 2]);
+        assert!(reg.kill(2) && b.killed());
+        assert!(!reg.kill(2), "killed once");
+        assert!(!reg.kill(1), "a departed client cannot be killed");
+        all.clear();
+        reg.snapshot(&mut all);
+        assert_eq!(all.len(), 1, "a killed client is no longer listed");
         drop((b, c));
         assert_eq!(reg.len(), 0);
     }

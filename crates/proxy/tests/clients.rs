@@ -133,10 +133,12 @@ fn kill_filters_close_the_right_connections_on_any_worker() {
     let h = Harness::start(3, 0);
     let mut victims = named(&h, 16);
     let mut me = h.client();
+    let ids: Vec<String> = victims.iter_mut().take(8).map(id_of).collect();
+    // One victim is blocked on its dedicated connection: the kill ends that too.
+    victims[0].send(&[b"BLPOP", b"nothing:here", b"0"]);
     // By ID, each on whichever worker it landed: all must close promptly.
-    for v in victims.iter_mut().take(8) {
-        let id = id_of(v);
-        assert_eq!(text(&me.call(&["CLIENT", "KILL", "ID", &id])), ":1");
+    for (v, id) in victims.iter_mut().zip(&ids) {
+        assert_eq!(text(&me.call(&["CLIENT", "KILL", "ID", id])), ":1");
         assert!(closed(v), "client {id} still open");
     }
     let gone = id_of(&mut me);
