@@ -83,6 +83,12 @@ impl Session {
         self.client.update(|meta| meta.name = name);
     }
 
+    /// RESET: the name is gone and NO-EVICT is off again, as in Redis.
+    pub(crate) fn registry_reset(&self) {
+        self.sync_name();
+        self.client.live.no_evict.store(false, Relaxed);
+    }
+
     /// Publish what CLIENT LIST shows: a few relaxed stores, once per wake-up.
     pub(crate) fn publish_state(&self) {
         let live = &self.client.live;

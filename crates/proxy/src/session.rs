@@ -256,7 +256,7 @@ impl Session {
             Route::Local(Local::Reset) => {
                 self.leave_pubsub();
                 self.info = SessionInfo::new(self.info.id);
-                self.sync_name();
+                self.registry_reset();
                 self.reply_now(Bytes::from_static(b"+RESET\r\n"));
             }
             Route::PubSub(target) => {
@@ -421,8 +421,10 @@ impl Session {
             Route::Local(cmd) => {
                 let shared = self.worker.shared.clone();
                 let reply = local::run(cmd, &req, &mut self.info, &shared);
-                if matches!(cmd, Local::Hello | Local::Reset) {
-                    self.sync_name();
+                match cmd {
+                    Local::Hello => self.sync_name(),
+                    Local::Reset => self.registry_reset(),
+                    _ => {}
                 }
                 self.reply_now(reply);
             }

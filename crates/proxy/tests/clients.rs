@@ -114,6 +114,9 @@ fn list_and_info_show_every_client_of_every_worker() {
     );
     assert!(lines(&mut me, &["CLIENT", "LIST", "TYPE", "replica"]).is_empty());
     assert_eq!(field(&text(&me.call(&["CLIENT", "INFO"])), "flags"), "e");
+    assert_eq!(text(&me.call(&["RESET"])), "RESET");
+    let info = text(&me.call(&["CLIENT", "INFO"]));
+    assert_eq!((field(&info, "flags"), field(&info, "name")), ("N", ""));
     assert_eq!(
         text(&me.call(&["CLIENT", "NO-EVICT", "maybe"])),
         "-ERR syntax error"
