@@ -57,6 +57,18 @@ pub(crate) struct PubSub {
 const MARKER_PING: &[u8] = b"*2\r\n$4\r\nPING\r\n$16\r\nslotgate:refused\r\n";
 const MARKER_PONG: &[u8] = b"*2\r\n$4\r\npong\r\n$16\r\nslotgate:refused\r\n";
 
+// === impl PubSub ===
+
+impl PubSub {
+    /// (channel and pattern subscriptions, shard channel subscriptions), for CLIENT LIST.
+    pub(crate) fn counts(&self) -> (u32, u32) {
+        let confirmed: i64 = self.counts.iter().map(|(_, n)| *n).sum();
+        let shard = self.wanted.len() as i64;
+        let other = confirmed.saturating_sub(shard).max(0);
+        (u32::try_from(other).unwrap_or(u32::MAX), shard as u32)
+    }
+}
+
 // === impl Session (pub/sub) ===
 
 impl Session {

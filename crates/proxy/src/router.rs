@@ -78,6 +78,10 @@ fn route_looked_up(req: &Request, spec: Option<&'static CommandSpec>, allow_admi
         return Route::Refuse(unknown_command(req));
     };
     let spec = spec.resolve(req.argc(), arg);
+    if spec.name == "client" && req.argc() >= 2 && req.arg(1).eq_ignore_ascii_case(b"setinfo") {
+        // Redis 7.2's CLIENT SETINFO, newer than the table: sent by clients on connect.
+        return Route::Local(Local::Client);
+    }
     if !spec.subcommands.is_empty() && req.argc() >= 2 {
         // `resolve` found no such subcommand: Redis's own answer.
         let sub = truncated(req.arg(1), 128);

@@ -38,6 +38,7 @@ use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
 use crate::pubsub::{PubSub, PubSubTarget};
 use crate::redirect;
+use crate::registry::ClientHandle;
 use crate::router::{self, Local, Route};
 use crate::stats::WorkerStats;
 use crate::transaction::Transaction;
@@ -64,7 +65,8 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     }
     let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(client.id = id, client.addr = %peer, "client connected");
-    let mut session = Session::new(stream, worker.clone(), id);
+    let client = crate::client_cmd::register(&worker, id, peer, &stream).await;
+    let mut session = Session::new(stream, worker.clone(), client);
     poll_fn(|cx| session.poll(cx)).await;
     session.cell.close();
     session.drop_dedicated();
@@ -79,9 +81,9 @@ pub(crate) struct Session {
     pub(crate) worker: Rc<Worker>,
     pub(crate) cell: Rc<ClientCell>,
     pub(crate) parser: RequestParser,
-    read_buf: BytesMut,
+    pub(crate) read_buf: BytesMut,
     pub(crate) out: VecDeque<Bytes>,
-    out_bytes: usize,
+    pub(crate) out_bytes: usize,
     pub(crate) info: SessionInfo,
     pub(crate) redirected: Vec<(u64, u32)>,
     /// No more requests will be read (EOF, QUIT, protocol error); finish what is in flight.
@@ -115,6 +117,8 @@ pub(crate) struct Session {
     turn_bytes: usize,
     /// SLOWLOG stamps and marks (see slowlog_session.rs).
     pub(crate) slowlog: crate::slowlog_session::Tracker,
+    /// This client's entry in the worker's registry (CLIENT LIST/KILL); dropped on close.
+    pub(crate) client: ClientHandle,
 }
 
 /// What reading the socket produced.
@@ -128,7 +132,8 @@ enum ReadOutcome {
 // === impl Session ===
 
 impl Session {
-    fn new(stream: TcpStream, worker: Rc<Worker>, id: u64) -> Session {
+    fn new(stream: TcpStream, worker: Rc<Worker>, client: ClientHandle) -> Session {
+        let id = client.id;
         let limits = resp::Limits {
             max_bulk_len: worker.shared.config.limits.max_bulk_bytes,
             ..resp::Limits::default()
@@ -163,14 +168,20 @@ impl Session {
             sample_scratch: Vec::new(),
             turn_bytes: 0,
             slowlog,
+            client,
         }
     }
 
     /// Ready(()) when the session is over.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.client.killed() {
+            tracing::debug!(client.id = self.info.id, "closing client on CLIENT KILL");
+            return Poll::Ready(());
+        }
         if self.poll_inner(cx).is_ready() {
             return Poll::Ready(());
         }
+        self.publish_state();
         match self.poll_limits(cx) {
             Poll::Ready(kind) => {
                 tracing::debug!(
@@ -264,6 +275,7 @@ impl Session {
             Route::Local(Local::Reset) => {
                 self.leave_pubsub();
                 self.info = SessionInfo::new(self.info.id);
+                self.registry_reset();
                 self.reply_now(Bytes::from_static(b"+RESET\r\n"));
             }
             Route::PubSub(target) => {
@@ -333,6 +345,7 @@ impl Session {
                 self.turn_bytes += n;
                 self.reset_timer(TimerKind::Idle);
                 self.slowlog_stamp_read();
+                self.client.touch();
                 ReadOutcome::Data
             }
             Poll::Ready(Err(_)) => ReadOutcome::Gone,
@@ -423,9 +436,18 @@ impl Session {
             Route::Local(Local::Info) if crate::info::wants_keyspace(&req) => {
                 self.info_with_keyspace(&req)
             }
+            Route::Local(Local::Client) => {
+                let reply = self.client_command(&req);
+                self.reply_now(reply);
+            }
             Route::Local(cmd) => {
                 let shared = self.worker.shared.clone();
                 let reply = local::run(cmd, &req, &mut self.info, &shared);
+                match cmd {
+                    Local::Hello => self.sync_name(),
+                    Local::Reset => self.registry_reset(),
+                    _ => {}
+                }
                 self.reply_now(reply);
             }
             Route::Refuse(reply) => self.reply_now(reply),
@@ -444,6 +466,7 @@ impl Session {
         let Some(command) = command else {
             return self.cell.arm_sample(None);
         };
+        self.client.note_command(command);
         let stats = &self.worker.stats;
         stats.commands.call(command);
         let tick = stats.sample_tick.fetch_add(1, Ordering::Relaxed);

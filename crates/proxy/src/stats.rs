@@ -55,6 +55,8 @@ pub struct WorkerStats {
     pub slowlog: crate::slowlog::Ring,
     /// This worker's counters per backend node.
     pub nodes: crate::backend_stats::NodeRegistry,
+    /// This worker's clients, for CLIENT LIST/KILL (O(1) connect and close).
+    pub(crate) registry: Arc<crate::registry::Registry>,
 }
 
 impl WorkerStats {

@@ -37,6 +37,13 @@ pub(crate) enum TxCommand {
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 
+impl Transaction {
+    /// Commands queued so far (CLIENT LIST's `multi=`).
+    pub(crate) fn len(&self) -> usize {
+        self.queued.len()
+    }
+}
+
 // === impl Session (transactions) ===
 
 impl Session {
