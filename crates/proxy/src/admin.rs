@@ -29,7 +29,17 @@ pub(crate) fn spawn(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<So
 fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     let mut line = String::new();
-    BufReader::new(&stream).take_line(&mut line)?;
+    let mut reader = BufReader::new(&stream);
+    reader.take_line(&mut line)?;
+    // Read the headers too: closing a socket with unread bytes sends a reset, and the
+    // scraper may then lose the answer before it reads it.
+    let mut header = String::new();
+    for _ in 0..64 {
+        header.clear();
+        if reader.take_line(&mut header)? == 0 || header.trim_end().is_empty() {
+            break;
+        }
+    }
     let (status, body) = match line.split_whitespace().nth(1) {
         Some("/metrics") => ("200 OK", crate::metrics::render(shared)),
         _ => ("404 Not Found", "try /metrics\n".to_string()),
@@ -39,7 +49,8 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         stream,
         "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )
+    )?;
+    stream.shutdown(std::net::Shutdown::Write)
 }
 
 /// Read one line, at most 8 KiB.
