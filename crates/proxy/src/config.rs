@@ -107,6 +107,10 @@ pub struct LimitsConfig {
     /// Bytes of undelivered pub/sub messages after which a subscriber is disconnected
     /// (Redis: client-output-buffer-limit pubsub 32mb).
     pub pubsub_output_limit_bytes: usize,
+    /// Reply bytes queued for all clients together, split evenly over the workers; past it
+    /// clients with work pending are read one request at a time, and the client holding the
+    /// most is disconnected (Redis 7's `maxmemory-clients`). 0 = no budget.
+    pub memory_budget_bytes: usize,
 }
 
 /// Logging; `RUST_LOG` overrides `level`.
@@ -154,6 +158,9 @@ impl Default for LimitsConfig {
             request_deadline_ms: 30_000,
             output_hard_limit_bytes: 1024 * 1024 * 1024,
             pubsub_output_limit_bytes: 32 * 1024 * 1024,
+            // 2 GiB: a twelfth of a 24 GiB machine, leaving room for the base, the kernel's
+            // socket buffers and whatever shares the host.
+            memory_budget_bytes: 2 * 1024 * 1024 * 1024,
         }
     }
 }

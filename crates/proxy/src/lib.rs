@@ -21,6 +21,7 @@
 mod admin;
 mod auth;
 mod backend;
+mod budget;
 mod cluster_view;
 pub mod cmdstats;
 pub mod config;

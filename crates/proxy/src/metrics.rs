@@ -70,6 +70,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "gauge",
         "Slots with an owner in the installed map.",
     ),
+    (
+        "slotgate_clients_evicted_total",
+        "counter",
+        "Clients closed to keep within limits.memory_budget_bytes.",
+    ),
+    (
+        "slotgate_client_buffer_bytes",
+        "gauge",
+        "Reply bytes held for clients (counted against limits.memory_budget_bytes).",
+    ),
 ];
 
 /// The whole scrape.
@@ -80,7 +90,9 @@ pub fn render(shared: &Shared) -> String {
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let clients = shared.clients.load(Ordering::Relaxed) as u64;
     let map = shared.topology.current();
-    let simple: [(&str, &str, u64); 10] = [
+    let simple: [(&str, &str, u64); 12] = [
+        ("slotgate_clients_evicted_total", "", t.clients_evicted),
+        ("slotgate_client_buffer_bytes", "", t.client_buffer_bytes),
         (
             "slotgate_output_limit_disconnects_total",
             "",

@@ -26,6 +26,7 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use crate::backend::Backend;
+use crate::budget::Budget;
 use crate::fanout::Fanout;
 
 /// One request's place in its client's reply order.
@@ -97,13 +98,54 @@ pub(crate) struct ClientCell {
     next_sample: Cell<Option<(u16, std::time::Instant)>>,
     /// Samples whose reply was handed to the writer, for the session to record.
     finished: RefCell<Vec<(u16, std::time::Instant)>>,
+    /// The worker's memory budget: every reply byte queued here is counted there too.
+    budget: Rc<Budget>,
+    /// Chosen for eviction by the budget, with the bytes it held then.
+    evicted: Cell<Option<usize>>,
+    /// Listed among the budget's largest clients.
+    pub(crate) candidate: Cell<bool>,
 }
 
 // === impl ClientCell ===
 
 impl ClientCell {
+    #[cfg(test)]
     pub(crate) fn new() -> Rc<ClientCell> {
         Rc::new(ClientCell::default())
+    }
+
+    /// A client whose queued replies count against `budget`.
+    pub(crate) fn with_budget(budget: Rc<Budget>) -> Rc<ClientCell> {
+        Rc::new(ClientCell {
+            budget,
+            ..ClientCell::default()
+        })
+    }
+
+    fn add_queued(&self, n: usize) {
+        self.queued_bytes.set(self.queued_bytes.get() + n);
+        self.budget.add(n);
+    }
+
+    fn sub_queued(&self, n: usize) {
+        self.queued_bytes
+            .set(self.queued_bytes.get().saturating_sub(n));
+        self.budget.release(n);
+    }
+
+    /// The budget chose this client to be closed (`bytes`: what it held then); wake it.
+    pub(crate) fn evict(&self, bytes: usize) {
+        self.evicted.set(Some(bytes));
+        self.wake();
+    }
+
+    /// Set once the budget chose this client: the bytes it held then.
+    pub(crate) fn evicted(&self) -> Option<usize> {
+        self.evicted.get()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.queue.borrow().closed
     }
 
     /// Remember the session task's waker; cheap when it did not change.
@@ -137,7 +179,7 @@ impl ClientCell {
         }
         let mut q = self.queue.borrow_mut();
         if let Some(reply) = &entry.reply {
-            self.queued_bytes.set(self.queued_bytes.get() + reply.len());
+            self.add_queued(reply.len());
         }
         q.entries.push_back(entry);
         q.head_seq + q.entries.len() as u64 - 1
@@ -153,7 +195,8 @@ impl ClientCell {
     /// following.
     pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
         let mut q = self.queue.borrow_mut();
-        if q.closed {
+        // An evicted client is closing: what it is still owed would only add to the excess.
+        if q.closed || self.evicted.get().is_some() {
             return;
         }
         let Some(idx) = seq.checked_sub(q.head_seq) else {
@@ -175,7 +218,7 @@ impl ClientCell {
         };
         let became_ready = ready.is_some() && !redirect;
         if let Some(reply) = ready {
-            self.queued_bytes.set(self.queued_bytes.get() + reply.len());
+            self.add_queued(reply.len());
             entry.reply = Some(reply);
         }
         if redirect {
@@ -226,12 +269,11 @@ impl ClientCell {
         if let Some(reply) = entry.reply.as_ref() {
             // The entry is about to be looked at again: its reply no longer counts as queued
             // output unless `f` leaves it there, which the next line re-adds.
-            self.queued_bytes
-                .set(self.queued_bytes.get().saturating_sub(reply.len()));
+            self.sub_queued(reply.len());
         }
         let out = f(entry);
         if let Some(reply) = entry.reply.as_ref() {
-            self.queued_bytes.set(self.queued_bytes.get() + reply.len());
+            self.add_queued(reply.len());
         }
         Some(out)
     }
@@ -251,6 +293,7 @@ impl ClientCell {
                 break;
             };
             q.head_seq += 1;
+            // Handed to the writer: still held (and budgeted) until written.
             self.queued_bytes
                 .set(self.queued_bytes.get().saturating_sub(reply.len()));
             n += reply.len();
@@ -275,6 +318,7 @@ impl ClientCell {
         q.closed = true;
         q.entries.clear();
         q.redirected.clear();
+        self.sub_queued(self.queued_bytes.get());
         self.waker.borrow_mut().take();
     }
 }
