@@ -42,6 +42,9 @@ pub struct SlowArgs {
     /// slotgate's `limits.memory_budget_bytes`, in MB.
     #[arg(long, default_value_t = 512)]
     pub budget_mb: u64,
+    /// slotgate's `limits.client_socket_buffer_bytes`, in KB (0: kernel autotuning).
+    #[arg(long, default_value_t = 64)]
+    pub socket_buffer_kb: u64,
     /// Well-behaved clients measured alongside (slotgate).
     #[arg(long, default_value_t = 50)]
     pub good_clients: u64,

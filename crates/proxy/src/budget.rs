@@ -10,7 +10,12 @@
 //!
 //! The budget is split evenly over the workers and each worker counts its own clients in a
 //! plain `Cell`: no atomic is written per request. The counted bytes are the replies queued
-//! for a client or handed to its writer, from delivery until the socket took them.
+//! for a client or handed to its writer, from delivery until the socket took them, and, for
+//! each request not yet answered, its bookkeeping plus the reply it is expected to bring (a
+//! moving average of the replies seen). Counting requests matters as much as replies: a
+//! slow reader's pipeline read in full would put thousands of requests in flight, whose
+//! replies the budget could only meet by evicting, and which delay every other client's
+//! requests on the shared backend connections.
 //!
 //! Finding the largest client must not walk the clients (connect and close stay O(1)): each
 //! session reports its size when it runs, and the worker keeps the few largest it has seen.
@@ -22,7 +27,7 @@
 //! per turn, which releases the shared chunks: what a stalled client holds is what it counts.
 //!
 //! Invariant: `used` is the sum, over this worker's live sessions, of `out_bytes` plus their
-//! cell's `queued_bytes`; `releasing` is the sum of what evicted, not yet closed clients held.
+//! cell's `charged()`; `releasing` is the sum of what evicted, not yet closed clients held.
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
@@ -31,10 +36,22 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::config::LimitsConfig;
 use crate::pending::ClientCell;
 use crate::session::Session;
 use crate::stats::WorkerStats;
 
+/// What one request waiting for its reply costs besides the reply: its `Entry`, the
+/// backend's bookkeeping and its share of the client's read buffer.
+pub(crate) const ENTRY_COST: usize = std::mem::size_of::<crate::pending::Entry>() + 128;
+/// Requests a worker holds unanswered (all clients together) past which clients with work
+/// pending stop being read, whatever the bytes: the backends then hold at most this many
+/// replies nobody is reading, and a well-behaved client's request never queues behind more
+/// than this many of a slow reader's on the shared backend connection (Envoy's circuit
+/// breakers default to 1024 requests per cluster; this is one full client pipeline).
+const MAX_QUEUED_REQUESTS: usize = 16 * 1024;
+/// The expected reply size before any was seen.
+const FIRST_EXPECTED_REPLY: usize = 1024;
 /// How many of the largest clients a worker remembers as eviction candidates.
 const CANDIDATES: usize = 8;
 /// Clients holding less are never candidates: evicting them would free little.
@@ -63,6 +80,10 @@ pub(crate) struct Budget {
     published: Cell<usize>,
     largest: RefCell<[Candidate; CANDIDATES]>,
     stats: Arc<WorkerStats>,
+    /// Moving average of the replies delivered: what a request in flight is charged for.
+    expected_reply: Cell<usize>,
+    /// Requests queued in this worker's clients' reply queues (answered or not, not popped).
+    requests: Cell<usize>,
 }
 
 // === impl Budget ===
@@ -73,6 +94,7 @@ impl Budget {
         Rc::new(Budget {
             share: total / workers.max(1),
             stats,
+            expected_reply: Cell::new(FIRST_EXPECTED_REPLY),
             ..Budget::default()
         })
     }
@@ -85,6 +107,22 @@ impl Budget {
         self.used.set(self.used.get().saturating_sub(n));
     }
 
+    /// `n` requests entered (`n > 0`) or left a reply queue.
+    pub(crate) fn count_requests(&self, entered: usize, left: usize) {
+        self.requests
+            .set((self.requests.get() + entered).saturating_sub(left));
+    }
+
+    /// A reply arrived: it moves the expected size (1/16 weight, integer only).
+    pub(crate) fn observe_reply(&self, len: usize) {
+        let e = self.expected_reply.get();
+        self.expected_reply.set(e - e / 16 + len / 16);
+    }
+
+    pub(crate) fn expected_reply(&self) -> usize {
+        self.expected_reply.get()
+    }
+
     /// Bytes counted now.
     pub(crate) fn used(&self) -> usize {
         self.used.get()
@@ -93,7 +131,13 @@ impl Budget {
     /// Near the share: clients with work pending are read one request at a time, so what
     /// is already in flight can still arrive without passing the share.
     pub(crate) fn pressed(&self) -> bool {
-        self.share > 0 && self.used.get() >= self.share - self.share / 4
+        self.share > 0
+            && (self.used.get() >= self.share - self.share / 4
+                || self.requests.get() >= MAX_QUEUED_REQUESTS)
+    }
+
+    fn half_used(&self) -> bool {
+        self.share > 0 && self.used.get() >= self.share / 2
     }
 
     fn over(&self) -> bool {
@@ -173,13 +217,31 @@ impl Budget {
     }
 }
 
+/// Cap a new client socket's kernel buffers when configured (errors ignored: the kernel's
+/// defaults then stay, as before).
+pub(crate) fn size_socket_buffers(stream: &tokio::net::TcpStream, limits: &LimitsConfig) {
+    let bytes = limits.client_socket_buffer_bytes;
+    if bytes > 0 {
+        let socket = socket2::SockRef::from(stream);
+        let _ = socket.set_send_buffer_size(bytes);
+        let _ = socket.set_recv_buffer_size(bytes);
+    }
+}
+
 // === impl Session (memory budget) ===
 
 impl Session {
-    /// Near the budget, a client with a request in flight or replies unwritten reads nothing
-    /// more: a client that does not read its replies stops being read.
+    /// Once half the share is used, a client whose socket is full (replies wait in `out`
+    /// after a write) reads nothing more: what it holds is not drained by anyone, so the
+    /// condition lasts, and the slow readers stay stopped instead of refilling the backends
+    /// each time the count dips. Near the share, a client with a request in flight reads
+    /// nothing either: everyone goes one request at a time.
     pub(crate) fn budget_allows_read(&self) -> bool {
-        !self.worker.budget.pressed() || (self.cell.in_flight() == 0 && self.out.is_empty())
+        let budget = &self.worker.budget;
+        if !self.out.is_empty() && budget.half_used() {
+            return false;
+        }
+        !budget.pressed() || (self.cell.in_flight() == 0 && self.out.is_empty())
     }
 
     /// After each write attempt: copy out replies waiting for a full socket, report this
@@ -194,7 +256,7 @@ impl Session {
         if budget.share == 0 {
             return false;
         }
-        let mine = self.out_bytes + self.cell.queued_bytes();
+        let mine = self.out_bytes + self.cell.charged();
         if mine >= MIN_CANDIDATE || self.cell.candidate.get() {
             budget.note(&self.cell, mine);
         }
@@ -269,6 +331,32 @@ mod tests {
         assert!(cells[..9].iter().all(|c| c.evicted().is_none()));
         assert_eq!(budget.releasing.get(), 1000 * 1024);
         assert!(!cells[0].candidate.get(), "the smallest fell off the list");
+    }
+
+    #[test]
+    fn every_charge_returns_to_zero() {
+        let budget = Budget::new(1 << 30, 1, Arc::default());
+        let cell = ClientCell::with_budget(budget.clone());
+        let pending = || crate::pending::Entry {
+            reply: None,
+            ..crate::pending::Entry::ready(Bytes::new())
+        };
+        let seqs: Vec<u64> = (0..3).map(|_| cell.push(pending())).collect();
+        cell.push_ready(Bytes::from_static(b"+OK\r\n"));
+        assert!(budget.used() >= 3 * (ENTRY_COST + FIRST_EXPECTED_REPLY));
+        cell.deliver(seqs[0], 0, Bytes::from_static(b"$1\r\na\r\n"));
+        cell.deliver(seqs[1], 0, Bytes::from_static(b"$1\r\nb\r\n"));
+        let mut out = std::collections::VecDeque::new();
+        let written = cell.pop_ready(&mut out);
+        assert_eq!(written, 14);
+        assert!(
+            budget.used() >= written,
+            "popped replies stay counted until written"
+        );
+        budget.release(written);
+        cell.close();
+        assert_eq!(budget.used(), 0);
+        assert_eq!(budget.requests.get(), 0);
     }
 
     #[test]

@@ -111,6 +111,11 @@ pub struct LimitsConfig {
     /// clients with work pending are read one request at a time, and the client holding the
     /// most is disconnected (Redis 7's `maxmemory-clients`). 0 = no budget.
     pub memory_budget_bytes: usize,
+    /// Kernel send and receive buffer of each client socket (SO_SNDBUF, SO_RCVBUF); 0 = the
+    /// kernel's autotuning. Clients that never read fill these buffers too, outside the
+    /// budget: a thousand of them can take all of the kernel's TCP memory (`tcp_mem`), and
+    /// then every connection of the host stalls, backends included.
+    pub client_socket_buffer_bytes: usize,
 }
 
 /// Logging; `RUST_LOG` overrides `level`.
@@ -161,6 +166,7 @@ impl Default for LimitsConfig {
             // 2 GiB: a twelfth of a 24 GiB machine, leaving room for the base, the kernel's
             // socket buffers and whatever shares the host.
             memory_budget_bytes: 2 * 1024 * 1024 * 1024,
+            client_socket_buffer_bytes: 0,
         }
     }
 }

@@ -104,6 +104,10 @@ pub(crate) struct ClientCell {
     evicted: Cell<Option<usize>>,
     /// Listed among the budget's largest clients.
     pub(crate) candidate: Cell<bool>,
+    /// What the budget was charged for the entries still queued: their bookkeeping and the
+    /// reply each request is expected to bring. Released an average share per entry popped,
+    /// the remainder when the queue empties or closes, so it always returns to zero.
+    inflight_charge: Cell<usize>,
 }
 
 // === impl ClientCell ===
@@ -137,6 +141,11 @@ impl ClientCell {
     pub(crate) fn evict(&self, bytes: usize) {
         self.evicted.set(Some(bytes));
         self.wake();
+    }
+
+    /// Bytes this client is charged for: replies queued, and requests not yet answered.
+    pub(crate) fn charged(&self) -> usize {
+        self.queued_bytes.get() + self.inflight_charge.get()
     }
 
     /// Set once the budget chose this client: the bytes it held then.
@@ -178,9 +187,17 @@ impl ClientCell {
             entry.sampled = Some(sample);
         }
         let mut q = self.queue.borrow_mut();
-        if let Some(reply) = &entry.reply {
-            self.add_queued(reply.len());
-        }
+        let charge = match &entry.reply {
+            Some(reply) => {
+                self.add_queued(reply.len());
+                crate::budget::ENTRY_COST
+            }
+            None => crate::budget::ENTRY_COST + self.budget.expected_reply(),
+        };
+        self.inflight_charge
+            .set(self.inflight_charge.get() + charge);
+        self.budget.add(charge);
+        self.budget.count_requests(1, 0);
         q.entries.push_back(entry);
         q.head_seq + q.entries.len() as u64 - 1
     }
@@ -218,6 +235,7 @@ impl ClientCell {
         };
         let became_ready = ready.is_some() && !redirect;
         if let Some(reply) = ready {
+            self.budget.observe_reply(reply.len());
             self.add_queued(reply.len());
             entry.reply = Some(reply);
         }
@@ -283,6 +301,10 @@ impl ClientCell {
         let mut q = self.queue.borrow_mut();
         let mut n = 0;
         while q.entries.front().is_some_and(|e| e.reply.is_some()) {
+            let share = self.inflight_charge.get() / q.entries.len();
+            self.inflight_charge.set(self.inflight_charge.get() - share);
+            self.budget.release(share);
+            self.budget.count_requests(0, 1);
             let Some(entry) = q.entries.pop_front() else {
                 break;
             };
@@ -316,9 +338,11 @@ impl ClientCell {
     pub(crate) fn close(&self) {
         let mut q = self.queue.borrow_mut();
         q.closed = true;
+        self.budget.count_requests(0, q.entries.len());
         q.entries.clear();
         q.redirected.clear();
         self.sub_queued(self.queued_bytes.get());
+        self.budget.release(self.inflight_charge.replace(0));
         self.waker.borrow_mut().take();
     }
 }

@@ -143,6 +143,7 @@ pub(crate) async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
+                    crate::budget::size_socket_buffers(&stream, &worker.shared.config.limits);
                     tokio::task::spawn_local(crate::session::serve(stream, peer, worker.clone()));
                 }
                 Err(e) => {
