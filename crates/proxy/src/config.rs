@@ -107,9 +107,11 @@ pub struct LimitsConfig {
     /// Bytes of undelivered pub/sub messages after which a subscriber is disconnected
     /// (Redis: client-output-buffer-limit pubsub 32mb).
     pub pubsub_output_limit_bytes: usize,
-    /// Reply bytes queued for all clients together, split evenly over the workers; past it
-    /// clients with work pending are read one request at a time, and the client holding the
-    /// most is disconnected (Redis 7's `maxmemory-clients`). 0 = no budget.
+    /// Reply bytes queued for all clients together, plus an estimate for the requests not
+    /// yet answered, split evenly over the workers. From half of it, a client whose socket
+    /// is full is no longer read; from three quarters (or 16,384 requests unanswered per
+    /// worker), clients with work pending are read one request at a time; past it, the
+    /// client holding the most is disconnected (Redis 7's `maxmemory-clients`). 0 = off.
     pub memory_budget_bytes: usize,
     /// Kernel send and receive buffer of each client socket (SO_SNDBUF, SO_RCVBUF); 0 = the
     /// kernel's autotuning. Clients that never read fill these buffers too, outside the
