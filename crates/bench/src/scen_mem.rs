@@ -5,7 +5,6 @@
 //! server need at peak?
 
 use std::io::{ErrorKind, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +35,7 @@ pub struct SlowArgs {
     /// How long the clients keep writing.
     #[arg(long, default_value = "60s", value_parser = crate::args::parse_duration)]
     pub duration: Duration,
-    /// Safety cap (redis, nutcracker): stop early when the server's RSS passes this many MB.
+    /// Safety cap (redis, nutcracker): stop early when the server RSS passes this many MB.
     #[arg(long, default_value_t = 1024)]
     pub max_rss_mb: u64,
     /// slotgate's `limits.memory_budget_bytes`, in MB.
@@ -131,9 +130,8 @@ fn flood(sys: &System, a: &SlowArgs) -> Result<(u64, u64, bool)> {
         .into_bytes();
     let mut conns = Vec::new();
     for _ in 0..a.clients {
-        let c = TcpStream::connect(sys.addr())?;
-        c.set_nonblocking(true)?;
-        conns.push((c, 0usize));
+        let buffer = a.socket_buffer_kb as usize * 1024;
+        conns.push((crate::scen_slow::open(sys.addr(), buffer)?, 0usize));
     }
     let (t0, mut peak, mut written) = (Instant::now(), 0u64, 0u64);
     let cap = a.max_rss_mb * 1048576;

@@ -71,7 +71,8 @@ impl SlowReaders {
     }
 }
 
-fn open(addr: SocketAddr, buffer: usize) -> Result<TcpStream> {
+/// A non-blocking connection with `buffer` bytes of kernel buffers each way (0: autotuned).
+pub fn open(addr: SocketAddr, buffer: usize) -> Result<TcpStream> {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
     if buffer > 0 {
         // Before connecting, so the window is negotiated for it.
