@@ -24,6 +24,7 @@ pub mod scen_failover;
 pub mod scen_mem;
 pub mod scen_reshard;
 pub mod scen_reshard_jedis;
+pub mod scen_slow;
 pub mod scenario;
 pub mod selfcheck;
 pub mod stats;

@@ -159,8 +159,18 @@ pub fn nutcracker(cpu: Option<u32>, backends: &[SocketAddr], dir: &Path) -> Resu
 
 /// `slotgate proxy` (the release binary) in front of the cluster at `seed`.
 pub fn slotgate(cpu: Option<u32>, seed: SocketAddr, threads: usize) -> Result<Proc> {
+    slotgate_with(cpu, seed, threads, &[])
+}
+
+/// `slotgate proxy` with `extra` flags (e.g. `--config FILE`) after the usual ones.
+pub fn slotgate_with(
+    cpu: Option<u32>,
+    seed: SocketAddr,
+    threads: usize,
+    extra: &[String],
+) -> Result<Proc> {
     let port = free_port()?;
-    let args = [
+    let mut args = vec![
         "proxy".to_string(),
         "--listen".into(),
         format!("127.0.0.1:{port}"),
@@ -169,6 +179,7 @@ pub fn slotgate(cpu: Option<u32>, seed: SocketAddr, threads: usize) -> Result<Pr
         "--threads".into(),
         threads.to_string(),
     ];
+    args.extend_from_slice(extra);
     Proc::spawn("slotgate", cpu, &slotgate_binary()?, &args, port)
 }
 

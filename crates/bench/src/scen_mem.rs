@@ -1,9 +1,10 @@
 //! Memory scenarios. `slow-readers`: clients that pipeline but never read force the server to
-//! buffer replies; does its RSS grow without bound? `big-values`: large pipelined SET/GET
-//! batches; how long, and how much memory does the server need at peak?
+//! buffer replies; does its RSS grow without bound? (On slotgate, the full acceptance run of
+//! the memory budget lives in `scen_slow.rs`; here, the RSS rows of the other systems.)
+//! `big-values`: large pipelined SET/GET batches; how long, and how much memory does the
+//! server need at peak?
 
 use std::io::{ErrorKind, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,17 +27,32 @@ pub struct SlowArgs {
     )]
     pub systems: Vec<String>,
     /// Clients that write and never read.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 1000)]
     pub clients: usize,
     /// Size of the value every GET returns.
     #[arg(long, default_value_t = 4096)]
     pub value_size: usize,
     /// How long the clients keep writing.
-    #[arg(long, default_value = "3s", value_parser = crate::args::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = crate::args::parse_duration)]
     pub duration: Duration,
-    /// Safety cap: stop early when the server's RSS passes this many MB.
+    /// Safety cap (redis, nutcracker): stop early when the server RSS passes this many MB.
     #[arg(long, default_value_t = 1024)]
     pub max_rss_mb: u64,
+    /// slotgate's `limits.memory_budget_bytes`, in MB.
+    #[arg(long, default_value_t = 512)]
+    pub budget_mb: u64,
+    /// slotgate's `limits.client_socket_buffer_bytes`, in KB (0: kernel autotuning).
+    #[arg(long, default_value_t = 64)]
+    pub socket_buffer_kb: u64,
+    /// Well-behaved clients measured alongside (slotgate).
+    #[arg(long, default_value_t = 50)]
+    pub good_clients: u64,
+    /// Their total open-loop rate, requests/s.
+    #[arg(long, default_value_t = 5000.0)]
+    pub rate: f64,
+    /// Length of their run without slow readers (the baseline p99).
+    #[arg(long, default_value = "10s", value_parser = crate::args::parse_duration)]
+    pub baseline: Duration,
 }
 
 /// Flags of `scenario big-values`.
@@ -64,9 +80,22 @@ fn start(names: &[String]) -> Result<(Vec<System>, std::path::PathBuf)> {
     Ok((systems::start_named(&names, &dir)?, dir))
 }
 
-/// Runs `slow-readers` on each system.
+/// Runs `slow-readers`: the acceptance run on slotgate, then the RSS rows of the others.
 pub fn slow_readers(a: &SlowArgs) -> Result<()> {
-    let (systems, dir) = start(&a.systems)?;
+    crate::scenario::raise_nofile(a.clients + a.good_clients as usize * 4 + 1024)?;
+    let (with, others): (Vec<String>, Vec<String>) =
+        a.systems.iter().cloned().partition(|s| s == "slotgate");
+    if !with.is_empty() {
+        let dir = std::env::temp_dir().join(format!("slotgate-slow-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let result = crate::scen_slow::run(a, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        result?;
+    }
+    if others.is_empty() {
+        return Ok(());
+    }
+    let (systems, dir) = start(&others)?;
     println!("system       base MB   peak MB   end MB   after close MB   MB accepted from clients");
     for sys in &systems {
         let mut admin = Admin::connect(sys.addr())?;
@@ -104,9 +133,8 @@ fn flood(sys: &System, a: &SlowArgs) -> Result<(u64, u64, bool)> {
         .into_bytes();
     let mut conns = Vec::new();
     for _ in 0..a.clients {
-        let c = TcpStream::connect(sys.addr())?;
-        c.set_nonblocking(true)?;
-        conns.push((c, 0usize));
+        let buffer = a.socket_buffer_kb as usize * 1024;
+        conns.push((crate::scen_slow::open(sys.addr(), buffer)?, 0usize));
     }
     let (t0, mut peak, mut written) = (Instant::now(), 0u64, 0u64);
     let cap = a.max_rss_mb * 1048576;

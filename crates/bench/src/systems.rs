@@ -30,6 +30,11 @@ impl System {
     pub fn addr(&self) -> SocketAddr {
         self.sut.addr()
     }
+
+    /// The Redis Cluster behind slotgate (None for the other systems).
+    pub fn cluster(&self) -> Option<&devcluster::Cluster> {
+        self.cluster.as_ref()
+    }
 }
 
 impl Drop for System {
@@ -51,7 +56,7 @@ pub fn start_named(names: &[&str], dir: &std::path::Path) -> Result<Vec<System>>
     for name in names {
         match *name {
             "slotgate" => match procs::slotgate_binary() {
-                Ok(_) => out.push(slotgate()?),
+                Ok(_) => out.push(slotgate(&[])?),
                 Err(e) => eprintln!("note: slotgate not measured: {e}"),
             },
             "nutcracker" => out.push(nutcracker(dir)?),
@@ -67,7 +72,8 @@ pub fn start_named(names: &[&str], dir: &std::path::Path) -> Result<Vec<System>>
     Ok(out)
 }
 
-fn slotgate() -> Result<System> {
+/// slotgate (`--threads 1`, plus `extra` flags) in front of a new 3-master cluster.
+pub fn slotgate(extra: &[String]) -> Result<System> {
     let opts = devcluster::Options {
         masters: 3,
         replicas: 0,
@@ -77,7 +83,7 @@ fn slotgate() -> Result<System> {
     for node in cluster.nodes() {
         pin(node.pid, GEN_CPU)?;
     }
-    let sut = procs::slotgate(Some(SUT_CPU), cluster.seed(), 1)?;
+    let sut = procs::slotgate_with(Some(SUT_CPU), cluster.seed(), 1, extra)?;
     Ok(System {
         name: "slotgate",
         sut,

@@ -87,6 +87,7 @@ impl Session {
     pub(crate) fn registry_reset(&self) {
         self.sync_name();
         self.client.live.no_evict.store(false, Relaxed);
+        self.cell.no_evict.set(false);
     }
 
     /// Publish what CLIENT LIST shows: a few relaxed stores, once per wake-up.
@@ -182,7 +183,7 @@ impl Session {
         workers.iter().any(|w| w.registry.kill(id))
     }
 
-    /// `CLIENT NO-EVICT on|off`: recorded and shown (flag `e`); the proxy evicts no client.
+    /// `CLIENT NO-EVICT on|off`: shown as flag `e`; the memory budget never evicts the client.
     fn client_no_evict(&mut self, req: &Request) -> Bytes {
         let on = match req.arg(2).to_ascii_lowercase().as_slice() {
             b"on" => true,
@@ -190,6 +191,7 @@ impl Session {
             _ => return error(SYNTAX),
         };
         self.client.live.no_evict.store(on, Relaxed);
+        self.cell.no_evict.set(on);
         Bytes::from_static(b"+OK\r\n")
     }
 

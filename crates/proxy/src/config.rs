@@ -108,6 +108,17 @@ pub struct LimitsConfig {
     /// Bytes of undelivered pub/sub messages after which a subscriber is disconnected
     /// (Redis: client-output-buffer-limit pubsub 32mb).
     pub pubsub_output_limit_bytes: usize,
+    /// Reply bytes queued for all clients together, plus an estimate for the requests not
+    /// yet answered, split evenly over the workers. From half of it, a client whose socket
+    /// is full is no longer read; from three quarters (or 16,384 requests unanswered per
+    /// worker), clients with work pending are read one request at a time; past it, the
+    /// client holding the most is disconnected (Redis 7's `maxmemory-clients`). 0 = off.
+    pub memory_budget_bytes: usize,
+    /// Kernel send and receive buffer of each client socket (SO_SNDBUF, SO_RCVBUF); 0 = the
+    /// kernel's autotuning. Clients that never read fill these buffers too, outside the
+    /// budget: a thousand of them can take all of the kernel's TCP memory (`tcp_mem`), and
+    /// then every connection of the host stalls, backends included.
+    pub client_socket_buffer_bytes: usize,
 }
 
 /// Logging; `RUST_LOG` overrides `level`.
@@ -155,6 +166,10 @@ impl Default for LimitsConfig {
             request_deadline_ms: 30_000,
             output_hard_limit_bytes: 1024 * 1024 * 1024,
             pubsub_output_limit_bytes: 32 * 1024 * 1024,
+            // 2 GiB: a twelfth of a 24 GiB machine, leaving room for the base, the kernel's
+            // socket buffers and whatever shares the host.
+            memory_budget_bytes: 2 * 1024 * 1024 * 1024,
+            client_socket_buffer_bytes: 0,
         }
     }
 }

@@ -120,6 +120,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "gauge",
         "Seconds since the node's latest connect failure or connection loss (-1: none), by node.",
     ),
+    (
+        "slotgate_clients_evicted_total",
+        "counter",
+        "Clients closed to keep within limits.memory_budget_bytes.",
+    ),
+    (
+        "slotgate_client_buffer_bytes",
+        "gauge",
+        "Reply bytes held for clients (counted against limits.memory_budget_bytes).",
+    ),
 ];
 
 /// The metrics whose HELP and TYPE lines are already written.
@@ -130,7 +140,9 @@ pub fn render(shared: &Shared) -> String {
     let mut out = String::new();
     let t = shared.totals();
     let clients = shared.clients.load(Ordering::Relaxed) as u64;
-    let simple: [(&str, &str, u64); 10] = [
+    let simple: [(&str, &str, u64); 12] = [
+        ("slotgate_clients_evicted_total", "", t.clients_evicted),
+        ("slotgate_client_buffer_bytes", "", t.client_buffer_bytes),
         (
             "slotgate_output_limit_disconnects_total",
             "",

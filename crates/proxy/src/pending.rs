@@ -26,6 +26,7 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use crate::backend::Backend;
+use crate::budget::Budget;
 use crate::fanout::Fanout;
 use crate::slowlog_session::Mark;
 
@@ -101,13 +102,65 @@ pub(crate) struct ClientCell {
     /// SLOWLOG: the mark the next pushed entry takes, and those of entries not yet popped.
     next_slow: Cell<Option<Mark>>,
     slow_marks: RefCell<VecDeque<(u64, Mark)>>,
+    /// The worker's memory budget: every reply byte queued here is counted there too.
+    budget: Rc<Budget>,
+    /// Chosen for eviction by the budget, with the bytes it held then.
+    evicted: Cell<Option<usize>>,
+    /// Listed among the budget's largest clients.
+    pub(crate) candidate: Cell<bool>,
+    /// CLIENT NO-EVICT on: the budget never picks this client (Redis's `maxmemory-clients`).
+    pub(crate) no_evict: Cell<bool>,
+    /// What the budget was charged for the entries still queued: their bookkeeping and the
+    /// reply each request is expected to bring. Released an average share per entry popped,
+    /// the remainder when the queue empties or closes, so it always returns to zero.
+    inflight_charge: Cell<usize>,
 }
 
 // === impl ClientCell ===
 
 impl ClientCell {
+    #[cfg(test)]
     pub(crate) fn new() -> Rc<ClientCell> {
         Rc::new(ClientCell::default())
+    }
+
+    /// A client whose queued replies count against `budget`.
+    pub(crate) fn with_budget(budget: Rc<Budget>) -> Rc<ClientCell> {
+        Rc::new(ClientCell {
+            budget,
+            ..ClientCell::default()
+        })
+    }
+
+    fn add_queued(&self, n: usize) {
+        self.queued_bytes.set(self.queued_bytes.get() + n);
+        self.budget.add(n);
+    }
+
+    fn sub_queued(&self, n: usize) {
+        self.queued_bytes
+            .set(self.queued_bytes.get().saturating_sub(n));
+        self.budget.release(n);
+    }
+
+    /// The budget chose this client to be closed (`bytes`: what it held then); wake it.
+    pub(crate) fn evict(&self, bytes: usize) {
+        self.evicted.set(Some(bytes));
+        self.wake();
+    }
+
+    /// Bytes this client is charged for: replies queued, and requests not yet answered.
+    pub(crate) fn charged(&self) -> usize {
+        self.queued_bytes.get() + self.inflight_charge.get()
+    }
+
+    /// Set once the budget chose this client: the bytes it held then.
+    pub(crate) fn evicted(&self) -> Option<usize> {
+        self.evicted.get()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.queue.borrow().closed
     }
 
     /// Remember the session task's waker; cheap when it did not change.
@@ -156,9 +209,17 @@ impl ClientCell {
             entry.sampled = Some(sample);
         }
         let mut q = self.queue.borrow_mut();
-        if let Some(reply) = &entry.reply {
-            self.queued_bytes.set(self.queued_bytes.get() + reply.len());
-        }
+        let charge = match &entry.reply {
+            Some(reply) => {
+                self.add_queued(reply.len());
+                crate::budget::ENTRY_COST
+            }
+            None => crate::budget::ENTRY_COST + self.budget.expected_reply(),
+        };
+        self.inflight_charge
+            .set(self.inflight_charge.get() + charge);
+        self.budget.add(charge);
+        self.budget.count_requests(1, 0);
         q.entries.push_back(entry);
         let seq = q.head_seq + q.entries.len() as u64 - 1;
         if let Some(mark) = self.next_slow.take() {
@@ -177,7 +238,8 @@ impl ClientCell {
     /// following.
     pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
         let mut q = self.queue.borrow_mut();
-        if q.closed {
+        // An evicted client is closing: what it is still owed would only add to the excess.
+        if q.closed || self.evicted.get().is_some() {
             return;
         }
         let Some(idx) = seq.checked_sub(q.head_seq) else {
@@ -199,7 +261,8 @@ impl ClientCell {
         };
         let became_ready = ready.is_some() && !redirect;
         if let Some(reply) = ready {
-            self.queued_bytes.set(self.queued_bytes.get() + reply.len());
+            self.budget.observe_reply(reply.len());
+            self.add_queued(reply.len());
             entry.reply = Some(reply);
         }
         if redirect {
@@ -250,12 +313,11 @@ impl ClientCell {
         if let Some(reply) = entry.reply.as_ref() {
             // The entry is about to be looked at again: its reply no longer counts as queued
             // output unless `f` leaves it there, which the next line re-adds.
-            self.queued_bytes
-                .set(self.queued_bytes.get().saturating_sub(reply.len()));
+            self.sub_queued(reply.len());
         }
         let out = f(entry);
         if let Some(reply) = entry.reply.as_ref() {
-            self.queued_bytes.set(self.queued_bytes.get() + reply.len());
+            self.add_queued(reply.len());
         }
         Some(out)
     }
@@ -265,6 +327,10 @@ impl ClientCell {
         let mut q = self.queue.borrow_mut();
         let mut n = 0;
         while q.entries.front().is_some_and(|e| e.reply.is_some()) {
+            let share = self.inflight_charge.get() / q.entries.len();
+            self.inflight_charge.set(self.inflight_charge.get() - share);
+            self.budget.release(share);
+            self.budget.count_requests(0, 1);
             let Some(entry) = q.entries.pop_front() else {
                 break;
             };
@@ -275,6 +341,7 @@ impl ClientCell {
                 break;
             };
             q.head_seq += 1;
+            // Handed to the writer: still held (and budgeted) until written.
             self.queued_bytes
                 .set(self.queued_bytes.get().saturating_sub(reply.len()));
             n += reply.len();
@@ -297,9 +364,12 @@ impl ClientCell {
     pub(crate) fn close(&self) {
         let mut q = self.queue.borrow_mut();
         q.closed = true;
+        self.budget.count_requests(0, q.entries.len());
         q.entries.clear();
         q.redirected.clear();
         self.slow_marks.borrow_mut().clear();
+        self.sub_queued(self.queued_bytes.get());
+        self.budget.release(self.inflight_charge.replace(0));
         self.waker.borrow_mut().take();
     }
 }

@@ -69,6 +69,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     let mut session = Session::new(stream, worker.clone(), client);
     poll_fn(|cx| session.poll(cx)).await;
     session.cell.close();
+    session.leave_budget();
     session.drop_dedicated();
     session.leave_pubsub();
     worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
@@ -84,6 +85,8 @@ pub(crate) struct Session {
     pub(crate) read_buf: BytesMut,
     pub(crate) out: VecDeque<Bytes>,
     pub(crate) out_bytes: usize,
+    /// How many buffers at the front of `out` are the session's own copies (`budget.rs`).
+    pub(crate) out_owned: usize,
     pub(crate) info: SessionInfo,
     pub(crate) redirected: Vec<(u64, u32)>,
     /// No more requests will be read (EOF, QUIT, protocol error); finish what is in flight.
@@ -145,12 +148,13 @@ impl Session {
         let slowlog = crate::slowlog_session::Tracker::new(threshold, stream.peer_addr().ok());
         Session {
             stream,
+            cell: ClientCell::with_budget(worker.budget.clone()),
             worker,
-            cell: ClientCell::new(),
             parser,
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             out: VecDeque::new(),
             out_bytes: 0,
+            out_owned: 0,
             info: SessionInfo::new(id),
             redirected: Vec::new(),
             draining: false,
@@ -210,12 +214,15 @@ impl Session {
             self.record_samples();
             self.slowlog_record();
             self.out_bytes += self.forward_pushes();
+            let pushed = self.forward_pushes();
+            self.out_bytes += pushed;
+            self.worker.budget.add(pushed);
             if self.cell.is_lost() || self.output_overflow() {
                 return Poll::Ready(());
             }
             // After the pop: a held request waits for the replies before it to be written.
             self.release_held();
-            if self.poll_flush(cx).is_err() {
+            if self.poll_flush(cx).is_err() || self.enforce_budget() {
                 return Poll::Ready(());
             }
             if self.turn_bytes > TURN_QUANTUM {
@@ -328,6 +335,7 @@ impl Session {
         !self.exclusive_busy()
             && self.cell.in_flight() < limits.max_pending_per_client
             && self.out_bytes + self.cell.queued_bytes() < limits.output_soft_limit_bytes
+            && self.budget_allows_read()
     }
 
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
@@ -536,8 +544,12 @@ impl Session {
                 Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
                     self.turn_bytes += n;
+                    let buffers = self.out.len();
                     advance(&mut self.out, n);
+                    let done = buffers - self.out.len();
+                    self.out_owned = self.out_owned.saturating_sub(done);
                     self.out_bytes = self.out_bytes.saturating_sub(n);
+                    self.worker.budget.release(n);
                 }
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => return Ok(()),

@@ -47,6 +47,11 @@ pub struct WorkerStats {
     pub rejected_connections: AtomicU64,
     pub limit_disconnects: AtomicU64,
     pub output_limit_disconnects: AtomicU64,
+    /// Clients disconnected to keep the worker within its share of the memory budget.
+    pub clients_evicted: AtomicU64,
+    /// Reply bytes this worker holds for its clients, as last published (a gauge, refreshed
+    /// when it moved by a step, not per request).
+    pub client_buffer_bytes: AtomicU64,
     /// Per-command calls and sampled latency.
     pub commands: crate::cmdstats::CommandStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).
@@ -80,6 +85,8 @@ pub struct Totals {
     pub rejected_connections: u64,
     pub limit_disconnects: u64,
     pub output_limit_disconnects: u64,
+    pub clients_evicted: u64,
+    pub client_buffer_bytes: u64,
 }
 
 impl Shared {
@@ -108,6 +115,8 @@ impl Shared {
             t.rejected_connections += get(&w.rejected_connections);
             t.limit_disconnects += get(&w.limit_disconnects);
             t.output_limit_disconnects += get(&w.output_limit_disconnects);
+            t.clients_evicted += get(&w.clients_evicted);
+            t.client_buffer_bytes += get(&w.client_buffer_bytes);
         }
         t
     }

@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::backend::{Backend, Settings};
+use crate::budget::Budget;
 use crate::stats::{Shared, WorkerStats};
 use crate::topology::Topology;
 
@@ -28,6 +29,8 @@ pub(crate) struct Worker {
     /// its client asked for, and the proxy never converts a reply.
     pools: [Pool; 2],
     round_robin: Cell<usize>,
+    /// This worker's share of `limits.memory_budget_bytes` and what its clients hold.
+    pub budget: Rc<Budget>,
 }
 
 /// One protocol's connections, by address and by the current map's master index.
@@ -43,7 +46,13 @@ struct Pool {
 
 impl Worker {
     pub(crate) fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>) -> Rc<Worker> {
+        let budget = Budget::new(
+            shared.config.limits.memory_budget_bytes,
+            shared.workers.len(),
+            stats.clone(),
+        );
         Rc::new(Worker {
+            budget,
             shared,
             stats,
             pools: Default::default(),
@@ -141,6 +150,7 @@ pub(crate) async fn accept_loop(
                     // TCP_NODELAY is inherited from the listener on Linux (`bind_one`).
                     #[cfg(not(target_os = "linux"))]
                     let _ = stream.set_nodelay(true);
+                    crate::budget::size_socket_buffers(&stream, &worker.shared.config.limits);
                     tokio::task::spawn_local(crate::session::serve(stream, peer, worker.clone()));
                 }
                 Err(e) => {
