@@ -1098,6 +1098,12 @@ def connection(g, env):
     g.eq("CLIENT GETNAME", raw_cmd(c, "CLIENT", "GETNAME"), "compat")
     g.check(isinstance(raw_cmd(c, "CLIENT", "ID"), int), "CLIENT ID is not an integer")
     c.disconnect()
+    # The proxy's own clients, in Redis's format, parsed by redis-py's own parser.
+    listed = p.client_list()
+    g.check(len(listed) > 0 and all("id" in cl and "addr" in cl and "cmd" in cl for cl in listed),
+            f"CLIENT LIST unparsable by redis-py: {listed[:2]}")
+    me = p.client_info()
+    g.check(me.get("cmd") == "client", f"CLIENT INFO: {me}")
     e = errtext(lambda: env.proxy_client(db=1).ping())
     g.check(e is not None, "redis.Redis(db=1) connected through the proxy")
 
@@ -1114,7 +1120,7 @@ def errors(g, env):
         want = outcome(lambda: m.execute_command(*args))
         g.eq(" ".join(args), outcome(lambda: p.execute_command(*args)), want)
     for args in (("CONFIG", "SET", "maxmemory", "0"), ("CONFIG", "GET", "maxmemory"),
-                 ("WAIT", "0", "0"), ("DEBUG", "SLEEP", "0"), ("CLIENT", "LIST"),
+                 ("WAIT", "0", "0"), ("DEBUG", "SLEEP", "0"), ("CLIENT", "PAUSE", "10"),
                  ("FUNCTION", "STATS")):
         e = errtext(lambda: p.execute_command(*args))
         g.check(e is not None and e[2].startswith("slotgate:"),
