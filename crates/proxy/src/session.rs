@@ -18,38 +18,28 @@
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use resp::{Parsed, Progress, Request, RequestParser};
-use tokio::io::AsyncWrite;
+use resp::{Request, RequestParser};
 use tokio::net::TcpStream;
 
-use crate::backend::{advance, fill_slices, Backend, Outgoing};
+use crate::backend::{Backend, Outgoing};
 use crate::exclusive::Held;
 use crate::fanout::Fanout;
-use crate::limits::TimerKind;
 use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
 use crate::pubsub::{PubSub, PubSubTarget};
-use crate::redirect;
 use crate::registry::ClientHandle;
 use crate::router::{self, Local, Route};
 use crate::stats::WorkerStats;
 use crate::transaction::Transaction;
 use crate::worker::Worker;
 
-const READ_CHUNK: usize = 16 * 1024;
-const MAX_IOVECS: usize = 64;
-/// Bytes one client may move (read plus written) in one poll before it yields to the other
-/// clients of its worker: a 100 MB value then passes in slices, never stalling them (kedis's
-/// per-client write fairness). Small requests never come near it.
-const TURN_QUANTUM: usize = 512 * 1024;
+mod io;
 
 /// Serve one client until it leaves or must be closed.
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>) {
@@ -124,14 +114,6 @@ pub(crate) struct Session {
     pub(crate) client: ClientHandle,
 }
 
-/// What reading the socket produced.
-enum ReadOutcome {
-    Data,
-    Pending,
-    /// The client went away or must be dropped at once.
-    Gone,
-}
-
 // === impl Session ===
 
 impl Session {
@@ -151,7 +133,7 @@ impl Session {
             cell: ClientCell::with_budget(worker.budget.clone()),
             worker,
             parser,
-            read_buf: BytesMut::with_capacity(READ_CHUNK),
+            read_buf: BytesMut::with_capacity(io::READ_CHUNK),
             out: VecDeque::new(),
             out_bytes: 0,
             out_owned: 0,
@@ -209,64 +191,11 @@ impl Session {
         self.cell.register(cx.waker());
         self.turn_bytes = 0;
         loop {
-            redirect::follow(self);
-            self.out_bytes += self.cell.pop_ready(&mut self.out);
-            self.record_samples();
-            self.slowlog_record();
-            self.out_bytes += self.forward_pushes();
-            let pushed = self.forward_pushes();
-            self.out_bytes += pushed;
-            self.worker.budget.add(pushed);
-            if self.cell.is_lost() || self.output_overflow() {
-                return Poll::Ready(());
+            if let Some(done) = self.pump_output(cx) {
+                return done;
             }
-            // After the pop: a held request waits for the replies before it to be written.
-            self.release_held();
-            if self.poll_flush(cx).is_err() || self.enforce_budget() {
-                return Poll::Ready(());
-            }
-            if self.turn_bytes > TURN_QUANTUM {
-                // Come back on the next turn, after the worker's other clients.
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            if self.draining {
-                // A blocked command may never answer: a departed client must not keep it.
-                if self.serial {
-                    return Poll::Ready(());
-                }
-                let done = self.out.is_empty() && self.cell.in_flight() == 0;
-                return if done { Poll::Ready(()) } else { Poll::Pending };
-            }
-            if !self.may_read() {
-                if !self.exclusive_busy() {
-                    return Poll::Pending;
-                }
-                // Blocked: keep reading (unparsed, bounded) only to notice a departure.
-                match self.poll_fill(cx) {
-                    ReadOutcome::Pending => return Poll::Pending,
-                    ReadOutcome::Gone => return Poll::Ready(()),
-                    ReadOutcome::Data if !self.make_room(None) => return Poll::Ready(()),
-                    ReadOutcome::Data => {
-                        self.input_stalled = true;
-                        continue;
-                    }
-                }
-            }
-            if std::mem::take(&mut self.input_stalled) {
-                if !self.parse_and_dispatch() {
-                    return Poll::Ready(());
-                }
-                continue;
-            }
-            match self.poll_fill(cx) {
-                ReadOutcome::Pending => return Poll::Pending,
-                ReadOutcome::Gone => return Poll::Ready(()),
-                ReadOutcome::Data => {
-                    if !self.parse_and_dispatch() {
-                        return Poll::Ready(());
-                    }
-                }
+            if let Some(done) = self.pump_input(cx) {
+                return done;
             }
         }
     }
@@ -300,116 +229,9 @@ impl Session {
         }
     }
 
-    /// A subscriber that does not read its messages is disconnected past this many queued
-    /// bytes, as Redis does with `client-output-buffer-limit pubsub`.
-    /// Hard output limits, as Redis's `client-output-buffer-limit`: replies queued for a
-    /// client past the limit (subscribers have their own, lower one) close it at once, with
-    /// no partial reply, a log line and a counter. The soft limit only stops reading new
-    /// requests; this one bounds what requests already in flight can still pile up.
-    fn output_overflow(&self) -> bool {
-        let limits = &self.worker.shared.config.limits;
-        let queued = self.out_bytes + self.cell.queued_bytes();
-        let over = match self.pubsub.is_some() {
-            true => queued > limits.pubsub_output_limit_bytes,
-            false => limits.output_hard_limit_bytes > 0 && queued > limits.output_hard_limit_bytes,
-        };
-        if over {
-            tracing::info!(
-                client.id = self.info.id,
-                queued,
-                "closing client over its output buffer limit"
-            );
-            WorkerStats::bump(&self.worker.stats.output_limit_disconnects);
-        }
-        over
-    }
-
     /// Whether this client speaks RESP3 (HELLO 3): its requests go to RESP3 connections.
     pub(crate) fn resp3(&self) -> bool {
         self.info.protocol == 3
-    }
-
-    /// Backpressure: read only while the client's backlog is within bounds.
-    fn may_read(&self) -> bool {
-        let limits = &self.worker.shared.config.limits;
-        !self.exclusive_busy()
-            && self.cell.in_flight() < limits.max_pending_per_client
-            && self.out_bytes + self.cell.queued_bytes() < limits.output_soft_limit_bytes
-            && self.budget_allows_read()
-    }
-
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
-        if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK / 2 {
-            self.read_buf.reserve(READ_CHUNK);
-        }
-        match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf) {
-            Poll::Pending => ReadOutcome::Pending,
-            Poll::Ready(Ok(0)) => {
-                // Half-closed: answer what was sent, then close.
-                self.draining = true;
-                ReadOutcome::Data
-            }
-            Poll::Ready(Ok(n)) => {
-                self.turn_bytes += n;
-                self.reset_timer(TimerKind::Idle);
-                self.slowlog_stamp_read();
-                self.client.touch();
-                ReadOutcome::Data
-            }
-            Poll::Ready(Err(_)) => ReadOutcome::Gone,
-        }
-    }
-
-    /// Parse every complete request and dispatch it. False when the client must be dropped
-    /// without any reply (query buffer overflow, the cross-protocol guard).
-    fn parse_and_dispatch(&mut self) -> bool {
-        loop {
-            if !self.may_read() && !self.draining {
-                self.input_stalled = true;
-                return true;
-            }
-            match self.parser.parse(&mut self.read_buf) {
-                Ok(Progress::Done(Parsed::Request(req))) => {
-                    self.reset_timer(TimerKind::RequestDeadline);
-                    self.dispatch(req);
-                }
-                Ok(Progress::Done(Parsed::Noop)) => {}
-                Ok(Progress::Done(Parsed::Close)) => return false,
-                Ok(Progress::Incomplete { frame_len_hint }) => {
-                    return self.make_room(frame_len_hint);
-                }
-                Err(e) => {
-                    WorkerStats::bump(&self.worker.stats.protocol_errors);
-                    self.reply_now(e.to_resp());
-                    self.draining = true;
-                    return true;
-                }
-            }
-            if self.info.quit {
-                self.draining = true;
-                return true;
-            }
-        }
-    }
-
-    /// Reserve exactly once for a big request, and enforce the query buffer limit.
-    fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
-        let limit = match self.authenticated {
-            true => self.worker.shared.config.limits.max_query_buffer_bytes,
-            false => crate::session_auth::PRE_AUTH_BUFFER,
-        };
-        if self.read_buf.len() > limit {
-            tracing::info!(
-                client.id = self.info.id,
-                "closing client that reached max query buffer length"
-            );
-            return false;
-        }
-        if let Some(total) = frame_len_hint {
-            self.read_buf
-                .reserve(total.min(limit).saturating_sub(self.read_buf.len()));
-        }
-        true
     }
 
     fn dispatch(&mut self, req: Request) {
@@ -532,29 +354,5 @@ impl Session {
             asking: false,
             skip: 0,
         });
-    }
-
-    /// Write as much of `out` as the socket takes, several replies per write.
-    fn poll_flush(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
-        // Past the quantum the caller yields; what is left goes out on the next turn.
-        while !self.out.is_empty() && self.turn_bytes <= TURN_QUANTUM {
-            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
-            let count = fill_slices(&self.out, &mut slices);
-            match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {
-                Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Poll::Ready(Ok(n)) => {
-                    self.turn_bytes += n;
-                    let buffers = self.out.len();
-                    advance(&mut self.out, n);
-                    let done = buffers - self.out.len();
-                    self.out_owned = self.out_owned.saturating_sub(done);
-                    self.out_bytes = self.out_bytes.saturating_sub(n);
-                    self.worker.budget.release(n);
-                }
-                Poll::Ready(Err(e)) => return Err(e),
-                Poll::Pending => return Ok(()),
-            }
-        }
-        Ok(())
     }
 }

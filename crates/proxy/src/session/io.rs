@@ -1,0 +1,222 @@
+//! The session's socket side: reading and parsing requests, writing replies, and the limits
+//! that decide when to stop reading (backpressure) or close (hard limits). Kept apart from
+//! `session.rs`, which decides what each request is and where it goes.
+
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use resp::{Parsed, Progress};
+use tokio::io::AsyncWrite;
+
+use super::Session;
+use crate::backend::{advance, fill_slices};
+use crate::limits::TimerKind;
+use crate::redirect;
+use crate::stats::WorkerStats;
+
+pub(super) const READ_CHUNK: usize = 16 * 1024;
+const MAX_IOVECS: usize = 64;
+/// Bytes one client may move (read plus written) in one poll before it yields to the other
+/// clients of its worker: a 100 MB value then passes in slices, never stalling them (kedis's
+/// per-client write fairness). Small requests never come near it.
+const TURN_QUANTUM: usize = 512 * 1024;
+
+/// What reading the socket produced.
+pub(super) enum ReadOutcome {
+    Data,
+    Pending,
+    /// The client went away or must be dropped at once.
+    Gone,
+}
+
+impl Session {
+    /// Replies first: follow redirects, move ready replies to `out`, write them. Some(poll)
+    /// when this turn ends here (done, closed, yielding, or draining).
+    pub(super) fn pump_output(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
+        redirect::follow(self);
+        self.out_bytes += self.cell.pop_ready(&mut self.out);
+        self.record_samples();
+        self.slowlog_record();
+        let pushed = self.forward_pushes();
+        self.out_bytes += pushed;
+        self.worker.budget.add(pushed);
+        if self.cell.is_lost() || self.output_overflow() {
+            return Some(Poll::Ready(()));
+        }
+        // After the pop: a held request waits for the replies before it to be written.
+        self.release_held();
+        if self.poll_flush(cx).is_err() || self.enforce_budget() {
+            return Some(Poll::Ready(()));
+        }
+        if self.turn_bytes > TURN_QUANTUM {
+            // Come back on the next turn, after the worker's other clients.
+            cx.waker().wake_by_ref();
+            return Some(Poll::Pending);
+        }
+        if !self.draining {
+            return None;
+        }
+        // A blocked command may never answer: a departed client must not keep it.
+        let done = self.serial || (self.out.is_empty() && self.cell.in_flight() == 0);
+        Some(if done { Poll::Ready(()) } else { Poll::Pending })
+    }
+
+    /// Then requests: read and dispatch what the client sent, unless backpressure says wait.
+    /// None: go round again (something changed).
+    pub(super) fn pump_input(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
+        if !self.may_read() {
+            if !self.exclusive_busy() {
+                return Some(Poll::Pending);
+            }
+            // Blocked: keep reading (unparsed, bounded) only to notice a departure.
+            return match self.poll_fill(cx) {
+                ReadOutcome::Pending => Some(Poll::Pending),
+                ReadOutcome::Gone => Some(Poll::Ready(())),
+                ReadOutcome::Data if !self.make_room(None) => Some(Poll::Ready(())),
+                ReadOutcome::Data => {
+                    self.input_stalled = true;
+                    None
+                }
+            };
+        }
+        if std::mem::take(&mut self.input_stalled) {
+            return (!self.parse_and_dispatch()).then_some(Poll::Ready(()));
+        }
+        match self.poll_fill(cx) {
+            ReadOutcome::Pending => Some(Poll::Pending),
+            ReadOutcome::Gone => Some(Poll::Ready(())),
+            ReadOutcome::Data => (!self.parse_and_dispatch()).then_some(Poll::Ready(())),
+        }
+    }
+
+    /// Hard output limits, as Redis's `client-output-buffer-limit`: replies queued for a
+    /// client past the limit (subscribers have their own, lower one) close it at once, with
+    /// no partial reply, a log line and a counter. The soft limit only stops reading new
+    /// requests; this one bounds what requests already in flight can still pile up. Subscribers
+    /// that do not read their messages meet Redis's `client-output-buffer-limit pubsub`.
+    pub(super) fn output_overflow(&self) -> bool {
+        let limits = &self.worker.shared.config.limits;
+        let queued = self.out_bytes + self.cell.queued_bytes();
+        let over = match self.pubsub.is_some() {
+            true => queued > limits.pubsub_output_limit_bytes,
+            false => limits.output_hard_limit_bytes > 0 && queued > limits.output_hard_limit_bytes,
+        };
+        if over {
+            tracing::info!(
+                client.id = self.info.id,
+                queued,
+                "closing client over its output buffer limit"
+            );
+            WorkerStats::bump(&self.worker.stats.output_limit_disconnects);
+        }
+        over
+    }
+
+    /// Backpressure: read only while the client's backlog is within bounds.
+    pub(super) fn may_read(&self) -> bool {
+        let limits = &self.worker.shared.config.limits;
+        !self.exclusive_busy()
+            && self.cell.in_flight() < limits.max_pending_per_client
+            && self.out_bytes + self.cell.queued_bytes() < limits.output_soft_limit_bytes
+            && self.budget_allows_read()
+    }
+
+    pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
+        if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK / 2 {
+            self.read_buf.reserve(READ_CHUNK);
+        }
+        match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf) {
+            Poll::Pending => ReadOutcome::Pending,
+            Poll::Ready(Ok(0)) => {
+                // Half-closed: answer what was sent, then close.
+                self.draining = true;
+                ReadOutcome::Data
+            }
+            Poll::Ready(Ok(n)) => {
+                self.turn_bytes += n;
+                self.reset_timer(TimerKind::Idle);
+                self.slowlog_stamp_read();
+                self.client.touch();
+                ReadOutcome::Data
+            }
+            Poll::Ready(Err(_)) => ReadOutcome::Gone,
+        }
+    }
+
+    /// Parse every complete request and dispatch it. False when the client must be dropped
+    /// without any reply (query buffer overflow, the cross-protocol guard).
+    pub(super) fn parse_and_dispatch(&mut self) -> bool {
+        loop {
+            if !self.may_read() && !self.draining {
+                self.input_stalled = true;
+                return true;
+            }
+            match self.parser.parse(&mut self.read_buf) {
+                Ok(Progress::Done(Parsed::Request(req))) => {
+                    self.reset_timer(TimerKind::RequestDeadline);
+                    self.dispatch(req);
+                }
+                Ok(Progress::Done(Parsed::Noop)) => {}
+                Ok(Progress::Done(Parsed::Close)) => return false,
+                Ok(Progress::Incomplete { frame_len_hint }) => {
+                    return self.make_room(frame_len_hint);
+                }
+                Err(e) => {
+                    WorkerStats::bump(&self.worker.stats.protocol_errors);
+                    self.reply_now(e.to_resp());
+                    self.draining = true;
+                    return true;
+                }
+            }
+            if self.info.quit {
+                self.draining = true;
+                return true;
+            }
+        }
+    }
+
+    /// Reserve exactly once for a big request, and enforce the query buffer limit.
+    pub(super) fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
+        let limit = match self.authenticated {
+            true => self.worker.shared.config.limits.max_query_buffer_bytes,
+            false => crate::session_auth::PRE_AUTH_BUFFER,
+        };
+        if self.read_buf.len() > limit {
+            tracing::info!(
+                client.id = self.info.id,
+                "closing client that reached max query buffer length"
+            );
+            return false;
+        }
+        if let Some(total) = frame_len_hint {
+            self.read_buf
+                .reserve(total.min(limit).saturating_sub(self.read_buf.len()));
+        }
+        true
+    }
+
+    /// Write as much of `out` as the socket takes, several replies per write.
+    pub(super) fn poll_flush(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        // Past the quantum the caller yields; what is left goes out on the next turn.
+        while !self.out.is_empty() && self.turn_bytes <= TURN_QUANTUM {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let count = fill_slices(&self.out, &mut slices);
+            match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {
+                Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    self.turn_bytes += n;
+                    let buffers = self.out.len();
+                    advance(&mut self.out, n);
+                    let done = buffers - self.out.len();
+                    self.out_owned = self.out_owned.saturating_sub(done);
+                    self.out_bytes = self.out_bytes.saturating_sub(n);
+                    self.worker.budget.release(n);
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+}
