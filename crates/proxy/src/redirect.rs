@@ -24,6 +24,7 @@ use crate::backend::{Backend, Outgoing};
 use crate::pending::Entry;
 use crate::session::Session;
 use crate::stats::WorkerStats;
+use crate::worker::Worker;
 
 /// What following a reply means.
 enum Kind {
@@ -80,6 +81,28 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         return;
     };
     let worker = session.worker.clone();
+    count_and_learn(&worker, &plan);
+    let pinned = session.cell.with_entry(seq, |e| e.pinned).unwrap_or(false);
+    let backend = match pinned {
+        true => session.dedicated_for(&plan.addr),
+        false => worker.backend_for_addr(&plan.addr, session.info.protocol == 3),
+    };
+    record_sent_to(session, seq, frag, &backend);
+    let asking = matches!(plan.kind, Kind::Ask);
+    let out = Outgoing {
+        frame: plan.frame,
+        client: session.cell.clone(),
+        seq,
+        frag,
+        asking,
+        skip: 0,
+    };
+    send_planned(worker, backend, out, plan.kind, plan.slot);
+}
+
+/// Count the hop and, for MOVED, patch the shared map now so the next request for this
+/// slot goes straight to the new owner; a Reroute wants a fresh map before it fires.
+fn count_and_learn(worker: &Worker, plan: &Plan) {
     match plan.kind {
         Kind::Ask => WorkerStats::bump(&worker.stats.redirects_ask),
         Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
@@ -99,11 +122,10 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
             }
         }
     }
-    let pinned = session.cell.with_entry(seq, |e| e.pinned).unwrap_or(false);
-    let backend = match pinned {
-        true => session.dedicated_for(&plan.addr),
-        false => worker.backend_for_addr(&plan.addr, session.info.protocol == 3),
-    };
+}
+
+/// Remember where the request (or part) went, so a further redirect can tell its origin.
+fn record_sent_to(session: &Session, seq: u64, frag: u32, backend: &Rc<Backend>) {
     session.cell.with_entry(seq, |e| match e.fanout.as_mut() {
         None => e.sent_to = Some(backend.clone()),
         Some(f) => {
@@ -112,16 +134,17 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
             }
         }
     });
-    let asking = matches!(plan.kind, Kind::Ask);
-    let out = Outgoing {
-        frame: plan.frame,
-        client: session.cell.clone(),
-        seq,
-        frag,
-        asking,
-        skip: 0,
-    };
-    match plan.kind {
+}
+
+/// Send now, or after the retry delay from a timer so the session's turn is not held up.
+fn send_planned(
+    worker: Rc<Worker>,
+    backend: Rc<Backend>,
+    out: Outgoing,
+    kind: Kind,
+    slot: Option<u16>,
+) {
+    match kind {
         Kind::Retry(delay) => {
             tokio::task::spawn_local(async move {
                 tokio::time::sleep(delay).await;
@@ -129,7 +152,6 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
             });
         }
         Kind::Reroute(delay) => {
-            let slot = plan.slot;
             let resp3 = backend.resp3;
             tokio::task::spawn_local(async move {
                 tokio::time::sleep(delay).await;
@@ -198,16 +220,7 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64, pinned: bool) -> Opti
     if *hop.hops >= max_redirects {
         return None;
     }
-    let line = reply.get(1..reply.len().checked_sub(2)?)?;
-    let (kind, to) = match parse_redirect(line)? {
-        Redirect::Moved { slot, to } => (Kind::Moved { slot }, to),
-        Redirect::Ask { to, .. } => (Kind::Ask, to),
-    };
-    let addr = match to.host {
-        Host::Name(host) => join_host_port(host, to.port),
-        Host::Same => join_host_port(host_of(&hop.sent_to.as_ref()?.addr), to.port),
-        Host::Unknown => return None,
-    };
+    let (kind, addr) = redirect_target(reply, hop.sent_to)?;
     let frame = hop.frame?;
     *hop.reply = None;
     *hop.hops += 1;
@@ -222,6 +235,22 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64, pinned: bool) -> Opti
         frame,
         map_version,
     })
+}
+
+/// Parse a `-MOVED`/`-ASK` reply line into its kind and target address; an empty host
+/// means the node that sent the reply, so it is resolved against `sent_to`.
+fn redirect_target(reply: &[u8], sent_to: &Option<Rc<Backend>>) -> Option<(Kind, String)> {
+    let line = reply.get(1..reply.len().checked_sub(2)?)?;
+    let (kind, to) = match parse_redirect(line)? {
+        Redirect::Moved { slot, to } => (Kind::Moved { slot }, to),
+        Redirect::Ask { to, .. } => (Kind::Ask, to),
+    };
+    let addr = match to.host {
+        Host::Name(host) => join_host_port(host, to.port),
+        Host::Same => join_host_port(host_of(&sent_to.as_ref()?.addr), to.port),
+        Host::Unknown => return None,
+    };
+    Some((kind, addr))
 }
 
 /// Retry after a jittered, doubling delay: on the same node (`reroute` false) or by slot.
