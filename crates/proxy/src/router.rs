@@ -73,52 +73,73 @@ pub(crate) fn route_counted(req: &Request, allow_admin: bool) -> (Route, Option<
 }
 
 fn route_looked_up(req: &Request, spec: Option<&'static CommandSpec>, allow_admin: bool) -> Route {
-    let arg = |i: usize| req.arg(i);
     let Some(spec) = spec else {
         return Route::Refuse(unknown_command(req));
     };
-    let spec = spec.resolve(req.argc(), arg);
+    let spec = spec.resolve(req.argc(), |i: usize| req.arg(i));
+    if let Some(route) = check_shape(req, spec) {
+        return route;
+    }
+    if let Some(route) = route_by_name(req, spec, allow_admin) {
+        return route;
+    }
+    route_by_keys(req, spec)
+}
+
+/// Redis refuses a bad subcommand or arity before looking at keys, so these come first.
+fn check_shape(req: &Request, spec: &CommandSpec) -> Option<Route> {
     if spec.name == "client" && req.argc() >= 2 && req.arg(1).eq_ignore_ascii_case(b"setinfo") {
         // Redis 7.2's CLIENT SETINFO, newer than the table: sent by clients on connect.
-        return Route::Local(Local::Client);
+        return Some(Route::Local(Local::Client));
     }
     if !spec.subcommands.is_empty() && req.argc() >= 2 {
         // `resolve` found no such subcommand: Redis's own answer.
         let sub = truncated(req.arg(1), 128);
         let help = spec.name.to_uppercase();
-        return Route::Refuse(error(&format!(
+        return Some(Route::Refuse(error(&format!(
             "unknown subcommand '{sub}'. Try {help} HELP."
-        )));
+        ))));
     }
     if !spec.arity_ok(req.argc()) || !key_step_fits(spec, req.argc()) {
-        return Route::Refuse(error(&format!(
+        return Some(Route::Refuse(error(&format!(
             "wrong number of arguments for '{}' command",
             spec.name
-        )));
+        ))));
     }
+    None
+}
+
+/// Commands whose route follows from their name alone, before their keys are read.
+fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option<Route> {
     if let Some(cmd) = tx_command(spec.name) {
-        return Route::Tx {
+        return Some(Route::Tx {
             cmd,
             slot: watch_slot(req),
-        };
+        });
     }
     if let Some(target) = pubsub_target(spec.name, req) {
-        return target;
+        return Some(target);
     }
     if spec.name == "scan" {
         // The one command whose request policy is "special" that the proxy serves.
-        return Route::Scan;
+        return Some(Route::Scan);
     }
     if let Some(local) = local_command(spec.name) {
-        return Route::Local(local);
+        return Some(Route::Local(local));
     }
     if let Some(merge) = pubsub_introspection(spec.name) {
-        return Route::Broadcast(merge);
+        return Some(Route::Broadcast(merge));
     }
-    if let Some(why) = unsupported(spec, allow_admin) {
-        return Route::Refuse(error(&format!("slotgate: '{}' {why}", spec.name)));
-    }
-    match spec.key_positions(req.argc(), arg) {
+    let why = unsupported(spec, allow_admin)?;
+    Some(Route::Refuse(error(&format!(
+        "slotgate: '{}' {why}",
+        spec.name
+    ))))
+}
+
+/// The common case: route by the slots of the command's keys, or broadcast if keyless.
+fn route_by_keys(req: &Request, spec: &CommandSpec) -> Route {
+    match spec.key_positions(req.argc(), |i: usize| req.arg(i)) {
         // Bad numkeys and the like: a node gives Redis's exact answer, checks in Redis's order
         // (FCALL looks the function up before numkeys), and cannot run such a request.
         Err(_) => Route::AnyNode,
@@ -305,135 +326,4 @@ fn truncated(bytes: &[u8], max: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req(args: &[&str]) -> Request {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        Request::from_args(&args)
-    }
-
-    fn route_default(r: &Request) -> Route {
-        route(r, false)
-    }
-
-    fn refusal(r: Route) -> String {
-        match r {
-            Route::Refuse(b) => String::from_utf8_lossy(&b).into_owned(),
-            other => panic!("expected a refusal, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn routes_by_slot_and_refuses_like_redis() {
-        assert_eq!(
-            route_default(&req(&["GET", "foo"])),
-            Route::Slot(cluster::key_slot(b"foo"))
-        );
-        assert_eq!(
-            route_default(&req(&["get", "{a}x"])),
-            Route::Slot(cluster::key_slot(b"a"))
-        );
-        assert_eq!(
-            route_default(&req(&["MGET", "{a}1", "{a}2"])),
-            Route::Slot(cluster::key_slot(b"a"))
-        );
-        assert_eq!(route_default(&req(&["PING"])), Route::Local(Local::Ping));
-        assert_eq!(route_default(&req(&["COMMAND", "COUNT"])), Route::AnyNode);
-        let cases: &[(&[&str], &str)] = &[
-            (
-                &["MSETNX", "a", "1", "b", "2"],
-                "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
-            ),
-            (
-                &["RENAME", "a", "b"],
-                "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
-            ),
-            (
-                &["GET"],
-                "-ERR wrong number of arguments for 'get' command\r\n",
-            ),
-            (
-                &["MSET", "a", "1", "b"],
-                "-ERR wrong number of arguments for 'mset' command\r\n",
-            ),
-            (
-                &["CLUSTER", "NOSUCHSUB"],
-                "-ERR unknown subcommand 'NOSUCHSUB'. Try CLUSTER HELP.\r\n",
-            ),
-            (
-                &["CLIENT", "nope"],
-                "-ERR unknown subcommand 'nope'. Try CLIENT HELP.\r\n",
-            ),
-            (
-                &["NOSUCHC"],
-                "-ERR unknown command 'NOSUCHC', with args beginning with: \r\n",
-            ),
-            (
-                &["foo", "a", "b"],
-                "-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n",
-            ),
-            (
-                &[""],
-                "-ERR unknown command '', with args beginning with: \r\n",
-            ),
-        ];
-        for (args, expected) in cases {
-            assert_eq!(refusal(route_default(&req(args))), *expected, "{args:?}");
-        }
-    }
-
-    #[test]
-    fn refuses_what_a_shared_connection_cannot_carry() {
-        assert!(matches!(
-            route_default(&req(&["MGET", "a", "b"])),
-            Route::Split {
-                merge: Merge::KeyOrder,
-                ..
-            }
-        ));
-        assert!(matches!(
-            route_default(&req(&["DEL", "a", "b"])),
-            Route::Split {
-                merge: Merge::Sum,
-                ..
-            }
-        ));
-        assert_eq!(
-            route_default(&req(&["DBSIZE"])),
-            Route::Broadcast(Merge::Sum)
-        );
-        let blpop = route_default(&req(&["BLPOP", "l", "0"]));
-        assert_eq!(blpop, Route::Exclusive(Some(cluster::key_slot(b"l"))));
-        let multi = route_default(&req(&["MULTI"]));
-        assert_eq!(
-            multi,
-            Route::Tx {
-                cmd: TxCommand::Multi,
-                slot: None
-            }
-        );
-        assert_eq!(
-            route_default(&req(&["KEYS", "*"])),
-            Route::Broadcast(Merge::Concat)
-        );
-        for args in [&["MONITOR"][..], &["CONFIG", "SET", "maxmemory", "1"]] {
-            assert!(
-                refusal(route_default(&req(args))).starts_with("-ERR slotgate: "),
-                "{args:?}"
-            );
-        }
-        assert_eq!(
-            route_default(&req(&["XREAD", "STREAMS", "s", "0"])),
-            Route::Slot(cluster::key_slot(b"s"))
-        );
-    }
-
-    #[test]
-    fn unknown_command_text_is_capped_at_128_bytes() {
-        let long = "x".repeat(300);
-        let text = refusal(route_default(&req(&["nope", &long, "more"])));
-        assert!(text.len() < 128 + 128 + 80, "{}", text.len());
-        assert!(!text.contains("more"));
-    }
-}
+mod tests;

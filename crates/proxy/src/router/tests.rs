@@ -1,0 +1,130 @@
+use super::*;
+
+fn req(args: &[&str]) -> Request {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    Request::from_args(&args)
+}
+
+fn route_default(r: &Request) -> Route {
+    route(r, false)
+}
+
+fn refusal(r: Route) -> String {
+    match r {
+        Route::Refuse(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn routes_by_slot_and_refuses_like_redis() {
+    assert_eq!(
+        route_default(&req(&["GET", "foo"])),
+        Route::Slot(cluster::key_slot(b"foo"))
+    );
+    assert_eq!(
+        route_default(&req(&["get", "{a}x"])),
+        Route::Slot(cluster::key_slot(b"a"))
+    );
+    assert_eq!(
+        route_default(&req(&["MGET", "{a}1", "{a}2"])),
+        Route::Slot(cluster::key_slot(b"a"))
+    );
+    assert_eq!(route_default(&req(&["PING"])), Route::Local(Local::Ping));
+    assert_eq!(route_default(&req(&["COMMAND", "COUNT"])), Route::AnyNode);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["MSETNX", "a", "1", "b", "2"],
+            "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+        ),
+        (
+            &["RENAME", "a", "b"],
+            "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+        ),
+        (
+            &["GET"],
+            "-ERR wrong number of arguments for 'get' command\r\n",
+        ),
+        (
+            &["MSET", "a", "1", "b"],
+            "-ERR wrong number of arguments for 'mset' command\r\n",
+        ),
+        (
+            &["CLUSTER", "NOSUCHSUB"],
+            "-ERR unknown subcommand 'NOSUCHSUB'. Try CLUSTER HELP.\r\n",
+        ),
+        (
+            &["CLIENT", "nope"],
+            "-ERR unknown subcommand 'nope'. Try CLIENT HELP.\r\n",
+        ),
+        (
+            &["NOSUCHC"],
+            "-ERR unknown command 'NOSUCHC', with args beginning with: \r\n",
+        ),
+        (
+            &["foo", "a", "b"],
+            "-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n",
+        ),
+        (
+            &[""],
+            "-ERR unknown command '', with args beginning with: \r\n",
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(refusal(route_default(&req(args))), *expected, "{args:?}");
+    }
+}
+
+#[test]
+fn refuses_what_a_shared_connection_cannot_carry() {
+    assert!(matches!(
+        route_default(&req(&["MGET", "a", "b"])),
+        Route::Split {
+            merge: Merge::KeyOrder,
+            ..
+        }
+    ));
+    assert!(matches!(
+        route_default(&req(&["DEL", "a", "b"])),
+        Route::Split {
+            merge: Merge::Sum,
+            ..
+        }
+    ));
+    assert_eq!(
+        route_default(&req(&["DBSIZE"])),
+        Route::Broadcast(Merge::Sum)
+    );
+    let blpop = route_default(&req(&["BLPOP", "l", "0"]));
+    assert_eq!(blpop, Route::Exclusive(Some(cluster::key_slot(b"l"))));
+    let multi = route_default(&req(&["MULTI"]));
+    assert_eq!(
+        multi,
+        Route::Tx {
+            cmd: TxCommand::Multi,
+            slot: None
+        }
+    );
+    assert_eq!(
+        route_default(&req(&["KEYS", "*"])),
+        Route::Broadcast(Merge::Concat)
+    );
+    for args in [&["MONITOR"][..], &["CONFIG", "SET", "maxmemory", "1"]] {
+        assert!(
+            refusal(route_default(&req(args))).starts_with("-ERR slotgate: "),
+            "{args:?}"
+        );
+    }
+    assert_eq!(
+        route_default(&req(&["XREAD", "STREAMS", "s", "0"])),
+        Route::Slot(cluster::key_slot(b"s"))
+    );
+}
+
+#[test]
+fn unknown_command_text_is_capped_at_128_bytes() {
+    let long = "x".repeat(300);
+    let text = refusal(route_default(&req(&["nope", &long, "more"])));
+    assert!(text.len() < 128 + 128 + 80, "{}", text.len());
+    assert!(!text.contains("more"));
+}
