@@ -138,6 +138,24 @@ pub(crate) type Described = Vec<&'static str>;
 /// The whole scrape.
 pub fn render(shared: &Shared) -> String {
     let mut out = String::new();
+    let mut described = Vec::new();
+    worker_totals(shared, &mut out, &mut described);
+    topology(shared, &mut out, &mut described);
+    let logged = shared.slowlog.logged();
+    sample(
+        &mut out,
+        &mut described,
+        "slotgate_slowlog_logged_total",
+        "",
+        logged,
+    );
+    crate::backend_report::metrics(shared, &mut out, &mut described);
+    commands(shared, &mut out, &mut described);
+    out
+}
+
+/// The session counters, summed over workers, plus the live client count.
+fn worker_totals(shared: &Shared, out: &mut String, described: &mut Described) {
     let t = shared.totals();
     let clients = shared.clients.load(Ordering::Relaxed) as u64;
     let simple: [(&str, &str, u64); 12] = [
@@ -178,22 +196,9 @@ pub fn render(shared: &Shared) -> String {
             t.cluster_error_retries,
         ),
     ];
-    let mut described = Vec::new();
     for (name, labels, value) in simple {
-        sample(&mut out, &mut described, name, labels, value);
+        sample(out, described, name, labels, value);
     }
-    topology(shared, &mut out, &mut described);
-    let logged = shared.slowlog.logged();
-    sample(
-        &mut out,
-        &mut described,
-        "slotgate_slowlog_logged_total",
-        "",
-        logged,
-    );
-    crate::backend_report::metrics(shared, &mut out, &mut described);
-    commands(shared, &mut out, &mut described);
-    out
 }
 
 /// Refreshes by outcome, the map's version and its assigned slots.
