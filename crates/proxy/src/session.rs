@@ -258,28 +258,17 @@ impl Session {
         if self.tx.is_some() && !matches!(route, Route::Tx { .. }) {
             return self.queue_in_transaction(req, route);
         }
+        self.dispatch_routed(req, route);
+    }
+
+    /// Normal mode, outside MULTI: act on the route, answering here or sending on.
+    fn dispatch_routed(&mut self, req: Request, route: Route) {
         match route {
             Route::Tx { cmd, slot } => self.transaction_command(cmd, req, slot),
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
             Route::Scan => self.scan(&req),
             Route::PubSub(target) => self.pubsub_command(req, target),
-            Route::Local(Local::Info) if crate::info::wants_keyspace(&req) => {
-                self.info_with_keyspace(&req)
-            }
-            Route::Local(Local::Client) => {
-                let reply = self.client_command(&req);
-                self.reply_now(reply);
-            }
-            Route::Local(cmd) => {
-                let shared = self.worker.shared.clone();
-                let reply = local::run(cmd, &req, &mut self.info, &shared);
-                match cmd {
-                    Local::Hello => self.sync_name(),
-                    Local::Reset => self.registry_reset(),
-                    _ => {}
-                }
-                self.reply_now(reply);
-            }
+            Route::Local(cmd) => self.run_local(&req, cmd),
             Route::Refuse(reply) => self.reply_now(reply),
             Route::Slot(slot) => self.forward(req, Some(slot)),
             Route::AnyNode => self.forward(req, None),
@@ -287,6 +276,27 @@ impl Session {
             Route::Broadcast(merge) => {
                 let masters = self.worker.topology().current().nodes().len();
                 self.fan_out(Fanout::broadcast(&req, masters, merge));
+            }
+        }
+    }
+
+    /// Commands answered by the proxy; some also change this session's own state.
+    fn run_local(&mut self, req: &Request, cmd: Local) {
+        match cmd {
+            Local::Info if crate::info::wants_keyspace(req) => self.info_with_keyspace(req),
+            Local::Client => {
+                let reply = self.client_command(req);
+                self.reply_now(reply);
+            }
+            cmd => {
+                let shared = self.worker.shared.clone();
+                let reply = local::run(cmd, req, &mut self.info, &shared);
+                match cmd {
+                    Local::Hello => self.sync_name(),
+                    Local::Reset => self.registry_reset(),
+                    _ => {}
+                }
+                self.reply_now(reply);
             }
         }
     }
