@@ -106,40 +106,10 @@ impl Proxy {
                 source,
             })?;
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
-        let mut config = config;
-        config.proxy.listen = addr.to_string();
-        let config_users = config.auth.clone();
-        let config_cluster = config.cluster.clone();
-        let slowlog = slowlog::Slowlog::new(&config.slowlog);
-        let shared = Arc::new(Shared {
-            config,
-            topology: topology.clone(),
-            workers: workers.clone(),
-            started: Instant::now(),
-            next_client_id: AtomicU64::new(1),
-            cluster_view: cluster_view::ClusterView::new(addr),
-            clients: Default::default(),
-            users: users(&config_users),
-            backend_auth: topology::backend_auth(&config_cluster),
-            slowlog,
-        });
+        let shared = build_shared(config, addr, &topology, &workers);
         let admin_addr = start_admin(&shared)?;
         let (tx, rx) = watch::channel(false);
-        let mut threads =
-            vec![
-                topology::spawn_refresher(&topology, &shared.config.cluster, rx.clone())
-                    .map_err(StartError::Thread)?,
-            ];
-        threads.extend(slowlog::spawn_clock(&shared, rx.clone()).map_err(StartError::Thread)?);
-        for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
-            threads.push(spawn_worker(
-                i,
-                listener,
-                shared.clone(),
-                stats,
-                rx.clone(),
-            )?);
-        }
+        let threads = spawn_threads(&topology, &shared, listeners, workers, rx)?;
         tracing::info!(%addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
         Ok(Proxy {
             addr,
@@ -179,6 +149,58 @@ impl Proxy {
             let _ = t.join();
         }
     }
+}
+
+/// The state every worker and the admin side share; `addr` is the bound address, which
+/// replaces `proxy.listen` so a configured port 0 reads back as the real port.
+fn build_shared(
+    mut config: Config,
+    addr: SocketAddr,
+    topology: &Arc<Topology>,
+    workers: &[Arc<WorkerStats>],
+) -> Arc<Shared> {
+    config.proxy.listen = addr.to_string();
+    let config_users = config.auth.clone();
+    let config_cluster = config.cluster.clone();
+    let slowlog = slowlog::Slowlog::new(&config.slowlog);
+    Arc::new(Shared {
+        config,
+        topology: topology.clone(),
+        workers: workers.to_vec(),
+        started: Instant::now(),
+        next_client_id: AtomicU64::new(1),
+        cluster_view: cluster_view::ClusterView::new(addr),
+        clients: Default::default(),
+        users: users(&config_users),
+        backend_auth: topology::backend_auth(&config_cluster),
+        slowlog,
+    })
+}
+
+/// The topology refresher, the slowlog clock and one worker per listener, all stopped by
+/// the same shutdown channel.
+fn spawn_threads(
+    topology: &Arc<Topology>,
+    shared: &Arc<Shared>,
+    listeners: Vec<std::net::TcpListener>,
+    workers: Vec<Arc<WorkerStats>>,
+    rx: watch::Receiver<bool>,
+) -> Result<Vec<JoinHandle<()>>, StartError> {
+    let mut threads = vec![
+        topology::spawn_refresher(topology, &shared.config.cluster, rx.clone())
+            .map_err(StartError::Thread)?,
+    ];
+    threads.extend(slowlog::spawn_clock(shared, rx.clone()).map_err(StartError::Thread)?);
+    for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
+        threads.push(spawn_worker(
+            i,
+            listener,
+            shared.clone(),
+            stats,
+            rx.clone(),
+        )?);
+    }
+    Ok(threads)
 }
 
 /// Each client and backend connection is a file descriptor: raise the soft limit towards
