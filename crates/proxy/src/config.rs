@@ -218,6 +218,25 @@ impl Config {
             .listen
             .parse()
             .map_err(|_| ConfigError::Listen(self.proxy.listen.clone()))?;
+        self.check_seeds()?;
+        self.check_nonzero()?;
+        self.admin_addr()?;
+        if ::topology::TopologyCommand::from_name(&self.cluster.topology_command).is_none() {
+            return Err(ConfigError::TopologyCommand(
+                self.cluster.topology_command.clone(),
+            ));
+        }
+        for user in &self.auth.users {
+            crate::auth::User::from_config(user)?;
+        }
+        if !listen.ip().is_loopback() && !self.auth_required() {
+            return Err(ConfigError::Unprotected(listen));
+        }
+        Ok(listen)
+    }
+
+    /// At least one seed, each `host:port`, so bootstrap has somewhere to start.
+    fn check_seeds(&self) -> Result<(), ConfigError> {
         if self.cluster.seeds.is_empty() {
             return Err(ConfigError::NoSeeds);
         }
@@ -230,6 +249,11 @@ impl Config {
                 return Err(ConfigError::Seed(seed.clone()));
             }
         }
+        Ok(())
+    }
+
+    /// Limits where zero would refuse every request or never connect.
+    fn check_nonzero(&self) -> Result<(), ConfigError> {
         let nonzero = [
             (self.limits.max_bulk_bytes, "limits.max_bulk_bytes"),
             (
@@ -252,19 +276,7 @@ impl Config {
         if let Some((_, name)) = nonzero.iter().find(|(v, _)| *v == 0) {
             return Err(ConfigError::Zero(name));
         }
-        self.admin_addr()?;
-        if ::topology::TopologyCommand::from_name(&self.cluster.topology_command).is_none() {
-            return Err(ConfigError::TopologyCommand(
-                self.cluster.topology_command.clone(),
-            ));
-        }
-        for user in &self.auth.users {
-            crate::auth::User::from_config(user)?;
-        }
-        if !listen.ip().is_loopback() && !self.auth_required() {
-            return Err(ConfigError::Unprotected(listen));
-        }
-        Ok(listen)
+        Ok(())
     }
 
     /// The admin endpoint's address, if enabled.
