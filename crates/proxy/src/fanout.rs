@@ -92,43 +92,10 @@ impl Fanout {
             KeyPositions::Range { step, .. } => (*step).max(1),
             _ => 1,
         };
-        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
-        let mut order = Vec::with_capacity(keys.count());
-        for idx in keys.iter() {
-            let slot = cluster::key_slot(req.arg(idx));
-            let g = match groups.iter().position(|(s, _)| *s == slot) {
-                Some(g) => g,
-                None => {
-                    groups.push((slot, Vec::new()));
-                    groups.len() - 1
-                }
-            };
-            order.push((g as u32, groups[g].1.len() as u32));
-            groups[g].1.push(idx);
-        }
+        let (groups, order) = group_by_slot(req, keys);
         let parts = groups
             .into_iter()
-            .map(|(slot, idxs)| {
-                let mut args: Vec<&[u8]> = vec![req.arg(0)];
-                for i in idxs {
-                    // The router checked the argument count; never read past it anyway.
-                    args.extend(
-                        (i..i + step)
-                            .filter(|&j| j < req.argc())
-                            .map(|j| req.arg(j)),
-                    );
-                }
-                let mut frame = BytesMut::new();
-                resp::encode_command(&mut frame, &args);
-                Part {
-                    frame: frame.freeze(),
-                    reply: None,
-                    sent_to: None,
-                    hops: 0,
-                    retries: 0,
-                    slot: Some(slot),
-                }
-            })
+            .map(|(slot, idxs)| slot_part(req, slot, idxs, step))
             .collect::<Vec<_>>();
         Fanout {
             merge,
@@ -217,6 +184,53 @@ impl Fanout {
             }
         }
         out.freeze()
+    }
+}
+
+/// Key argument indexes grouped by slot, in first-seen order.
+type SlotGroups = Vec<(u16, Vec<usize>)>;
+
+/// Group the key positions by slot, in first-seen order, and note for each key its
+/// (part, index within part) so the merge can put replies back in request order.
+fn group_by_slot(req: &Request, keys: &KeyPositions) -> (SlotGroups, Vec<(u32, u32)>) {
+    let mut groups: SlotGroups = Vec::new();
+    let mut order = Vec::with_capacity(keys.count());
+    for idx in keys.iter() {
+        let slot = cluster::key_slot(req.arg(idx));
+        let g = match groups.iter().position(|(s, _)| *s == slot) {
+            Some(g) => g,
+            None => {
+                groups.push((slot, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        order.push((g as u32, groups[g].1.len() as u32));
+        groups[g].1.push(idx);
+    }
+    (groups, order)
+}
+
+/// One slot's request: the command name, then each of its keys with the `step - 1`
+/// arguments that follow it (MSET's values).
+fn slot_part(req: &Request, slot: u16, idxs: Vec<usize>, step: usize) -> Part {
+    let mut args: Vec<&[u8]> = vec![req.arg(0)];
+    for i in idxs {
+        // The router checked the argument count; never read past it anyway.
+        args.extend(
+            (i..i + step)
+                .filter(|&j| j < req.argc())
+                .map(|j| req.arg(j)),
+        );
+    }
+    let mut frame = BytesMut::new();
+    resp::encode_command(&mut frame, &args);
+    Part {
+        frame: frame.freeze(),
+        reply: None,
+        sent_to: None,
+        hops: 0,
+        retries: 0,
+        slot: Some(slot),
     }
 }
 
