@@ -11,7 +11,8 @@
 //! pipeline's results.
 
 use ::topology::{not_executed, Backoff, Topology, MAX_REDIRECTS};
-use cluster::slot_map::{host_of, join_host_port};
+use arc_swap::Guard;
+use cluster::slot_map::{host_of, join_host_port, SlotMap};
 use cluster::{error_kind, parse_redirect, ErrorKind, Host, Redirect};
 use rand::Rng;
 use resp::Value;
@@ -70,13 +71,20 @@ async fn round(
     results: &mut [Option<Result<Value>>],
     todo: &[usize],
 ) -> (Vec<usize>, u32) {
+    // One map for the whole round: routing a command then borrows its
+    // node's address instead of loading the map and cloning the address.
+    let map = inner
+        .topology
+        .as_ref()
+        .map(|t| Guard::into_inner(t.current()));
     let mut groups: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
     for &i in todo {
-        match route(inner, &cmds[i], &mut states[i]) {
+        match route(inner, map.as_deref(), &cmds[i], &mut states[i]) {
             Ok((addr, asking)) => add_to_group(&mut groups, addr, i, asking),
             Err(e) => results[i] = Some(Err(e)),
         }
     }
+    drop(map);
     let tickets: Vec<Ticket> = groups
         .iter()
         .map(|(addr, members)| submit(inner, addr, cmds, members))
@@ -104,11 +112,11 @@ async fn round(
     (again, backoff)
 }
 
-fn add_to_group(groups: &mut Vec<(String, Vec<(usize, bool)>)>, addr: String, i: usize, ask: bool) {
+fn add_to_group(groups: &mut Vec<(String, Vec<(usize, bool)>)>, addr: &str, i: usize, ask: bool) {
     // Few nodes per pipeline: a linear scan beats hashing here.
-    match groups.iter_mut().find(|(a, _)| *a == addr) {
+    match groups.iter_mut().find(|(a, _)| a == addr) {
         Some((_, members)) => members.push((i, ask)),
-        None => groups.push((addr, vec![(i, ask)])),
+        None => groups.push((addr.to_owned(), vec![(i, ask)])),
     }
 }
 
@@ -121,18 +129,23 @@ fn submit(inner: &Inner, addr: &str, cmds: &[Frozen], members: &[(usize, bool)])
     inner.pool.get(addr).submit(segments, replies)
 }
 
-/// The node a command goes to now, and whether it needs ASKING.
-fn route(inner: &Inner, cmd: &Frozen, state: &mut State) -> Result<(String, bool)> {
+/// The node a command goes to now, and whether it needs ASKING. `map` is
+/// the round's map (`None` in single-node mode).
+fn route<'a>(
+    inner: &'a Inner,
+    map: Option<&'a SlotMap>,
+    cmd: &Frozen,
+    state: &'a mut State,
+) -> Result<(&'a str, bool)> {
     if cmd.is_empty() {
         return Err(Error::Invalid("empty command".into()));
     }
-    if let Some(t) = &state.target {
-        return Ok(t.clone());
+    if let Some((addr, asking)) = &state.target {
+        return Ok((addr, *asking));
     }
-    let Some(topo) = &inner.topology else {
-        return Ok((inner.single_addr.clone(), false));
+    let (Some(topo), Some(map)) = (&inner.topology, map) else {
+        return Ok((&inner.single_addr, false));
     };
-    let map = topo.current();
     state.version = map.version();
     let node = match cmd.route.slot {
         Some(slot) => map.node_of(slot).ok_or_else(|| {
@@ -147,7 +160,7 @@ fn route(inner: &Inner, cmd: &Frozen, state: &mut State) -> Result<(String, bool
                 .ok_or_else(|| Error::Topology("empty map".into()))?
         }
     };
-    Ok((node.addr.clone(), false))
+    Ok((&node.addr, false))
 }
 
 /// Decides what a reply means for its command.
