@@ -254,11 +254,7 @@ impl Actor {
                 return Ok(());
             };
             let frame = self.rbuf.split_to(len).freeze();
-            let value = match resp::decode(&frame) {
-                Ok(Some((v, _))) => v,
-                Ok(None) => return Err(Error::Protocol("framer and decoder disagree".into())),
-                Err(e) => return Err(Error::Protocol(e.to_string())),
-            };
+            let value = crate::reply::value_of(frame)?;
             let Some(front) = self.pending.front_mut() else {
                 return Err(Error::Protocol("reply without a request".into()));
             };
