@@ -195,7 +195,7 @@ fn judge_error(inner: &Inner, from: &str, st: &mut State, text: &[u8]) -> Next {
     if let Some(redirect) = parse_redirect(text) {
         return follow(inner, topo, from, st, text, redirect);
     }
-    let kind = error_kind(&[b"-", text].concat());
+    let kind = kind_of(text);
     if !not_executed(kind) {
         return Next::Done(Err(server_error(text)));
     }
@@ -255,10 +255,42 @@ fn follow(
     Next::Retry { backoff: false }
 }
 
+/// `error_kind` of the error frame `-<text>`, built on the stack: the kind
+/// depends on the first word only, and every known code is far shorter than
+/// the 15 bytes kept (a longer first word matches none, cut or not).
+fn kind_of(text: &[u8]) -> ErrorKind {
+    let mut frame = [0u8; 16];
+    frame[0] = b'-';
+    let n = text.len().min(frame.len() - 1);
+    frame[1..=n].copy_from_slice(&text[..n]);
+    error_kind(&frame[..=n])
+}
+
 fn lossy(text: &[u8]) -> String {
     String::from_utf8_lossy(text).into_owned()
 }
 
 fn server_error(text: &[u8]) -> Error {
     Error::Server(lossy(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_of_matches_error_kind_of_the_frame() {
+        let texts: &[&[u8]] = &[
+            b"TRYAGAIN Multiple keys request during rehashing of slot",
+            b"CLUSTERDOWN The cluster is down",
+            b"MOVED 3999 127.0.0.1:6381",
+            b"LOADING",
+            b"CLUSTERDOWNCLUSTERDOWN x",
+            b"ERR unknown command",
+            b"",
+        ];
+        for t in texts {
+            assert_eq!(kind_of(t), error_kind(&[b"-", *t].concat()), "{t:?}");
+        }
+    }
 }
