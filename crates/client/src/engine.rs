@@ -71,20 +71,7 @@ async fn round(
     results: &mut [Option<Result<Value>>],
     todo: &[usize],
 ) -> (Vec<usize>, u32) {
-    // One map for the whole round: routing a command then borrows its
-    // node's address instead of loading the map and cloning the address.
-    let map = inner
-        .topology
-        .as_ref()
-        .map(|t| Guard::into_inner(t.current()));
-    let mut groups: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
-    for &i in todo {
-        match route(inner, map.as_deref(), &cmds[i], &mut states[i]) {
-            Ok((addr, asking)) => add_to_group(&mut groups, addr, i, asking),
-            Err(e) => results[i] = Some(Err(e)),
-        }
-    }
-    drop(map);
+    let groups = group(inner, cmds, states, results, todo);
     let tickets: Vec<Ticket> = groups
         .iter()
         .map(|(addr, members)| submit(inner, addr, cmds, members))
@@ -112,7 +99,35 @@ async fn round(
     (again, backoff)
 }
 
-fn add_to_group(groups: &mut Vec<(String, Vec<(usize, bool)>)>, addr: &str, i: usize, ask: bool) {
+/// Commands bound for one node: its address, then (index, send ASKING first).
+type Groups = Vec<(String, Vec<(usize, bool)>)>;
+
+/// Routes the `todo` commands and groups them by node, in caller order
+/// within each group; a command that cannot be routed gets its error now.
+fn group(
+    inner: &Inner,
+    cmds: &[Frozen],
+    states: &mut [State],
+    results: &mut [Option<Result<Value>>],
+    todo: &[usize],
+) -> Groups {
+    // One map for the whole round: routing a command then borrows its
+    // node's address instead of loading the map and cloning the address.
+    let map = inner
+        .topology
+        .as_ref()
+        .map(|t| Guard::into_inner(t.current()));
+    let mut groups = Groups::new();
+    for &i in todo {
+        match route(inner, map.as_deref(), &cmds[i], &mut states[i]) {
+            Ok((addr, asking)) => add_to_group(&mut groups, addr, i, asking),
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    groups
+}
+
+fn add_to_group(groups: &mut Groups, addr: &str, i: usize, ask: bool) {
     // Few nodes per pipeline: a linear scan beats hashing here.
     match groups.iter_mut().find(|(a, _)| a == addr) {
         Some((_, members)) => members.push((i, ask)),
