@@ -5,6 +5,9 @@
 //! bytes to its write queue and registers the batch in its FIFO in the same
 //! step, so the FIFO is always in exact write order (the reply-crossing bugs of
 //! field report 004 and Lettuce came from those two getting out of step).
+//! Woken by a batch, the actor yields once before writing, so every caller
+//! already runnable adds its batch to the same `writev`: the server then
+//! reads, runs and answers many batches per event-loop turn.
 //!
 //! The actor reads while it writes (one `select!` over both halves), so a
 //! large value pipelined behind a large reply cannot deadlock TCP. Any I/O or
