@@ -16,6 +16,9 @@ use smallvec::SmallVec;
 /// being copied into the batch buffer.
 const SEGMENT_MIN: usize = 16 * 1024;
 
+/// Initial body capacity beyond the first argument's own bytes.
+const FIRST_ALLOC: usize = 64;
+
 /// Something usable as one command argument.
 ///
 /// # Examples
@@ -154,6 +157,11 @@ impl Cmd {
             return;
         }
         let bytes = a.to_arg();
+        if self.body.capacity() == 0 {
+            // Sized for a typical name plus a key or two, so a short command
+            // takes one allocation instead of growing once per argument.
+            self.body.reserve(FIRST_ALLOC + bytes.len());
+        }
         resp::write_bulk(&mut self.body, &bytes);
         // The payload sits just before the trailing CRLF.
         let len = bytes.len();

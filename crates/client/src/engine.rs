@@ -11,7 +11,8 @@
 //! pipeline's results.
 
 use ::topology::{not_executed, Backoff, Topology, MAX_REDIRECTS};
-use cluster::slot_map::{host_of, join_host_port};
+use arc_swap::Guard;
+use cluster::slot_map::{host_of, join_host_port, SlotMap};
 use cluster::{error_kind, parse_redirect, ErrorKind, Host, Redirect};
 use rand::Rng;
 use resp::Value;
@@ -70,13 +71,7 @@ async fn round(
     results: &mut [Option<Result<Value>>],
     todo: &[usize],
 ) -> (Vec<usize>, u32) {
-    let mut groups: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
-    for &i in todo {
-        match route(inner, &cmds[i], &mut states[i]) {
-            Ok((addr, asking)) => add_to_group(&mut groups, addr, i, asking),
-            Err(e) => results[i] = Some(Err(e)),
-        }
-    }
+    let groups = group(inner, cmds, states, results, todo);
     let tickets: Vec<Ticket> = groups
         .iter()
         .map(|(addr, members)| submit(inner, addr, cmds, members))
@@ -104,11 +99,39 @@ async fn round(
     (again, backoff)
 }
 
-fn add_to_group(groups: &mut Vec<(String, Vec<(usize, bool)>)>, addr: String, i: usize, ask: bool) {
+/// Commands bound for one node: its address, then (index, send ASKING first).
+type Groups = Vec<(String, Vec<(usize, bool)>)>;
+
+/// Routes the `todo` commands and groups them by node, in caller order
+/// within each group; a command that cannot be routed gets its error now.
+fn group(
+    inner: &Inner,
+    cmds: &[Frozen],
+    states: &mut [State],
+    results: &mut [Option<Result<Value>>],
+    todo: &[usize],
+) -> Groups {
+    // One map for the whole round: routing a command then borrows its
+    // node's address instead of loading the map and cloning the address.
+    let map = inner
+        .topology
+        .as_ref()
+        .map(|t| Guard::into_inner(t.current()));
+    let mut groups = Groups::new();
+    for &i in todo {
+        match route(inner, map.as_deref(), &cmds[i], &mut states[i]) {
+            Ok((addr, asking)) => add_to_group(&mut groups, addr, i, asking),
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    groups
+}
+
+fn add_to_group(groups: &mut Groups, addr: &str, i: usize, ask: bool) {
     // Few nodes per pipeline: a linear scan beats hashing here.
-    match groups.iter_mut().find(|(a, _)| *a == addr) {
+    match groups.iter_mut().find(|(a, _)| a == addr) {
         Some((_, members)) => members.push((i, ask)),
-        None => groups.push((addr, vec![(i, ask)])),
+        None => groups.push((addr.to_owned(), vec![(i, ask)])),
     }
 }
 
@@ -121,18 +144,23 @@ fn submit(inner: &Inner, addr: &str, cmds: &[Frozen], members: &[(usize, bool)])
     inner.pool.get(addr).submit(segments, replies)
 }
 
-/// The node a command goes to now, and whether it needs ASKING.
-fn route(inner: &Inner, cmd: &Frozen, state: &mut State) -> Result<(String, bool)> {
+/// The node a command goes to now, and whether it needs ASKING. `map` is
+/// the round's map (`None` in single-node mode).
+fn route<'a>(
+    inner: &'a Inner,
+    map: Option<&'a SlotMap>,
+    cmd: &Frozen,
+    state: &'a mut State,
+) -> Result<(&'a str, bool)> {
     if cmd.is_empty() {
         return Err(Error::Invalid("empty command".into()));
     }
-    if let Some(t) = &state.target {
-        return Ok(t.clone());
+    if let Some((addr, asking)) = &state.target {
+        return Ok((addr, *asking));
     }
-    let Some(topo) = &inner.topology else {
-        return Ok((inner.single_addr.clone(), false));
+    let (Some(topo), Some(map)) = (&inner.topology, map) else {
+        return Ok((&inner.single_addr, false));
     };
-    let map = topo.current();
     state.version = map.version();
     let node = match cmd.route.slot {
         Some(slot) => map.node_of(slot).ok_or_else(|| {
@@ -147,7 +175,7 @@ fn route(inner: &Inner, cmd: &Frozen, state: &mut State) -> Result<(String, bool
                 .ok_or_else(|| Error::Topology("empty map".into()))?
         }
     };
-    Ok((node.addr.clone(), false))
+    Ok((&node.addr, false))
 }
 
 /// Decides what a reply means for its command.
@@ -182,7 +210,7 @@ fn judge_error(inner: &Inner, from: &str, st: &mut State, text: &[u8]) -> Next {
     if let Some(redirect) = parse_redirect(text) {
         return follow(inner, topo, from, st, text, redirect);
     }
-    let kind = error_kind(&[b"-", text].concat());
+    let kind = kind_of(text);
     if !not_executed(kind) {
         return Next::Done(Err(server_error(text)));
     }
@@ -242,10 +270,42 @@ fn follow(
     Next::Retry { backoff: false }
 }
 
+/// `error_kind` of the error frame `-<text>`, built on the stack: the kind
+/// depends on the first word only, and every known code is far shorter than
+/// the 15 bytes kept (a longer first word matches none, cut or not).
+fn kind_of(text: &[u8]) -> ErrorKind {
+    let mut frame = [0u8; 16];
+    frame[0] = b'-';
+    let n = text.len().min(frame.len() - 1);
+    frame[1..=n].copy_from_slice(&text[..n]);
+    error_kind(&frame[..=n])
+}
+
 fn lossy(text: &[u8]) -> String {
     String::from_utf8_lossy(text).into_owned()
 }
 
 fn server_error(text: &[u8]) -> Error {
     Error::Server(lossy(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_of_matches_error_kind_of_the_frame() {
+        let texts: &[&[u8]] = &[
+            b"TRYAGAIN Multiple keys request during rehashing of slot",
+            b"CLUSTERDOWN The cluster is down",
+            b"MOVED 3999 127.0.0.1:6381",
+            b"LOADING",
+            b"CLUSTERDOWNCLUSTERDOWN x",
+            b"ERR unknown command",
+            b"",
+        ];
+        for t in texts {
+            assert_eq!(kind_of(t), error_kind(&[b"-", *t].concat()), "{t:?}");
+        }
+    }
 }

@@ -43,6 +43,7 @@ mod error;
 pub mod ffi;
 mod pipeline;
 mod pool;
+mod reply;
 mod stats;
 mod topology;
 
