@@ -23,7 +23,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -31,7 +30,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use resp::ReplyFramer;
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
@@ -41,6 +40,12 @@ use crate::backend_stats::NodeStats;
 use crate::pending::ClientCell;
 use crate::topology::Topology;
 use crate::watchdog::Watchdog;
+
+mod task;
+mod writev;
+
+use task::run;
+pub(crate) use writev::{advance, fill_slices};
 
 /// One request waiting to be written to the node.
 pub(crate) struct Outgoing {
@@ -193,61 +198,6 @@ impl Backend {
     }
 }
 
-/// The connection task: dial, then pump until the connection breaks.
-async fn run(backend: Rc<Backend>) {
-    backend.node.dialing();
-    let stream =
-        match tokio::time::timeout(backend.connect_timeout, TcpStream::connect(&*backend.addr))
-            .await
-        {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return connect_failed(&backend, &e.to_string()),
-            Err(_) => return connect_failed(&backend, "connect timed out"),
-        };
-    let _ = stream.set_nodelay(true);
-    backend.node.connected();
-    tracing::debug!(node = %backend.addr, "backend connected");
-    let mut conn = Conn::new(backend.clone(), stream);
-    if let Some(auth) = &backend.auth {
-        // First of all; its reply is dropped (a failure is logged, without the password).
-        conn.write_queue.push_back(auth.clone());
-        conn.in_flight.push_back(InFlight::DISCARD);
-    }
-    if backend.resp3 {
-        // Before anything else on this connection; its reply (a map) is dropped.
-        conn.write_queue.push_back(Bytes::from_static(HELLO3));
-        conn.in_flight.push_back(InFlight::DISCARD);
-    }
-    let reason = poll_fn(|cx| conn.poll(cx)).await;
-    tracing::info!(node = %backend.addr, %reason, "backend connection closed");
-    conn.poison(&reason);
-    backend.node.report_inflight(&mut conn.reported_inflight, 0);
-    backend.node.closed(!backend.closed.get());
-    if !backend.closed.get() {
-        backend.topology.request_refresh_now();
-    }
-    backend.running.set(false);
-    // Requests queued after the last turn still deserve a connection.
-    if !backend.closed.get() && !backend.queue.borrow().is_empty() && !backend.running.replace(true)
-    {
-        tokio::task::spawn_local(run(backend.clone()));
-    }
-}
-
-fn connect_failed(backend: &Rc<Backend>, why: &str) {
-    backend.node.connect_failed();
-    tracing::warn!(node = %backend.addr, why, "cannot connect to backend");
-    backend.topology.request_refresh_now();
-    backend
-        .down_until
-        .set(Some(Instant::now() + RECONNECT_BACKOFF));
-    backend.running.set(false);
-    backend.fail_queued(&node_error(
-        &backend.addr,
-        &format!("is unreachable: {why}"),
-    ));
-}
-
 /// An error reply naming the node, for requests that never reached it or whose fate is unknown.
 fn node_error(addr: &str, what: &str) -> Bytes {
     Bytes::from(format!("-ERR slotgate: node {addr} {what}\r\n"))
@@ -285,12 +235,7 @@ impl Conn {
     /// Pump once: take new requests, write what the socket accepts, deliver what it returned.
     /// Ready(reason) when the connection is finished.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<String> {
-        {
-            let mut w = self.backend.waker.borrow_mut();
-            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *w = Some(cx.waker().clone());
-            }
-        }
+        self.remember_waker(cx);
         let mut moved = 0;
         loop {
             if self.backend.closed.get() {
@@ -313,18 +258,32 @@ impl Conn {
                 return Poll::Pending;
             }
             if wrote == 0 && read == 0 && self.backend.queue.borrow().is_empty() {
-                let owed = !self.in_flight.is_empty();
-                if self.watchdog.poll_expired(cx, owed).is_ready() {
-                    let ms = self.backend.request_timeout.as_millis();
-                    return Poll::Ready(format!("no reply within {ms} ms"));
-                }
-                let owed = self.in_flight.len();
-                self.backend
-                    .node
-                    .report_inflight(&mut self.reported_inflight, owed);
-                return Poll::Pending;
+                return self.poll_idle(cx);
             }
         }
+    }
+
+    /// Let `send` and `close` wake this task; the waker is cloned only when it changed.
+    fn remember_waker(&self, cx: &Context<'_>) {
+        let mut w = self.backend.waker.borrow_mut();
+        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *w = Some(cx.waker().clone());
+        }
+    }
+
+    /// Nothing moved: arm the request timeout while replies are owed, and publish the
+    /// in-flight count only now, once per quiet turn rather than per reply.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<String> {
+        let owed = !self.in_flight.is_empty();
+        if self.watchdog.poll_expired(cx, owed).is_ready() {
+            let ms = self.backend.request_timeout.as_millis();
+            return Poll::Ready(format!("no reply within {ms} ms"));
+        }
+        let owed = self.in_flight.len();
+        self.backend
+            .node
+            .report_inflight(&mut self.reported_inflight, owed);
+        Poll::Pending
     }
 
     fn take_queued(&mut self) {
@@ -437,31 +396,5 @@ impl Conn {
             }
         }
         self.write_queue.clear();
-    }
-}
-
-/// Point `slices` at the front of `queue` (no allocation); returns how many were filled.
-pub(crate) fn fill_slices<'a>(queue: &'a VecDeque<Bytes>, slices: &mut [IoSlice<'a>]) -> usize {
-    let mut count = 0;
-    for (slot, buf) in slices.iter_mut().zip(queue.iter()) {
-        *slot = IoSlice::new(buf);
-        count += 1;
-    }
-    count
-}
-
-/// Drop `n` written bytes from the front of the queue.
-pub(crate) fn advance(queue: &mut VecDeque<Bytes>, mut n: usize) {
-    while n > 0 {
-        let Some(front) = queue.front_mut() else {
-            return;
-        };
-        if front.len() <= n {
-            n -= front.len();
-            queue.pop_front();
-        } else {
-            front.advance(n);
-            n = 0;
-        }
     }
 }

@@ -1,0 +1,70 @@
+//! The connection task of a `Backend`: dial, send the set-up commands (AUTH, HELLO 3),
+//! pump the connection until it breaks, then fail what it owed and redial if more waits.
+//!
+//! The pump (`Conn`, in `backend.rs`) only moves bytes; timeouts on dial, the set-up
+//! commands and the backoff after a failed dial live here.
+
+use std::future::poll_fn;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::{node_error, Backend, Conn, InFlight, HELLO3, RECONNECT_BACKOFF};
+
+/// The connection task: dial, then pump until the connection breaks.
+pub(super) async fn run(backend: Rc<Backend>) {
+    backend.node.dialing();
+    let stream =
+        match tokio::time::timeout(backend.connect_timeout, TcpStream::connect(&*backend.addr))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return connect_failed(&backend, &e.to_string()),
+            Err(_) => return connect_failed(&backend, "connect timed out"),
+        };
+    let _ = stream.set_nodelay(true);
+    backend.node.connected();
+    tracing::debug!(node = %backend.addr, "backend connected");
+    let mut conn = Conn::new(backend.clone(), stream);
+    if let Some(auth) = &backend.auth {
+        // First of all; its reply is dropped (a failure is logged, without the password).
+        conn.write_queue.push_back(auth.clone());
+        conn.in_flight.push_back(InFlight::DISCARD);
+    }
+    if backend.resp3 {
+        // Before anything else on this connection; its reply (a map) is dropped.
+        conn.write_queue.push_back(Bytes::from_static(HELLO3));
+        conn.in_flight.push_back(InFlight::DISCARD);
+    }
+    let reason = poll_fn(|cx| conn.poll(cx)).await;
+    tracing::info!(node = %backend.addr, %reason, "backend connection closed");
+    conn.poison(&reason);
+    backend.node.report_inflight(&mut conn.reported_inflight, 0);
+    backend.node.closed(!backend.closed.get());
+    if !backend.closed.get() {
+        backend.topology.request_refresh_now();
+    }
+    backend.running.set(false);
+    // Requests queued after the last turn still deserve a connection.
+    if !backend.closed.get() && !backend.queue.borrow().is_empty() && !backend.running.replace(true)
+    {
+        tokio::task::spawn_local(run(backend.clone()));
+    }
+}
+
+/// Fail fast for a while: the queued requests now, later ones until the backoff ends.
+fn connect_failed(backend: &Rc<Backend>, why: &str) {
+    backend.node.connect_failed();
+    tracing::warn!(node = %backend.addr, why, "cannot connect to backend");
+    backend.topology.request_refresh_now();
+    backend
+        .down_until
+        .set(Some(Instant::now() + RECONNECT_BACKOFF));
+    backend.running.set(false);
+    backend.fail_queued(&node_error(
+        &backend.addr,
+        &format!("is unreachable: {why}"),
+    ));
+}
