@@ -84,40 +84,16 @@ fn with_cluster(
     a: &ReshardArgs,
     jar: Option<&std::path::Path>,
 ) -> Result<()> {
+    // Held until the end: dropping it stops the proxy.
     let proxy = match a.via {
         Via::Proxy => Some(procs::slotgate(None, cluster.seed(), 1)?),
         _ => None,
     };
-    let seed = cluster.seed().to_string();
-    let mut route: Vec<String> = match (&proxy, a.via) {
-        (Some(p), _) => vec!["--target".into(), p.addr().to_string()],
-        (None, Via::DirectNaive) => vec!["--cluster".into(), seed, "--refresh-policy=naive".into()],
-        (None, _) => vec!["--cluster".into(), seed, "--refresh-policy=smart".into()],
-    };
-    route.extend(["--keyspace".into(), a.keyspace.to_string()]);
+    let route = client_route(cluster, a, proxy.as_ref());
     prepopulate_via(&route)?;
     let masters = cluster.masters();
     let before = topo_calls(&masters)?;
-    let flags = [
-        "--mix=get:9,set:1".to_string(),
-        format!("--clients={}", a.clients),
-        format!("--rate={}", a.rate),
-        format!("--duration={}ms", a.duration.as_millis()),
-    ];
-    let child = match jar {
-        // Jedis prepopulates through `bench run` (same key names), then loads on its own.
-        Some(jar) => Load::Jedis(jedis::start(
-            jar,
-            &jedis::Load {
-                seed: cluster.seed(),
-                clients: a.clients,
-                rate: a.rate,
-                duration_ms: a.duration.as_millis(),
-                keyspace: a.keyspace,
-            },
-        )?),
-        None => Load::Bench(spawn_load(&route, &flags)?),
-    };
+    let child = start_load(cluster, a, jar, &route)?;
     std::thread::sleep(Duration::from_secs(2));
     let t0 = Instant::now();
     let moved = migrate_paced(cluster, usize::MAX, a.slots_per_sec).context("migration");
@@ -129,6 +105,60 @@ fn with_cluster(
     };
     let moved = moved?;
     let after = topo_calls(&masters)?;
+    print_headline(a, moved, took);
+    report(&load, &masters, &before, &after);
+    p99_summary(&load, 2.0, 2.0 + took.as_secs_f64());
+    Ok(())
+}
+
+/// `bench run` flags that send the load through the proxy or straight at the cluster with
+/// the chosen refresh policy, over the prepopulated keyspace.
+fn client_route(
+    cluster: &devcluster::Cluster,
+    a: &ReshardArgs,
+    proxy: Option<&procs::Proc>,
+) -> Vec<String> {
+    let seed = cluster.seed().to_string();
+    let mut route: Vec<String> = match (proxy, a.via) {
+        (Some(p), _) => vec!["--target".into(), p.addr().to_string()],
+        (None, Via::DirectNaive) => vec!["--cluster".into(), seed, "--refresh-policy=naive".into()],
+        (None, _) => vec!["--cluster".into(), seed, "--refresh-policy=smart".into()],
+    };
+    route.extend(["--keyspace".into(), a.keyspace.to_string()]);
+    route
+}
+
+/// Start the steady load in the background: `bench run`, or Jedis when a jar is given.
+fn start_load(
+    cluster: &devcluster::Cluster,
+    a: &ReshardArgs,
+    jar: Option<&std::path::Path>,
+    route: &[String],
+) -> Result<Load> {
+    let flags = [
+        "--mix=get:9,set:1".to_string(),
+        format!("--clients={}", a.clients),
+        format!("--rate={}", a.rate),
+        format!("--duration={}ms", a.duration.as_millis()),
+    ];
+    Ok(match jar {
+        // Jedis prepopulates through `bench run` (same key names), then loads on its own.
+        Some(jar) => Load::Jedis(jedis::start(
+            jar,
+            &jedis::Load {
+                seed: cluster.seed(),
+                clients: a.clients,
+                rate: a.rate,
+                duration_ms: a.duration.as_millis(),
+                keyspace: a.keyspace,
+            },
+        )?),
+        None => Load::Bench(spawn_load(route, &flags)?),
+    })
+}
+
+/// The run's one-line summary, before the per-master table.
+fn print_headline(a: &ReshardArgs, moved: usize, took: Duration) {
     let pace = match a.slots_per_sec {
         p if p > 0.0 => format!(", paced at {p} slots/s"),
         _ => String::new(),
@@ -140,9 +170,6 @@ fn with_cluster(
         a.clients,
         a.rate
     );
-    report(&load, &masters, &before, &after);
-    p99_summary(&load, 2.0, 2.0 + took.as_secs_f64());
-    Ok(())
 }
 
 /// Issue 4's latency figure: the median of the per-second p99s of the seconds that lie
