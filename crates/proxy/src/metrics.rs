@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use crate::cmdstats::{bucket_bound_us, BUCKETS};
-use crate::stats::Shared;
+use crate::stats::{Shared, Totals};
 
 /// Every metric the proxy exports; `docs/metrics.md` documents each (a test checks it).
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -154,11 +154,17 @@ pub fn render(shared: &Shared) -> String {
     out
 }
 
-/// The session counters, summed over workers, plus the live client count.
+/// The session counters, summed over workers once per scrape, plus the live client count.
 fn worker_totals(shared: &Shared, out: &mut String, described: &mut Described) {
     let t = shared.totals();
     let clients = shared.clients.load(Ordering::Relaxed) as u64;
-    let simple: [(&str, &str, u64); 12] = [
+    client_totals(&t, clients, out, described);
+    redirect_totals(&t, out, described);
+}
+
+/// Client connections, their limits and the reply bytes held for them.
+fn client_totals(t: &Totals, clients: u64, out: &mut String, described: &mut Described) {
+    let simple: [(&str, &str, u64); 8] = [
         ("slotgate_clients_evicted_total", "", t.clients_evicted),
         ("slotgate_client_buffer_bytes", "", t.client_buffer_bytes),
         (
@@ -179,6 +185,15 @@ fn worker_totals(shared: &Shared, out: &mut String, described: &mut Described) {
         ),
         ("slotgate_limit_disconnects_total", "", t.limit_disconnects),
         ("slotgate_protocol_errors_total", "", t.protocol_errors),
+    ];
+    for (name, labels, value) in simple {
+        sample(out, described, name, labels, value);
+    }
+}
+
+/// Redirects followed and "not executed" retries, by kind.
+fn redirect_totals(t: &Totals, out: &mut String, described: &mut Described) {
+    let simple: [(&str, &str, u64); 4] = [
         (
             "slotgate_redirects_total",
             "kind=\"moved\"",
