@@ -25,6 +25,18 @@ pub fn parse_schedstat(text: &str) -> Result<u64> {
     Ok(first.parse()?)
 }
 
+/// (user, system) CPU of `pid` in clock ticks (`/proc/<pid>/stat` utime, stime): too coarse
+/// for one request, but their ratio over thousands splits schedstat's total into the
+/// process's own code and the kernel working for it.
+pub fn user_sys_ticks(pid: &str) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(Path::new("/proc").join(pid).join("stat")).ok()?;
+    // Fields after the command name, which may contain spaces: state is the first, utime
+    // and stime the 12th and 13th.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+}
+
 /// Resident set size of `pid` in bytes (VmRSS), if the process still exists.
 pub fn rss_bytes(pid: &str) -> Option<u64> {
     let text = std::fs::read_to_string(Path::new("/proc").join(pid).join("status")).ok()?;
@@ -56,5 +68,7 @@ mod tests {
         std::hint::black_box(x);
         assert!(process_cpu_ns("self").unwrap() > a);
         assert!(rss_bytes("self").unwrap() > 0);
+        let (user, sys) = user_sys_ticks("self").unwrap();
+        assert!(user + sys > 0);
     }
 }

@@ -169,15 +169,17 @@ fn conn_scenario(a: &ConnArgs, kind: Kind) -> Result<()> {
     } else {
         "INFO"
     };
-    println!("system       idle   server CPU µs/{unit}   rate/s   errors   p99 µs");
+    println!(
+        "system       idle   server CPU µs/{unit} (user-space part)   rate/s   errors   p99 µs"
+    );
     for sys in &systems {
         let mut per = Vec::new();
         for idle in [0, a.idle] {
             let held = hold_idle(sys.addr(), idle)?;
-            let (cpu, v) = measure_one(sys, kind, a.requests)?;
+            let (cpu, user, v) = measure_one(sys, kind, a.requests)?;
             drop(held);
             println!(
-                "{:<12} {idle:>5}   {cpu:>18.2}   {:>7.0}   {:>6}   {:>7.0}",
+                "{:<12} {idle:>5}   {cpu:>18.2} ({user:>6.2})   {:>7.0}   {:>6}   {:>7.0}",
                 sys.name,
                 v["throughput_rps"].as_f64().unwrap_or(0.0),
                 v["errors"]["total"],
@@ -189,12 +191,13 @@ fn conn_scenario(a: &ConnArgs, kind: Kind) -> Result<()> {
                     sys.name
                 );
             }
-            per.push(cpu);
+            per.push((cpu, user));
         }
         println!(
-            "{}: key figure: {idle} idle clients multiply the CPU per {unit} by {:.2}",
+            "{}: key figure: {idle} idle clients multiply the CPU per {unit} by {:.2} (user-space part by {:.2})",
             sys.name,
-            per[1] / per[0],
+            per[1].0 / per[0].0,
+            per[1].1 / per[0].1,
             idle = a.idle
         );
     }
@@ -202,8 +205,9 @@ fn conn_scenario(a: &ConnArgs, kind: Kind) -> Result<()> {
     Ok(())
 }
 
-/// Server CPU µs per request for one load, and the load's report.
-fn measure_one(sys: &System, kind: Kind, requests: Option<u64>) -> Result<(f64, Value)> {
+/// Server CPU µs per request for one load, the part of it spent in user space (the rest is
+/// the kernel's, which every server pays alike), and the load's report.
+fn measure_one(sys: &System, kind: Kind, requests: Option<u64>) -> Result<(f64, f64, Value)> {
     let (flags, n): (&[&str], u64) = match kind {
         Kind::ShortConn => (
             &["--reconnect", "--command", "PING", "--clients", "20"],
@@ -214,9 +218,15 @@ fn measure_one(sys: &System, kind: Kind, requests: Option<u64>) -> Result<(f64, 
     let n = requests.unwrap_or(n).to_string();
     let mut all: Vec<&str> = flags.to_vec();
     all.extend(["--requests", &n]);
+    let pid = sys.sut.pid();
+    let ticks0 = crate::cpu::user_sys_ticks(&pid).unwrap_or((0, 0));
     let cpu0 = sys.sut.cpu_ns()?;
     let v = load(sys.addr(), &all)?;
     let cpu1 = sys.sut.cpu_ns()?;
+    let ticks1 = crate::cpu::user_sys_ticks(&pid).unwrap_or((0, 0));
     let reqs = v["requests"].as_f64().unwrap_or(0.0).max(1.0);
-    Ok(((cpu1 - cpu0) as f64 / 1000.0 / reqs, v))
+    let cpu = (cpu1 - cpu0) as f64 / 1000.0 / reqs;
+    let (user, sys_t) = (ticks1.0 - ticks0.0, ticks1.1 - ticks0.1);
+    let share = user as f64 / ((user + sys_t) as f64).max(1.0);
+    Ok((cpu, cpu * share, v))
 }
