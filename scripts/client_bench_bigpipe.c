@@ -35,6 +35,18 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Reads the pipeline's COMMANDS status replies; -1 on any other reply. */
+static int read_ok(redisContext *c) {
+    for (int i = 0; i < COMMANDS; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) return -1;
+        int ok = r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        if (!ok) return -1;
+    }
+    return 0;
+}
+
 static double hiredis_set(redisContext *c, const char *value, size_t size) {
     double start = now_ms();
     for (int i = 0; i < COMMANDS; i++) {
@@ -44,14 +56,7 @@ static double hiredis_set(redisContext *c, const char *value, size_t size) {
         size_t lens[] = {3, strlen(key), size};
         if (redisAppendCommandArgv(c, 3, argv, lens) != REDIS_OK) return -1;
     }
-    for (int i = 0; i < COMMANDS; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) return -1;
-        int ok = r->type == REDIS_REPLY_STATUS;
-        freeReplyObject(r);
-        if (!ok) return -1;
-    }
-    return now_ms() - start;
+    return read_ok(c) < 0 ? -1 : now_ms() - start;
 }
 
 /* The report's call: the command text, value included, as the format string. */
@@ -63,14 +68,7 @@ static double hiredis_fmt_set(redisContext *c, char *cmd, size_t size) {
         cmd[hl + size] = 0;
         if (redisAppendCommand(c, cmd) != REDIS_OK) return -1;
     }
-    for (int i = 0; i < COMMANDS; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) return -1;
-        int ok = r->type == REDIS_REPLY_STATUS;
-        freeReplyObject(r);
-        if (!ok) return -1;
-    }
-    return now_ms() - start;
+    return read_ok(c) < 0 ? -1 : now_ms() - start;
 }
 
 static double hiredis_get(redisContext *c, size_t size) {

@@ -5,18 +5,9 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use common::{start_proxy, text, Client, Harness};
-
-fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
 
 /// `nodeN:` lines of INFO backends, by address: field → value.
 fn nodes(c: &mut Client) -> HashMap<String, HashMap<String, String>> {
@@ -84,7 +75,7 @@ fn every_master_is_listed_with_its_state_and_in_flight_requests() {
     let mut blocked = Client::connect(proxy.local_addr());
     blocked.send(&[b"BLPOP", b"blocked", b"2"]);
     wait_for(&mut c, &owner, |n| n["inflight"] == "1");
-    let body = scrape(proxy.admin_addr().unwrap());
+    let body = common::scrape(proxy.admin_addr().unwrap());
     assert!(body.contains(&format!(
         "slotgate_backend_inflight{{node=\"{owner}\"}} 1\n"
     )));
@@ -128,7 +119,7 @@ fn a_killed_master_shows_as_down_with_failures_counted() {
     });
     let info = text(&c.call(&["INFO", "backends"]));
     assert!(info.contains("backend_nodes_down:1\r\n"), "{info}");
-    let body = scrape(proxy.admin_addr().unwrap());
+    let body = common::scrape(proxy.admin_addr().unwrap());
     assert!(
         body.contains(&format!("slotgate_backend_up{{node=\"{addr}\"}} 0\n")),
         "{body}"

@@ -13,14 +13,6 @@ use common::{start_proxy, text, Client, Harness};
 
 const BUDGET: usize = 8 * 1024 * 1024;
 
-fn scrape(addr: SocketAddr) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
-
 fn metric(body: &str, name: &str) -> u64 {
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
@@ -57,7 +49,7 @@ fn clients_that_never_read_stay_within_the_budget_and_the_largest_are_evicted() 
     // CLIENT NO-EVICT exempts one of them, as Redis's maxmemory-clients does.
     assert_eq!(text(&hogs[0].call(&["CLIENT", "NO-EVICT", "on"])), "OK");
     let (peak_rss, peak_counted) = flood(&mut hogs, &mut good, admin);
-    let body = scrape(admin);
+    let body = common::scrape(admin);
     let evicted = metric(&body, "slotgate_clients_evicted_total");
     assert!(evicted >= 1, "the largest were evicted:\n{body}");
     let counted = metric(&body, "slotgate_client_buffer_bytes");
@@ -110,7 +102,7 @@ fn flood(hogs: &mut [Client], good: &mut Client, admin: SocketAddr) -> (u64, u64
             }
         }
         assert_eq!(text(&good.call(&["GET", "small"])), "fine", "round {round}");
-        let body = scrape(admin);
+        let body = common::scrape(admin);
         peak_counted = peak_counted.max(metric(&body, "slotgate_client_buffer_bytes"));
         peak_rss = peak_rss.max(rss());
         if started.elapsed() > Duration::from_secs(3) {

@@ -2,17 +2,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-
 use common::{start_proxy, text, Client, Harness};
-
-fn scrape(addr: std::net::SocketAddr, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
 
 #[test]
 fn commands_are_counted_in_info_and_metrics() {
@@ -40,7 +30,7 @@ fn commands_are_counted_in_info_and_metrics() {
     );
 
     let admin = proxy.admin_addr().expect("admin endpoint");
-    let body = scrape(admin, "/metrics");
+    let body = common::scrape_path(admin, "/metrics");
     assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
     assert!(
         body.contains("slotgate_commands_total{command=\"set\"} 200"),
@@ -49,6 +39,6 @@ fn commands_are_counted_in_info_and_metrics() {
     assert!(body.contains("# TYPE slotgate_command_duration_seconds histogram"));
     assert!(body.contains("slotgate_command_duration_seconds_bucket{command=\"set\",le=\"+Inf\"}"));
     assert!(body.contains("slotgate_topology_slots_assigned 16384"));
-    assert!(scrape(admin, "/nope").starts_with("HTTP/1.0 404"));
+    assert!(common::scrape_path(admin, "/nope").starts_with("HTTP/1.0 404"));
     proxy.shutdown();
 }

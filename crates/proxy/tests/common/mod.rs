@@ -171,3 +171,17 @@ pub fn text(v: &Value) -> String {
         other => format!("{other:?}"),
     }
 }
+
+/// `GET path` on the admin endpoint: the whole HTTP answer, headers included.
+pub fn scrape_path(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+/// `GET /metrics` on the admin endpoint.
+pub fn scrape(addr: SocketAddr) -> String {
+    scrape_path(addr, "/metrics")
+}
