@@ -71,6 +71,16 @@ fn pacing() -> Pacing {
 }
 
 /// A topology bootstrapped from `script`, with its refresher running; drop the sender to stop.
+/// A topology bootstrapped from a script serving `HALVES`, with no refresher running.
+async fn halves() -> (Script, Topology) {
+    let script = Script::default();
+    script.set(HALVES);
+    let map = bootstrap(&["a:1".into()], &mut script.clone())
+        .await
+        .unwrap();
+    (script, Topology::new(map, pacing()))
+}
+
 async fn started(script: &Script) -> (Arc<Topology>, oneshot::Sender<()>) {
     let map = bootstrap(&["a:1".to_string()], &mut script.clone())
         .await
@@ -142,14 +152,7 @@ async fn an_ask_from_an_older_map_is_free() {
 
 #[tokio::test(start_paused = true)]
 async fn foreign_empty_and_unchanged_maps_are_not_installed() {
-    let script = Script::default();
-    script.set(HALVES);
-    let topo = Topology::new(
-        bootstrap(&["a:1".into()], &mut script.clone())
-            .await
-            .unwrap(),
-        pacing(),
-    );
+    let (script, topo) = halves().await;
     let mut source = script.clone();
     assert!(topo.refresh_once(&mut source).await, "unchanged: answered");
     script.set(&[(0, 16383, "c:1", "idc")]);
@@ -166,14 +169,7 @@ async fn foreign_empty_and_unchanged_maps_are_not_installed() {
 
 #[tokio::test(start_paused = true)]
 async fn a_moved_to_a_new_node_survives_a_lagging_refresh() {
-    let script = Script::default();
-    script.set(HALVES);
-    let topo = Topology::new(
-        bootstrap(&["a:1".into()], &mut script.clone())
-            .await
-            .unwrap(),
-        pacing(),
-    );
+    let (script, topo) = halves().await;
     topo.learn_moved(42, "c:1", 1);
     assert_eq!(topo.current().node_of(42).unwrap().addr, "c:1");
     assert!(topo.refresh_pending());
