@@ -200,6 +200,30 @@ pub(crate) struct Route {
     pub slot: Option<u16>,
     /// Read-only per the command table: safe to resend after a lost connection.
     pub idempotent: bool,
+    /// Whether the command needs a connection of its own.
+    pub kind: Kind,
+}
+
+/// Commands that cannot share the multiplexed connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Ordinary request/reply: the shared connection.
+    Plain,
+    /// May block for up to `Wait`: a dedicated connection.
+    Blocking(Wait),
+    /// Turns the connection into a push stream (SUBSCRIBE, MONITOR): only
+    /// through `Client::subscribe` and friends.
+    Stream,
+}
+
+/// How long a blocking command may legitimately block, by its own argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Timeout argument 0: blocks until served.
+    Forever,
+    For(std::time::Duration),
+    /// No timeout argument found (or unparsable).
+    Unknown,
 }
 
 impl Route {
@@ -210,9 +234,11 @@ impl Route {
             return Route {
                 slot: None,
                 idempotent: false,
+                kind: Kind::Plain,
             };
         };
         let spec = spec.resolve(argc, arg);
+        let kind = crate::blockcmd::kind_of(spec, argc, arg);
         let slot = spec
             .key_positions(argc, arg)
             .ok()
@@ -221,6 +247,7 @@ impl Route {
         Route {
             slot,
             idempotent: spec.has(cluster::flags::READONLY),
+            kind,
         }
     }
 }

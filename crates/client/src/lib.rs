@@ -32,17 +32,20 @@
 //! # Ok(()) }
 //! ```
 
+mod blockcmd;
 pub mod blocking;
 mod client;
 mod cmd;
 mod commands;
 mod conn;
+mod dedicated;
 mod engine;
 mod error;
 #[allow(unsafe_code)]
 pub mod ffi;
 mod pipeline;
 mod pool;
+mod pubsub;
 mod reply;
 mod stats;
 mod topology;
@@ -53,5 +56,6 @@ pub use client::{Client, Config};
 pub use cmd::{Cmd, ToArg};
 pub use error::{Error, Result};
 pub use pipeline::Pipeline;
+pub use pubsub::{Message, Subscription};
 pub use resp::Value;
 pub use stats::Stats;
