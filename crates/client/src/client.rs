@@ -277,9 +277,11 @@ impl Client {
         self.run(pipeline.commands()).await
     }
 
-    /// Subscribes to `channels` on a dedicated connection to any node (a
-    /// cluster delivers PUBLISH on every node). Returns once the server
-    /// confirmed every channel, so later publishes are received.
+    /// Subscribes to `channels` on a dedicated connection (to the owner of
+    /// the first channel's slot; a cluster delivers PUBLISH on every node).
+    /// Returns once the server confirmed every channel, so later publishes
+    /// are received. [`Client::cmd`] routes PUBLISH by its channel's slot,
+    /// so one channel's messages keep their publish order.
     ///
     /// # Examples
     ///

@@ -243,13 +243,26 @@ impl Route {
             .key_positions(argc, arg)
             .ok()
             .and_then(|keys| keys.first())
-            .map(|i| cluster::key_slot(arg(i)));
+            .map(|i| cluster::key_slot(arg(i)))
+            .or_else(|| channel_slot(spec, argc, arg));
         Route {
             slot,
             idempotent: spec.has(cluster::flags::READONLY),
             kind,
         }
     }
+}
+
+/// PUBLISH has no key, but a cluster delivers a message published on one
+/// node to other nodes' subscribers over the bus: publishing on a random
+/// node each time could reorder one channel's messages. Routing by the
+/// channel's slot keeps them on one node, hence in order.
+fn channel_slot<'a>(
+    spec: &cluster::CommandSpec,
+    argc: usize,
+    arg: impl Fn(usize) -> &'a [u8],
+) -> Option<u16> {
+    (spec.name == "publish" && argc > 1).then(|| cluster::key_slot(arg(1)))
 }
 
 /// An immutable, encoded command (arguments only; the header is added per batch).
@@ -377,5 +390,7 @@ mod tests {
         assert!(!set.idempotent);
         assert_eq!(Cmd::from_args(["PING"]).freeze().route.slot, None);
         assert_eq!(Cmd::from_args(["NOSUCH", "k"]).freeze().route.slot, None);
+        let publish = Cmd::from_args(["PUBLISH", "ch", "m"]).freeze().route;
+        assert_eq!(publish.slot, Some(cluster::key_slot(b"ch")));
     }
 }

@@ -4,9 +4,10 @@
 //! messages whenever they are published. On the shared FIFO connection
 //! those pushes would be taken for other callers' replies, so every
 //! [`Subscription`] owns a connection of its own, closed when it is
-//! dropped. SUBSCRIBE and PSUBSCRIBE go to any node (a cluster forwards
-//! PUBLISH to every node); SSUBSCRIBE goes to the owner of the channels'
-//! slot, following MOVED. Under RESP3 the same frames arrive as `>` pushes.
+//! dropped. A cluster forwards PUBLISH to every node, so any node would
+//! do; SUBSCRIBE goes to the owner of its first channel's slot (where
+//! PUBLISH is routed), PSUBSCRIBE to any node, and SSUBSCRIBE to the owner
+//! of the channels' one slot, following MOVED. Under RESP3 the same frames arrive as `>` pushes.
 
 use std::collections::VecDeque;
 
@@ -96,7 +97,7 @@ pub(crate) async fn open<T: ToArg>(
     if channels.is_empty() {
         return Err(Error::Invalid("no channel to subscribe to".into()));
     }
-    let mut addr = target_of(inner, shard_slot(family, channels)?)?;
+    let mut addr = target_of(inner, home_slot(family, channels)?)?;
     let mut cmd = Cmd::new(family.commands().0);
     for c in channels {
         cmd.push_arg(c);
@@ -122,10 +123,17 @@ pub(crate) async fn open<T: ToArg>(
     Err(Error::RedirectLimit("subscribe".into()))
 }
 
-/// For SSUBSCRIBE, the one slot all channels hash to (`None` otherwise).
-fn shard_slot<T: ToArg>(family: Family, channels: &[T]) -> Result<Option<u16>> {
-    if family != Family::Shard {
-        return Ok(None);
+/// The slot whose owner serves the subscription: for SSUBSCRIBE the one
+/// slot all channels hash to; for SUBSCRIBE the first channel's, where
+/// `Client::cmd` sends its PUBLISH (delivered there without a bus hop);
+/// none (any node) for patterns.
+fn home_slot<T: ToArg>(family: Family, channels: &[T]) -> Result<Option<u16>> {
+    match family {
+        Family::Pattern => return Ok(None),
+        Family::Channel => {
+            return Ok(channels.first().map(|c| cluster::key_slot(&c.to_arg())));
+        }
+        Family::Shard => {}
     }
     let mut slots = channels.iter().map(|c| cluster::key_slot(&c.to_arg()));
     let first = slots.next();
@@ -277,11 +285,11 @@ mod tests {
 
     #[test]
     fn shard_channels_must_share_a_slot() {
-        assert_eq!(shard_slot(Family::Channel, &["a", "b"]), Ok(None));
-        let same = shard_slot(Family::Shard, &["{t}a", "{t}b"]);
+        assert_eq!(home_slot(Family::Pattern, &["a", "b"]), Ok(None));
+        let same = home_slot(Family::Shard, &["{t}a", "{t}b"]);
         assert_eq!(same, Ok(Some(cluster::key_slot(b"t"))));
         assert!(matches!(
-            shard_slot(Family::Shard, &["a", "b"]),
+            home_slot(Family::Shard, &["a", "b"]),
             Err(Error::Invalid(_))
         ));
     }
