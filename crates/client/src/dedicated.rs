@@ -113,6 +113,14 @@ impl Dedicated {
         }
     }
 
+    /// An idle connection must have nothing to read: EOF means the server
+    /// closed it (a command sent there would end as `OutcomeUnknown`), and
+    /// unexpected bytes mean its state is unknown.
+    fn is_quiet(&self) -> bool {
+        let mut probe = [0u8; 1];
+        matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
     fn lost(&self, why: &str) -> Error {
         Error::OutcomeUnknown(format!("{}: {why}", self.addr))
     }
@@ -136,11 +144,18 @@ pub(crate) struct Idle {
 }
 
 impl Idle {
-    /// An idle connection to `addr`, if one is kept.
+    /// An idle connection to `addr` that is still usable, if one is kept;
+    /// the ones the server closed meanwhile are dropped.
     pub fn take(&self, addr: &str) -> Option<Dedicated> {
         // The lock only guards a map lookup; it is never held across an await.
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
-        conns.get_mut(addr)?.pop()
+        let list = conns.get_mut(addr)?;
+        while let Some(conn) = list.pop() {
+            if conn.is_quiet() {
+                return Some(conn);
+            }
+        }
+        None
     }
 
     /// Keeps `conn` for reuse; only for a connection whose last reply was

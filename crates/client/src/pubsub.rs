@@ -169,6 +169,7 @@ impl Subscription {
     /// The next message; `None` once every channel was unsubscribed (by
     /// [`Subscription::unsubscribe`] or by the server, e.g. when a shard
     /// channel's slot moved) or after a connection error was returned.
+    /// Cancel-safe: dropping the future (e.g. in `select!`) loses no message.
     ///
     /// # Examples
     ///

@@ -1,7 +1,8 @@
 //! Blocking commands on dedicated connections, on a real cluster: a BLPOP
 //! parked on a node never holds up the shared connection's callers, its own
-//! timeout argument (not `Config::timeout`) bounds it, and pipelines refuse
-//! blocking and subscribe commands instead of putting them on the shared FIFO.
+//! timeout argument (not `Config::timeout`) bounds it, an idle connection the
+//! server closed is not reused, and pipelines refuse blocking and subscribe
+//! commands instead of putting them on the shared FIFO.
 
 mod common;
 
@@ -38,7 +39,8 @@ fn blpop_waits_on_its_own_connection() {
             assert_eq!(v.as_deref(), Some(i.to_string().as_bytes()));
         }
         let gets = started.elapsed();
-        assert!(gets < Duration::from_millis(500), "GETs took {gets:?}");
+        assert!(!pop.is_finished(), "the BLPOP is still parked");
+        assert!(gets < Duration::from_millis(800), "GETs took {gets:?}");
         tokio::time::sleep(Duration::from_millis(900)).await;
         let pusher = c.clone();
         tokio::spawn(async move {
@@ -84,6 +86,12 @@ fn own_timeout_argument_bounds_a_blocking_command() {
             r.expect("blpop"),
             Value::Array(vec![bulk("t:l"), bulk("a")])
         );
+        // An idle connection the server closed is noticed, not used.
+        let node = cluster.owner_of(b"t:l").expect("owner");
+        common::admin(&cluster, node, &["CLIENT", "KILL", "TYPE", "normal"]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = c.cmd(Cmd::new("BLPOP").arg("t:l").arg("0.2")).await;
+        assert!(matches!(r, Ok(Value::NullArray | Value::Null)), "{r:?}");
         let xread = ["XREAD", "BLOCK", "100", "STREAMS", "t:s", "$"];
         let r = c.cmd(Cmd::from_args(xread)).await;
         assert!(matches!(r, Ok(Value::NullArray | Value::Null)), "{r:?}");
