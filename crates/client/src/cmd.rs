@@ -200,6 +200,30 @@ pub(crate) struct Route {
     pub slot: Option<u16>,
     /// Read-only per the command table: safe to resend after a lost connection.
     pub idempotent: bool,
+    /// Whether the command needs a connection of its own.
+    pub kind: Kind,
+}
+
+/// Commands that cannot share the multiplexed connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Ordinary request/reply: the shared connection.
+    Plain,
+    /// May block for up to `Wait`: a dedicated connection.
+    Blocking(Wait),
+    /// Turns the connection into a push stream (SUBSCRIBE, MONITOR): only
+    /// through `Client::subscribe` and friends.
+    Stream,
+}
+
+/// How long a blocking command may legitimately block, by its own argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Timeout argument 0: blocks until served.
+    Forever,
+    For(std::time::Duration),
+    /// No timeout argument found (or unparsable).
+    Unknown,
 }
 
 impl Route {
@@ -210,19 +234,35 @@ impl Route {
             return Route {
                 slot: None,
                 idempotent: false,
+                kind: Kind::Plain,
             };
         };
         let spec = spec.resolve(argc, arg);
+        let kind = crate::blockcmd::kind_of(spec, argc, arg);
         let slot = spec
             .key_positions(argc, arg)
             .ok()
             .and_then(|keys| keys.first())
-            .map(|i| cluster::key_slot(arg(i)));
+            .map(|i| cluster::key_slot(arg(i)))
+            .or_else(|| channel_slot(spec, argc, arg));
         Route {
             slot,
             idempotent: spec.has(cluster::flags::READONLY),
+            kind,
         }
     }
+}
+
+/// PUBLISH has no key, but a cluster delivers a message published on one
+/// node to other nodes' subscribers over the bus: publishing on a random
+/// node each time could reorder one channel's messages. Routing by the
+/// channel's slot keeps them on one node, hence in order.
+fn channel_slot<'a>(
+    spec: &cluster::CommandSpec,
+    argc: usize,
+    arg: impl Fn(usize) -> &'a [u8],
+) -> Option<u16> {
+    (spec.name == "publish" && argc > 1).then(|| cluster::key_slot(arg(1)))
 }
 
 /// An immutable, encoded command (arguments only; the header is added per batch).
@@ -350,5 +390,7 @@ mod tests {
         assert!(!set.idempotent);
         assert_eq!(Cmd::from_args(["PING"]).freeze().route.slot, None);
         assert_eq!(Cmd::from_args(["NOSUCH", "k"]).freeze().route.slot, None);
+        let publish = Cmd::from_args(["PUBLISH", "ch", "m"]).freeze().route;
+        assert_eq!(publish.slot, Some(cluster::key_slot(b"ch")));
     }
 }

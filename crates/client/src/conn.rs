@@ -27,6 +27,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::dedicated::Dedicated;
 use crate::error::{Error, Result};
 
 /// Replies of one batch, one entry per reply, in write order.
@@ -54,9 +55,11 @@ pub(crate) struct ConnHandle {
 
 impl ConnHandle {
     /// Starts an actor that connects to `addr` and serves batches.
-    pub fn spawn(addr: String, connect_timeout: Duration) -> ConnHandle {
+    /// With `resp3` the actor sends `HELLO 3` before any batch; if the
+    /// server refuses, every batch fails as not sent.
+    pub fn spawn(addr: String, connect_timeout: Duration, resp3: bool) -> ConnHandle {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(addr, rx, connect_timeout));
+        tokio::spawn(run(addr, rx, connect_timeout, resp3));
         ConnHandle { tx }
     }
 
@@ -115,7 +118,12 @@ struct Pending {
     tx: oneshot::Sender<Replies>,
 }
 
-async fn run(addr: String, mut rx: mpsc::UnboundedReceiver<Request>, connect_timeout: Duration) {
+async fn run(
+    addr: String,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    connect_timeout: Duration,
+    resp3: bool,
+) {
     let connected = tokio::time::timeout(connect_timeout, TcpStream::connect(&addr)).await;
     let stream = match connected {
         Ok(Ok(s)) => s,
@@ -123,6 +131,13 @@ async fn run(addr: String, mut rx: mpsc::UnboundedReceiver<Request>, connect_tim
         Err(_) => return refuse_queued(&mut rx, &format!("connect {addr}: timed out")),
     };
     let _ = stream.set_nodelay(true);
+    let stream = match resp3 {
+        true => match Dedicated::upgrade(stream, &addr, connect_timeout).await {
+            Ok(s) => s,
+            Err(e) => return refuse_queued(&mut rx, &e.to_string()),
+        },
+        false => stream,
+    };
     let mut actor = Actor::default();
     if let Err(e) = actor.serve(stream, &mut rx).await {
         let why = format!("{addr}: {e}");
@@ -257,6 +272,11 @@ impl Actor {
                 return Ok(());
             };
             let frame = self.rbuf.split_to(len).freeze();
+            if frame.first() == Some(&b'>') {
+                // A RESP3 push is out of band: it answers no request, so it
+                // must not take a waiting batch's reply slot.
+                continue;
+            }
             let value = crate::reply::value_of(frame)?;
             let Some(front) = self.pending.front_mut() else {
                 return Err(Error::Protocol("reply without a request".into()));

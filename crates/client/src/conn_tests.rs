@@ -36,7 +36,7 @@ fn ping_batch(n: usize) -> Vec<Bytes> {
 #[tokio::test]
 async fn replies_split_into_single_bytes_are_framed_in_order() {
     let addr = fake_server(14 * 3, b"+PONG\r\n$3\r\nabc\r\n*2\r\n:1\r\n$-1\r\n", 1).await;
-    let conn = ConnHandle::spawn(addr, Duration::from_secs(1));
+    let conn = ConnHandle::spawn(addr, Duration::from_secs(1), false);
     let replies = conn.submit(ping_batch(3), 3).wait().await;
     assert_eq!(
         replies,
@@ -51,7 +51,7 @@ async fn replies_split_into_single_bytes_are_framed_in_order() {
 #[tokio::test]
 async fn a_malformed_reply_poisons_the_connection() {
     let addr = fake_server(14 * 3, b"+PONG\r\n?garbage\r\n", 64).await;
-    let conn = ConnHandle::spawn(addr, Duration::from_secs(1));
+    let conn = ConnHandle::spawn(addr, Duration::from_secs(1), false);
     let replies = conn.submit(ping_batch(3), 3).wait().await;
     assert_eq!(replies[0], Ok(Value::SimpleString(Bytes::from("PONG"))));
     assert!(
@@ -78,7 +78,7 @@ async fn connect_failure_fails_queued_batches_as_not_sent() {
         .local_addr()
         .expect("addr")
         .to_string();
-    let conn = ConnHandle::spawn(addr, Duration::from_secs(1));
+    let conn = ConnHandle::spawn(addr, Duration::from_secs(1), false);
     let replies = conn.submit(ping_batch(2), 2).wait().await;
     assert!(
         replies.iter().all(|r| matches!(r, Err(Error::NotSent(_)))),

@@ -15,14 +15,16 @@ use crate::stats::{bump, Counters};
 pub(crate) struct Pool {
     conns: Mutex<HashMap<String, ConnHandle>>,
     connect_timeout: Duration,
+    resp3: bool,
     stats: Arc<Counters>,
 }
 
 impl Pool {
-    pub fn new(connect_timeout: Duration, stats: Arc<Counters>) -> Pool {
+    pub fn new(connect_timeout: Duration, resp3: bool, stats: Arc<Counters>) -> Pool {
         Pool {
             conns: Mutex::new(HashMap::new()),
             connect_timeout,
+            resp3,
             stats,
         }
     }
@@ -38,7 +40,7 @@ impl Pool {
             }
             bump(&self.stats.reconnects);
         }
-        let c = ConnHandle::spawn(addr.to_string(), self.connect_timeout);
+        let c = ConnHandle::spawn(addr.to_string(), self.connect_timeout, self.resp3);
         conns.insert(addr.to_string(), c.clone());
         c
     }

@@ -1,0 +1,122 @@
+//! Blocking commands on dedicated connections, on a real cluster: a BLPOP
+//! parked on a node never holds up the shared connection's callers, its own
+//! timeout argument (not `Config::timeout`) bounds it, an idle connection the
+//! server closed is not reused, and pipelines refuse blocking and subscribe
+//! commands instead of putting them on the shared FIFO.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use slotgate_client::{Client, Cmd, Config, Error, Pipeline, Value};
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(bytes::Bytes::copy_from_slice(s.as_bytes()))
+}
+
+#[test]
+fn blpop_waits_on_its_own_connection() {
+    let cluster = common::cluster();
+    let rt = common::runtime();
+    rt.block_on(async {
+        let c = Client::cluster([common::seed(&cluster)])
+            .await
+            .expect("connect");
+        for i in 0..100 {
+            c.set(format!("{{q}}k{i}"), i).await.expect("set");
+        }
+        let waiter = c.clone();
+        let pop = tokio::spawn(async move {
+            let started = Instant::now();
+            let r = waiter.cmd(Cmd::new("BLPOP").arg("{q}list").arg(5)).await;
+            (r, started.elapsed())
+        });
+        // Let the BLPOP reach the node, then hammer the same node.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = Instant::now();
+        for i in 0..100 {
+            let v = c.get(format!("{{q}}k{i}")).await.expect("get");
+            assert_eq!(v.as_deref(), Some(i.to_string().as_bytes()));
+        }
+        let gets = started.elapsed();
+        assert!(!pop.is_finished(), "the BLPOP is still parked");
+        assert!(gets < Duration::from_millis(800), "GETs took {gets:?}");
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let pusher = c.clone();
+        tokio::spawn(async move {
+            pusher
+                .cmd(Cmd::new("LPUSH").arg("{q}list").arg("woken"))
+                .await
+        })
+        .await
+        .expect("join")
+        .expect("lpush");
+        let (r, waited) = pop.await.expect("join");
+        assert_eq!(
+            r.expect("blpop"),
+            Value::Array(vec![bulk("{q}list"), bulk("woken")])
+        );
+        assert!(
+            waited >= Duration::from_millis(900),
+            "woke after {waited:?}"
+        );
+    });
+}
+
+#[test]
+fn own_timeout_argument_bounds_a_blocking_command() {
+    let cluster = common::cluster();
+    let rt = common::runtime();
+    rt.block_on(async {
+        let cfg = Config::default().with_timeout(Duration::from_millis(300));
+        let c = Client::cluster_with([common::seed(&cluster)], cfg)
+            .await
+            .expect("connect");
+        // 1 s of BLPOP outlives the 300 ms call timeout: its own argument rules.
+        let started = Instant::now();
+        let r = c.cmd(Cmd::new("BLPOP").arg("t:empty").arg(1)).await;
+        assert!(matches!(r, Ok(Value::NullArray | Value::Null)), "{r:?}");
+        assert!(started.elapsed() >= Duration::from_millis(900));
+        // The connection is reused after a clean reply, and still works.
+        c.cmd(Cmd::new("RPUSH").arg("t:l").arg("a"))
+            .await
+            .expect("rpush");
+        let r = c.cmd(Cmd::new("BLPOP").arg("t:l").arg(1)).await;
+        assert_eq!(
+            r.expect("blpop"),
+            Value::Array(vec![bulk("t:l"), bulk("a")])
+        );
+        // An idle connection the server closed is noticed, not used.
+        let node = cluster.owner_of(b"t:l").expect("owner");
+        common::admin(&cluster, node, &["CLIENT", "KILL", "TYPE", "normal"]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = c.cmd(Cmd::new("BLPOP").arg("t:l").arg("0.2")).await;
+        assert!(matches!(r, Ok(Value::NullArray | Value::Null)), "{r:?}");
+        let xread = ["XREAD", "BLOCK", "100", "STREAMS", "t:s", "$"];
+        let r = c.cmd(Cmd::from_args(xread)).await;
+        assert!(matches!(r, Ok(Value::NullArray | Value::Null)), "{r:?}");
+    });
+}
+
+#[test]
+fn pipelines_refuse_blocking_and_subscribe_commands() {
+    let cluster = common::cluster();
+    let rt = common::runtime();
+    rt.block_on(async {
+        let c = Client::cluster([common::seed(&cluster)])
+            .await
+            .expect("connect");
+        let mut p = Pipeline::new();
+        p.cmd(["SET", "p:a", "1"])
+            .cmd(["BLPOP", "p:l", "1"])
+            .cmd(["SUBSCRIBE", "ch"])
+            .cmd(["GET", "p:a"]);
+        let out = c.execute(&p).await;
+        assert_eq!(out.len(), 4);
+        assert!(matches!(out[1], Err(Error::Invalid(_))), "{:?}", out[1]);
+        assert!(matches!(out[2], Err(Error::Invalid(_))), "{:?}", out[2]);
+        assert_eq!(out[3], Ok(bulk("1")));
+        let sub = c.cmd(Cmd::new("SUBSCRIBE").arg("ch")).await;
+        assert!(matches!(sub, Err(Error::Invalid(_))), "{sub:?}");
+    });
+}
