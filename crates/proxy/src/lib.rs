@@ -190,7 +190,6 @@ fn spawn_threads(
         topology::spawn_refresher(topology, &shared.config.cluster, rx.clone())
             .map_err(StartError::Thread)?,
     ];
-    threads.extend(slowlog::spawn_clock(shared, rx.clone()).map_err(StartError::Thread)?);
     for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
         threads.push(spawn_worker(
             i,

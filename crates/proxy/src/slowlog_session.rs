@@ -5,7 +5,7 @@
 //! a fan-out request (MGET over several nodes) is one entry: its own argv, timed until the
 //! merged reply is complete; a held request (BLPOP, EXEC) is timed from its read, including
 //! the wait for the requests before it. Per request this costs a refcount on the request's
-//! bytes and a queue slot; the clock is the coarse one, loaded once per read and once per
+//! bytes and a queue slot; the clock is read once per read and once per
 //! batch of replies.
 
 use std::net::SocketAddr;
