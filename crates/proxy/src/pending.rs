@@ -85,7 +85,8 @@ pub(crate) struct ReplyQueue {
 }
 
 /// The part of a client that backends may touch: its reply queue and its task's waker.
-#[derive(Default)]
+/// No `Default`: a default `Budget` would build (and drop) a whole `WorkerStats`, 50 KB of
+/// zeroed counters, on every connect.
 pub(crate) struct ClientCell {
     queue: RefCell<ReplyQueue>,
     waker: RefCell<Option<Waker>>,
@@ -121,14 +122,26 @@ pub(crate) struct ClientCell {
 impl ClientCell {
     #[cfg(test)]
     pub(crate) fn new() -> Rc<ClientCell> {
-        Rc::new(ClientCell::default())
+        ClientCell::with_budget(Budget::new(0, 1, Default::default()))
     }
 
     /// A client whose queued replies count against `budget`.
     pub(crate) fn with_budget(budget: Rc<Budget>) -> Rc<ClientCell> {
         Rc::new(ClientCell {
+            queue: Default::default(),
+            waker: Default::default(),
+            queued_bytes: Default::default(),
+            pushes: Default::default(),
+            lost: Default::default(),
+            next_sample: Default::default(),
+            finished: Default::default(),
+            next_slow: Default::default(),
+            slow_marks: Default::default(),
             budget,
-            ..ClientCell::default()
+            evicted: Default::default(),
+            candidate: Default::default(),
+            no_evict: Default::default(),
+            inflight_charge: Default::default(),
         })
     }
 
