@@ -14,7 +14,6 @@
 use ::topology::MAX_REDIRECTS;
 use cluster::slot_map::{host_of, join_host_port};
 use cluster::{parse_redirect, CommandSpec, Host, Redirect};
-use rand::Rng;
 use resp::Value;
 use std::time::Duration;
 
@@ -133,20 +132,7 @@ pub(crate) fn target_of(inner: &Inner, slot: Option<u16>) -> Result<String> {
         return Ok(inner.single_addr.clone());
     };
     let map = topo.current();
-    let node = match slot {
-        Some(slot) => map.node_of(slot).ok_or_else(|| {
-            topo.request_refresh(map.version());
-            Error::Topology(format!("no node serves slot {slot}"))
-        })?,
-        None => {
-            let nodes = map.nodes();
-            let pick = rand::thread_rng().gen_range(0..nodes.len().max(1));
-            nodes
-                .get(pick)
-                .ok_or_else(|| Error::Topology("empty map".into()))?
-        }
-    };
-    Ok(node.addr.clone())
+    crate::engine::node_for(topo, &map, slot).map(str::to_string)
 }
 
 /// Where a MOVED/ASK error sends the command, and whether ASKING goes

@@ -162,7 +162,17 @@ fn route<'a>(
         return Ok((&inner.single_addr, false));
     };
     state.version = map.version();
-    let node = match cmd.route.slot {
+    Ok((node_for(topo, map, cmd.route.slot)?, false))
+}
+
+/// The address serving `slot` in `map`, or a random node's for a keyless command; a slot
+/// nobody serves asks for a refresh.
+pub(crate) fn node_for<'m>(
+    topo: &Topology,
+    map: &'m SlotMap,
+    slot: Option<u16>,
+) -> Result<&'m str> {
+    let node = match slot {
         Some(slot) => map.node_of(slot).ok_or_else(|| {
             topo.request_refresh(map.version());
             Error::Topology(format!("no node serves slot {slot}"))
@@ -175,7 +185,7 @@ fn route<'a>(
                 .ok_or_else(|| Error::Topology("empty map".into()))?
         }
     };
-    Ok((&node.addr, false))
+    Ok(&node.addr)
 }
 
 /// Decides what a reply means for its command.
