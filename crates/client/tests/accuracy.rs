@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Barrier};
 
 use bytes::Bytes;
-use slotgate_client::{blocking, Client, Pipeline, Value};
+use slotgate_client::{blocking, Pipeline, Value};
 
 const PAIRS: [(&str, &str); 6] = [
     ("K1", "Kv1"),
@@ -35,9 +35,7 @@ fn batch_and_immediate_commands_do_not_cross() {
     let cluster = common::cluster();
     let rt = common::runtime();
     rt.block_on(async {
-        let client = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let client = common::connect(&cluster).await;
         client.mset(&PAIRS).await.expect("mset");
         for _ in 0..50 {
             let mut p = Pipeline::new();

@@ -5,16 +5,14 @@
 mod common;
 
 use bytes::Bytes;
-use slotgate_client::{blocking, Client, Cmd, Error, Pipeline, Value};
+use slotgate_client::{blocking, Cmd, Error, Pipeline, Value};
 
 #[test]
 fn typed_helpers_work_across_slots() {
     let cluster = common::cluster();
     let rt = common::runtime();
     rt.block_on(async {
-        let c = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let c = common::connect(&cluster).await;
         let pairs: Vec<(String, String)> = (0..20)
             .map(|i| (format!("h:{i}"), format!("v{i}")))
             .collect();
@@ -81,9 +79,7 @@ fn large_values_both_ways_do_not_deadlock() {
     let cluster = common::cluster();
     let rt = common::runtime();
     rt.block_on(async {
-        let c = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let c = common::connect(&cluster).await;
         let handles: Vec<_> = (0..4)
             .map(|t| {
                 let c = c.clone();

@@ -19,9 +19,7 @@ fn blpop_waits_on_its_own_connection() {
     let cluster = common::cluster();
     let rt = common::runtime();
     rt.block_on(async {
-        let c = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let c = common::connect(&cluster).await;
         for i in 0..100 {
             c.set(format!("{{q}}k{i}"), i).await.expect("set");
         }
@@ -103,9 +101,7 @@ fn pipelines_refuse_blocking_and_subscribe_commands() {
     let cluster = common::cluster();
     let rt = common::runtime();
     rt.block_on(async {
-        let c = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let c = common::connect(&cluster).await;
         let mut p = Pipeline::new();
         p.cmd(["SET", "p:a", "1"])
             .cmd(["BLPOP", "p:l", "1"])

@@ -93,9 +93,7 @@ fn random_interleavings_never_cross_replies() {
     let cluster = common::cluster();
     let rt = common::runtime();
     let client = rt.block_on(async {
-        let client = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let client = common::connect(&cluster).await;
         let mut p = Pipeline::with_capacity(KEYS);
         for i in 0..KEYS {
             p.add(Cmd::new("SET").arg(key(i)).arg(value(i)));

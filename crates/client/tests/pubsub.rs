@@ -35,9 +35,7 @@ fn subscriptions_receive_in_order_beside_shared_traffic() {
     let cluster = common::cluster();
     let rt = common::runtime();
     rt.block_on(async {
-        let c = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let c = common::connect(&cluster).await;
         let mut sub = c.subscribe(&["news"]).await.expect("subscribe");
         publish_and_receive(&c, &mut sub, "PUBLISH", "news").await;
         // The shared connections still serve while subscriptions are open.

@@ -23,9 +23,7 @@ fn pipeline_across_masters_keeps_order_through_moved() {
     let slot = cluster::key_slot(b"mig");
     let rt = common::runtime();
     rt.block_on(async {
-        let client = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let client = common::connect(&cluster).await;
         // Every 3rd key is in the migrating slot; the rest spread everywhere.
         let keys: Vec<String> = (0..60)
             .map(|i| {
@@ -93,9 +91,7 @@ fn ask_redirects_inside_a_pipeline_are_followed() {
     );
     let rt = common::runtime();
     rt.block_on(async {
-        let client = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let client = common::connect(&cluster).await;
         common::admin(
             &cluster,
             dst,
@@ -136,9 +132,7 @@ fn a_write_whose_connection_died_is_reported_not_resent() {
     let node = cluster.owner_of(b"q").expect("owner");
     let rt = common::runtime();
     rt.block_on(async {
-        let client = Client::cluster([common::seed(&cluster)])
-            .await
-            .expect("connect");
+        let client = common::connect(&cluster).await;
         client.set("{q}:g", "gv").await.expect("set");
         // Blocking commands no longer ride the shared connection, so a write
         // pause holds the INCR (and the GET behind it) instead of a BLPOP.

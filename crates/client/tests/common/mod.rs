@@ -20,6 +20,13 @@ pub fn seed(c: &devcluster::Cluster) -> String {
     c.seed().to_string()
 }
 
+/// An async client on `c`'s seed.
+pub async fn connect(c: &devcluster::Cluster) -> slotgate_client::Client {
+    slotgate_client::Client::cluster([seed(c)])
+        .await
+        .expect("connect")
+}
+
 /// A multi-thread runtime for tests that mix tasks and threads.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
