@@ -330,12 +330,9 @@ impl Conn {
     /// Read what the socket has and deliver every complete reply. Returns bytes read.
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<usize, String> {
         if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK / 4 {
-            let want = self
-                .framer
-                .hint()
-                .unwrap_or(0)
-                .saturating_sub(self.read_buf.len());
-            self.read_buf.reserve(want.max(READ_CHUNK));
+            let want = self.framer.hint().unwrap_or(0);
+            let floor = self.read_buf.len() + READ_CHUNK;
+            crate::bigbuf::reserve_frame(&mut self.read_buf, want.max(floor));
         }
         let n =
             match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf)
@@ -357,6 +354,7 @@ impl Conn {
                 Err(e) => return Err(format!("bad reply from node: {e}")),
             };
             let frame = self.read_buf.split_to(len).freeze();
+            crate::bigbuf::retire(&mut self.read_buf, len);
             self.watchdog.progress();
             let Some(owner) = self.in_flight.pop_front() else {
                 match self.backend.sink.borrow().as_ref() {

@@ -23,6 +23,7 @@ mod auth;
 mod backend;
 mod backend_report;
 pub mod backend_stats;
+mod bigbuf;
 mod budget;
 mod client_cmd;
 mod client_list;

@@ -139,12 +139,16 @@ pub(crate) async fn accept_loop(
     worker: Rc<Worker>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    // The registry's coarse clock (CLIENT LIST idle/age): one tick per worker, not per client.
+    // The registry's coarse clock (CLIENT LIST idle/age) and the big-buffer pool's aging:
+    // one tick per worker, not per client.
     let mut clock = tokio::time::interval(crate::registry::TICK);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = clock.tick() => worker.stats.registry.tick(),
+            _ = clock.tick() => {
+                worker.stats.registry.tick();
+                crate::bigbuf::tick();
+            }
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     // TCP_NODELAY is inherited from the listener on Linux (`bind_one`).

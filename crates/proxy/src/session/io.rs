@@ -154,6 +154,7 @@ impl Session {
             }
             match self.parser.parse(&mut self.read_buf) {
                 Ok(Progress::Done(Parsed::Request(req))) => {
+                    crate::bigbuf::retire(&mut self.read_buf, req.raw().len());
                     self.reset_timer(TimerKind::RequestDeadline);
                     self.dispatch(req);
                 }
@@ -190,8 +191,7 @@ impl Session {
             return false;
         }
         if let Some(total) = frame_len_hint {
-            self.read_buf
-                .reserve(total.min(limit).saturating_sub(self.read_buf.len()));
+            crate::bigbuf::reserve_frame(&mut self.read_buf, total.min(limit));
         }
         true
     }
