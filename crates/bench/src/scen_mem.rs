@@ -168,6 +168,7 @@ pub fn big_values(a: &BigArgs) -> Result<()> {
     println!("system       value      10×SET ms   10×GET ms   peak server RSS MB (base)");
     for sys in &systems {
         let bystander = Bystander::start(sys.addr())?;
+        let mut times = Vec::new();
         for &size in &sizes {
             let (set_ms, get_ms, peak, base) = match big_rounds(sys, size, a.reps) {
                 Ok(r) => r,
@@ -189,7 +190,9 @@ pub fn big_values(a: &BigArgs) -> Result<()> {
                 peak as f64 / 1048576.0,
                 base as f64 / 1048576.0
             );
+            times.push((size, set_ms, get_ms));
         }
+        print_linearity(sys.name, &times);
         let (n, p99, max) = bystander.finish();
         println!(
             "{:<12} meanwhile, another client's PINGs (1 per ms): {n} answered, p99 {p99:.2} ms, max {max:.2} ms",
@@ -198,6 +201,24 @@ pub fn big_values(a: &BigArgs) -> Result<()> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// The acceptance ratio: the largest size's time over the time for a tenth of it, SET and
+/// GET, so each system's own line shows whether its time grew linearly.
+fn print_linearity(name: &str, times: &[(usize, f64, f64)]) {
+    let Some(&(big, set_big, get_big)) = times.last() else {
+        return;
+    };
+    let Some(&(_, set_small, get_small)) = times.iter().find(|t| t.0 * 10 == big) else {
+        return;
+    };
+    println!(
+        "{name:<12} {:.0} MB ÷ {:.0} MB time: SET {:.1}×, GET {:.1}× (linear = 10×)",
+        big as f64 / 1048576.0,
+        big as f64 / 10485760.0,
+        set_big / set_small.max(0.001),
+        get_big / get_small.max(0.001)
+    );
 }
 
 /// A small client beside the big values: one PING per millisecond on its own connection.

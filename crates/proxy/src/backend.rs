@@ -59,6 +59,9 @@ pub(crate) struct Outgoing {
     /// `frame` holds this many commands before the one whose reply the client gets (a
     /// transaction sent as MULTI…EXEC): their replies are read and dropped.
     pub skip: u32,
+    /// The request goes on in a later `Outgoing` (a streamed upload): this part is written
+    /// but owed no reply; the last part carries `false` and the reply's owner.
+    pub more: bool,
 }
 
 /// Who is owed the next reply read from the node.
@@ -161,8 +164,11 @@ impl Backend {
     pub(crate) fn send(self: &Rc<Self>, out: Outgoing) {
         if let Some(until) = self.down_until.get() {
             if Instant::now() < until {
-                let err = node_error(&self.addr, "is unreachable (recent connect failure)");
-                out.client.deliver(out.seq, out.frag, err);
+                // An upload's leading part owes no reply: the upload answers (`upload.rs`).
+                if !out.more {
+                    let err = node_error(&self.addr, "is unreachable (recent connect failure)");
+                    out.client.deliver(out.seq, out.frag, err);
+                }
                 return;
             }
             self.down_until.set(None);
@@ -173,6 +179,12 @@ impl Backend {
         } else if let Some(w) = self.waker.borrow().as_ref() {
             w.wake_by_ref();
         }
+    }
+
+    /// Whether the connection task is alive: while it is, parts already queued or written
+    /// and parts sent next share one socket (a streamed upload relies on it).
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.get()
     }
 
     /// Turn this (new, unused) connection into a stream to `client` (pub/sub).
@@ -192,7 +204,9 @@ impl Backend {
     /// Fail every queued request with `reply` (nothing of them reached the node).
     fn fail_queued(&self, reply: &Bytes) {
         let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
-        for out in queued {
+        // A streamed upload's leading parts owe nothing: its last part, or the upload
+        // itself when the connection is gone, answers for the request.
+        for out in queued.into_iter().filter(|out| !out.more) {
             out.client.deliver(out.seq, out.frag, reply.clone());
         }
     }
@@ -297,7 +311,7 @@ impl Conn {
                 self.in_flight.push_back(InFlight::DISCARD);
             }
             self.write_queue.push_back(out.frame);
-            if self.backend.sink.borrow().is_some() {
+            if out.more || self.backend.sink.borrow().is_some() {
                 continue;
             }
             self.in_flight.push_back(InFlight {

@@ -59,6 +59,7 @@ impl Session {
                         frag,
                         asking: false,
                         skip: 0,
+                        more: false,
                     });
                 }
                 None => {

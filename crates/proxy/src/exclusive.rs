@@ -104,6 +104,7 @@ impl Session {
             frag: 0,
             asking: false,
             skip: held.skip,
+            more: false,
         };
         backend.send(out);
         self.serial = true;
@@ -131,8 +132,9 @@ impl Session {
         }
     }
 
-    /// True while an exclusive request waits or runs: no further request is read.
+    /// True while an exclusive request waits or runs, or a streamed upload waits for the
+    /// requests before it: no further request is read.
     pub(crate) fn exclusive_busy(&self) -> bool {
-        self.held.is_some() || (self.serial && self.cell.in_flight() > 0)
+        self.held.is_some() || ((self.serial || self.upload_waiting) && self.cell.in_flight() > 0)
     }
 }

@@ -51,6 +51,7 @@ mod slowlog_session;
 pub mod stats;
 pub mod topology;
 mod transaction;
+mod upload;
 mod watchdog;
 mod worker;
 

@@ -54,6 +54,9 @@ pub(crate) struct Entry {
     pub sampled: Option<(u16, std::time::Instant)>,
     /// Set when the request went out as several parts (split by slot, or to every master).
     pub fanout: Option<Box<Fanout>>,
+    /// A streamed upload's bytes, in the pieces it was forwarded in: joined into `frame`
+    /// only if a redirect must resend it.
+    pub parts: Option<Box<[Bytes]>>,
 }
 
 impl Entry {
@@ -70,6 +73,7 @@ impl Entry {
             pinned: false,
             sampled: None,
             fanout: None,
+            parts: None,
         }
     }
 }

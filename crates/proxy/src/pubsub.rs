@@ -117,6 +117,7 @@ impl Session {
                 frag: 0,
                 asking: false,
                 skip: 0,
+                more: false,
             });
         }
     }

@@ -96,6 +96,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         frag,
         asking,
         skip: 0,
+        more: false,
     };
     send_planned(worker, backend, out, plan.kind, plan.slot);
 }
@@ -170,7 +171,10 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
     let map_version = entry.map_version;
     let pinned = entry.pinned;
     let Some(fanout) = entry.fanout.as_mut() else {
-        let frame = entry.frame.clone();
+        let frame = entry.frame.clone().or_else(|| {
+            let parts = entry.parts.as_deref()?;
+            Some(crate::upload::join(parts))
+        });
         let hop = Hop {
             reply: &mut entry.reply,
             frame,

@@ -80,10 +80,10 @@ pub(crate) struct Session {
     pub(crate) info: SessionInfo,
     pub(crate) redirected: Vec<(u64, u32)>,
     /// No more requests will be read (EOF, QUIT, protocol error); finish what is in flight.
-    draining: bool,
+    pub(crate) draining: bool,
     /// Parsing stopped for backpressure or an exclusive request while `read_buf` may still
     /// hold complete requests: parse them before reading the socket again.
-    input_stalled: bool,
+    pub(crate) input_stalled: bool,
     /// This session's own connection, for blocking commands and transactions.
     pub(crate) dedicated: Option<Rc<Backend>>,
     /// An exclusive request waiting for the requests before it to be answered.
@@ -112,6 +112,11 @@ pub(crate) struct Session {
     pub(crate) slowlog: crate::slowlog_session::Tracker,
     /// This client's entry in the worker's registry (CLIENT LIST/KILL); dropped on close.
     pub(crate) client: ClientHandle,
+    /// A big request being streamed to its node as it arrives (`upload.rs`).
+    pub(crate) upload: Option<crate::upload::Upload>,
+    /// The request at the parser's head is to be streamed once the requests before it are
+    /// answered; it must not be parsed (framed) meanwhile.
+    pub(crate) upload_waiting: bool,
 }
 
 // === impl Session ===
@@ -155,6 +160,8 @@ impl Session {
             turn_bytes: 0,
             slowlog,
             client,
+            upload: None,
+            upload_waiting: false,
         }
     }
 
@@ -184,7 +191,7 @@ impl Session {
 
     /// A request has started to arrive but is not complete.
     pub(crate) fn has_partial_request(&self) -> bool {
-        !self.read_buf.is_empty() && !self.input_stalled
+        (!self.read_buf.is_empty() || self.upload.is_some()) && !self.input_stalled
     }
 
     fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -302,7 +309,7 @@ impl Session {
     }
 
     /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
-    fn count_command(&mut self, command: Option<usize>) {
+    pub(crate) fn count_command(&mut self, command: Option<usize>) {
         let Some(command) = command else {
             return self.cell.arm_sample(None);
         };
@@ -355,6 +362,7 @@ impl Session {
             pinned: false,
             sampled: None,
             fanout: None,
+            parts: None,
         });
         backend.send(Outgoing {
             frame,
@@ -363,6 +371,7 @@ impl Session {
             frag: 0,
             asking: false,
             skip: 0,
+            more: false,
         });
     }
 }

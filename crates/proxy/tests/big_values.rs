@@ -1,11 +1,15 @@
-//! Values above the big-buffer threshold (4 MiB) on a real cluster. Their frames reuse the
-//! buffers of earlier big frames once those are written, so this checks that pipelined
-//! values, each with its own bytes, come back intact and never mixed.
+//! Values above 4 MiB on a real cluster. Requests carrying them are streamed to the node as
+//! they arrive (`upload.rs`) and replies reuse the buffers of earlier big frames
+//! (`bigbuf.rs`): values must come back intact and in order, a broken or abandoned upload
+//! must store nothing, and a redirect must resend the whole request.
 
 mod common;
 
+use std::time::Duration;
+
 use common::Harness;
 use resp::Value;
+use testkit::reply::slot_of;
 
 const SIZE: usize = 5 << 20;
 
@@ -41,5 +45,100 @@ fn pipelined_big_values_come_back_intact() {
                 other => panic!("GET {i}: {other:?}"),
             }
         }
+    }
+}
+
+/// Requests before and after a streamed value are answered in order, and a small value
+/// between big ones is not streamed but still ordered.
+#[test]
+fn a_streamed_value_keeps_its_place_in_a_pipeline() {
+    let h = Harness::start(1, 0);
+    let mut c = h.client();
+    let big = value(3);
+    let mut wire = Vec::new();
+    for args in [
+        &[&b"SET"[..], b"before", b"1"][..],
+        &[b"SET", b"big:{o}", &big],
+        &[b"GET", b"before"],
+        &[b"STRLEN", b"big:{o}"],
+    ] {
+        let mut b = bytes::BytesMut::new();
+        resp::encode_command(&mut b, args);
+        wire.extend_from_slice(&b);
+    }
+    c.send_raw(&wire);
+    let replies: Vec<String> = (0..4).map(|_| common::text(&c.read().unwrap())).collect();
+    assert_eq!(replies, ["OK", "OK", "1", &format!(":{SIZE}")]);
+}
+
+/// A value whose CRLF is wrong gets Redis's protocol error; the node never executes it.
+#[test]
+fn a_streamed_value_without_its_crlf_is_refused_and_not_stored() {
+    let h = Harness::start(1, 0);
+    let mut c = h.client();
+    c.send_raw(format!("*3\r\n$3\r\nSET\r\n$7\r\nbad:{{x}}\r\n${SIZE}\r\n").as_bytes());
+    c.send_raw(&value(1));
+    c.send_raw(b"XX");
+    let (got, closed) = c.read_raw(Duration::from_secs(5));
+    assert!(String::from_utf8_lossy(&got).starts_with("-ERR Protocol error"));
+    assert!(closed);
+    let mut other = h.client();
+    assert!(matches!(
+        other.call(&["EXISTS", "bad:{x}"]),
+        Value::Integer(0)
+    ));
+}
+
+/// A client that leaves mid-value leaves nothing behind: no key, no stuck session.
+#[test]
+fn a_client_leaving_mid_value_stores_nothing() {
+    let h = Harness::start(1, 0);
+    let mut c = h.client();
+    c.send_raw(format!("*3\r\n$3\r\nSET\r\n$8\r\ngone:{{x}}\r\n${SIZE}\r\n").as_bytes());
+    c.send_raw(&value(2)[..SIZE / 2]);
+    std::thread::sleep(Duration::from_millis(200));
+    drop(c);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut other = h.client();
+    assert!(matches!(
+        other.call(&["EXISTS", "gone:{x}"]),
+        Value::Integer(0)
+    ));
+    let list = common::text(&other.call(&["CLIENT", "LIST"]));
+    assert_eq!(list.lines().count(), 1, "only the caller is left: {list}");
+}
+
+/// A streamed SET of a new key in a slot being migrated meets ASK: the proxy resends the
+/// whole request, joined from its pieces, to the importing node.
+#[test]
+fn a_streamed_value_follows_ask_to_the_importing_node() {
+    let h = Harness::start(2, 0);
+    let cluster = &h.cluster;
+    let tag = b"{ask}";
+    let src = cluster.owner_of(tag).expect("owner");
+    let dst = *cluster.masters().iter().find(|a| **a != src).expect("dst");
+    let slot = slot_of(tag).to_string();
+    let id = |a| {
+        cluster
+            .command(a, &["CLUSTER", "MYID"])
+            .unwrap()
+            .as_text()
+            .unwrap()
+    };
+    let (src_id, dst_id) = (id(src), id(dst));
+    cluster
+        .command(dst, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &src_id])
+        .unwrap();
+    cluster
+        .command(src, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &dst_id])
+        .unwrap();
+    let mut c = h.client();
+    let v = value(4);
+    c.send(&[b"SET", b"new{ask}", &v]);
+    assert_eq!(common::text(&c.read().unwrap()), "OK");
+    c.send(&[b"GET", b"new{ask}"]);
+    match c.read().expect("reply") {
+        Value::BulkString(got) => assert!(got[..] == v[..], "the value reached the importer whole"),
+        other => panic!("GET: {other:?}"),
     }
 }

@@ -39,5 +39,5 @@ pub use limits::Limits;
 pub use num::string2ll;
 pub use reply_framer::{is_error_frame, ReplyFramer};
 pub use request::Request;
-pub use request_parser::{Parsed, Progress, RequestParser};
+pub use request_parser::{Parsed, PendingTail, Progress, RequestParser};
 pub use value::{decode, Value};

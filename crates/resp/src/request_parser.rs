@@ -18,7 +18,8 @@
 //!   depends on how the input was split; ours never does);
 //! * a NUL byte is ordinary data (Redis's `strchr` stops at it and waits).
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
+use smallvec::SmallVec;
 
 use crate::error::ProtocolError;
 use crate::inline::parse_inline_line;
@@ -60,6 +61,19 @@ pub enum Progress {
         /// Total bytes the buffer must hold for the pending bulk to complete.
         frame_len_hint: Option<usize>,
     },
+}
+
+/// A request whose last argument's payload is still arriving, as
+/// [`RequestParser::pending_tail`] describes it.
+#[derive(Debug)]
+pub struct PendingTail {
+    /// The arguments received so far plus an empty last one: for routing and checks only,
+    /// never to be sent.
+    pub probe: Request,
+    /// Bytes from the start of the buffer to the first byte of the payload.
+    pub head_len: usize,
+    /// The payload's declared length (its CRLF follows it).
+    pub payload_len: usize,
 }
 
 /// Where a partially received request stands. Positions are offsets from the
@@ -172,6 +186,38 @@ impl RequestParser {
             self.state = State::Start;
         }
         result
+    }
+
+    /// When the parser waits for the payload of a request's last argument and that payload
+    /// is at least `min_len` bytes, what came before it. Nothing is consumed: a caller that
+    /// streams the payload itself calls [`RequestParser::take_head`] next.
+    pub fn pending_tail(&self, buf: &[u8], min_len: usize) -> Option<PendingTail> {
+        let State::Args(mb) = &self.state else {
+            return None;
+        };
+        let Stage::Payload { len } = mb.stage else {
+            return None;
+        };
+        if mb.remaining != 1 || len < min_len {
+            return None;
+        }
+        let mut args: SmallVec<[&[u8]; 8]> = SmallVec::new();
+        for &(start, end) in &mb.args {
+            args.push(buf.get(start..end)?);
+        }
+        args.push(b"");
+        Some(PendingTail {
+            probe: Request::from_args(&args),
+            head_len: mb.pos,
+            payload_len: len,
+        })
+    }
+
+    /// Split off the head [`RequestParser::pending_tail`] described and start over: the
+    /// payload and its CRLF are the caller's to consume and must never reach `parse`.
+    pub fn take_head(&mut self, buf: &mut BytesMut, head_len: usize) -> Bytes {
+        self.state = State::Start;
+        buf.split_to(head_len.min(buf.len())).freeze()
     }
 
     /// The furthest offset the saved state relies on.

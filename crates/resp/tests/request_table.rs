@@ -198,3 +198,34 @@ fn slow_lines_and_payloads_resume() {
     assert_eq!(args[0][0].len(), 60_000);
     assert_eq!(args[1][1].len(), 1_000_000);
 }
+
+/// A streaming caller sees the head of a request whose last payload is still arriving,
+/// takes it, and the parser then reads the next request as if nothing were pending.
+#[test]
+fn pending_tail_describes_and_hands_over_a_big_last_argument() {
+    let mut p = RequestParser::new(Limits::default());
+    let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n0123"[..]);
+    assert!(matches!(p.parse(&mut buf), Ok(Progress::Incomplete { .. })));
+    assert!(p.pending_tail(&buf, 11).is_none(), "below the threshold");
+    let tail = p.pending_tail(&buf, 10).expect("a pending last argument");
+    assert_eq!(tail.payload_len, 10);
+    let probe: Vec<&[u8]> = tail.probe.args().collect();
+    assert_eq!(probe, vec![&b"SET"[..], b"k", b""]);
+    let head = p.take_head(&mut buf, tail.head_len);
+    assert_eq!(&head[..], b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n");
+    assert_eq!(&buf[..], b"0123");
+    buf.clear();
+    buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+    assert!(matches!(
+        p.parse(&mut buf),
+        Ok(Progress::Done(Parsed::Request(_)))
+    ));
+}
+
+#[test]
+fn pending_tail_is_only_for_the_last_argument() {
+    let mut p = RequestParser::new(Limits::default());
+    let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$10\r\n0123"[..]);
+    assert!(matches!(p.parse(&mut buf), Ok(Progress::Incomplete { .. })));
+    assert!(p.pending_tail(&buf, 1).is_none());
+}

@@ -14,8 +14,11 @@ use crate::backend::{advance, fill_slices};
 use crate::limits::TimerKind;
 use crate::redirect;
 use crate::stats::WorkerStats;
+use crate::upload::{Start, Step};
 
 pub(super) const READ_CHUNK: usize = 16 * 1024;
+/// Below glibc's mmap threshold, so each piece comes from (and returns to) the heap.
+const UPLOAD_READ_CHUNK: usize = 64 * 1024;
 const MAX_IOVECS: usize = 64;
 /// Bytes one client may move (read plus written) in one poll before it yields to the other
 /// clients of its worker: a 100 MB value then passes in slices, never stalling them (kedis's
@@ -66,7 +69,10 @@ impl Session {
     /// None: go round again (something changed).
     pub(super) fn pump_input(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
         if !self.may_read() {
-            if !self.exclusive_busy() {
+            // A big request waiting to be streamed must not arrive whole meanwhile, or it
+            // would be framed after all: read only a little past its start.
+            let waiting_full = self.upload_waiting && self.read_buf.len() >= READ_CHUNK * 4;
+            if !self.exclusive_busy() || waiting_full {
                 return Some(Poll::Pending);
             }
             // Blocked: keep reading (unparsed, bounded) only to notice a departure.
@@ -123,8 +129,13 @@ impl Session {
     }
 
     pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
-        if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK / 2 {
-            self.read_buf.reserve(READ_CHUNK);
+        // A streamed upload reads in bigger pieces: each one is a separate send.
+        let chunk = match self.upload.is_some() {
+            true => UPLOAD_READ_CHUNK,
+            false => READ_CHUNK,
+        };
+        if self.read_buf.capacity() - self.read_buf.len() < chunk / 2 {
+            self.read_buf.reserve(chunk);
         }
         match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf) {
             Poll::Pending => ReadOutcome::Pending,
@@ -147,7 +158,21 @@ impl Session {
     /// Parse every complete request and dispatch it. False when the client must be dropped
     /// without any reply (query buffer overflow, the cross-protocol guard).
     pub(super) fn parse_and_dispatch(&mut self) -> bool {
+        if self.upload_waiting && self.cell.in_flight() > 0 {
+            return true;
+        }
         loop {
+            if self.resume_waiting_upload() && self.upload_waiting {
+                return true;
+            }
+            match self.pump_upload() {
+                Step::Wait => return true,
+                Step::Close => {
+                    self.draining = true;
+                    return true;
+                }
+                Step::Done => {}
+            }
             if !self.may_read() && !self.draining {
                 self.input_stalled = true;
                 return true;
@@ -160,9 +185,12 @@ impl Session {
                 }
                 Ok(Progress::Done(Parsed::Noop)) => {}
                 Ok(Progress::Done(Parsed::Close)) => return false,
-                Ok(Progress::Incomplete { frame_len_hint }) => {
-                    return self.make_room(frame_len_hint);
-                }
+                Ok(Progress::Incomplete { frame_len_hint }) => match self.try_start_upload() {
+                    Start::Started => {}
+                    // Waiting, the body stays in the socket: no frame-sized buffer.
+                    Start::Wait => return self.make_room(None),
+                    Start::No => return self.make_room(frame_len_hint),
+                },
                 Err(e) => {
                     WorkerStats::bump(&self.worker.stats.protocol_errors);
                     self.reply_now(e.to_resp());

@@ -1,0 +1,269 @@
+//! Streamed uploads: a request whose last argument is big (a 100 MB SET) goes to its node
+//! while it arrives, in the pieces it arrives in, instead of being buffered whole first.
+//!
+//! ```text
+//!   client ─read─▶ read_buf ─split─▶ piece ─▶ the session's dedicated connection ─▶ node
+//!                                      └────▶ kept (a refcount) until the reply, so that
+//!                                             a redirect can resend the whole request
+//! ```
+//!
+//! Why: framed whole, a 100 MB value is written to memory and read back cold (it is three
+//! times the L3 cache) and the node starts on it only once the proxy has all of it, so
+//! 100 MB took 17x the time of 10 MB. Streamed, each piece leaves while it is still in
+//! cache, as nutcracker's 16 KB buffers do.
+//!
+//! The rules that keep the client's order and the node's byte stream sound:
+//! - Only a plain single-slot request whose keys come before the big value (SET, APPEND,
+//!   RPUSH…), from an authenticated client without ACL rules, outside MULTI and subscribed
+//!   mode, and only once every earlier request of the client is answered. It runs on the
+//!   session's dedicated connection (as blocking commands do, `exclusive.rs`) and nothing
+//!   else is read until its reply. Anything else is framed whole, as before.
+//! - Pieces go out only while that connection's task lives. A lost connection takes the
+//!   partial command with it (the node discards it): the request is answered with an error,
+//!   and the rest of its body is read and dropped, never sent on another connection.
+//! - The CRLF after the value is checked before the last piece goes out: a client that
+//!   gets it wrong gets Redis's protocol error, and the node never executes the command.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use crate::backend::{Backend, Outgoing};
+use crate::pending::Entry;
+use crate::router::Route;
+use crate::session::Session;
+use crate::stats::WorkerStats;
+
+/// Last arguments at least this big are streamed; smaller ones are cheap to frame whole.
+pub(crate) const UPLOAD_MIN: usize = crate::bigbuf::BIG;
+
+/// A streamed request in progress.
+pub(crate) struct Upload {
+    backend: Rc<Backend>,
+    seq: u64,
+    /// Payload bytes not yet read from the client (its CRLF comes after them).
+    left: usize,
+    /// Everything forwarded so far; moved into the entry once the request is complete.
+    parts: Vec<Bytes>,
+    /// The connection was lost: read and drop the rest of the body.
+    dropping: bool,
+}
+
+/// What `try_start_upload` did.
+pub(crate) enum Start {
+    Started,
+    /// It qualifies, but requests before it are in flight: parse nothing until they are
+    /// answered, then try again.
+    Wait,
+    /// It does not qualify: frame it whole as usual.
+    No,
+}
+
+/// What `pump_upload` left for the caller to do.
+pub(crate) enum Step {
+    /// More of the body is still to come.
+    Wait,
+    /// The request is complete: parse what follows.
+    Done,
+    /// Protocol error (no CRLF after the value): close after the replies.
+    Close,
+}
+
+impl Session {
+    /// Start streaming the request being parsed, if it qualifies.
+    pub(crate) fn try_start_upload(&mut self) -> Start {
+        if !self.may_stream() {
+            return Start::No;
+        }
+        let Some(tail) = self.parser.pending_tail(&self.read_buf, UPLOAD_MIN) else {
+            return Start::No;
+        };
+        let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
+        let (route, command) = crate::router::route_counted(&tail.probe, allow_admin);
+        let Route::Slot(slot) = route else {
+            return Start::No;
+        };
+        let map = self.worker.topology().current();
+        let Some(addr) = map.node_of(slot).map(|n| n.addr.clone()) else {
+            return Start::No;
+        };
+        if self.cell.in_flight() > 0 {
+            // Framing it instead would let the next big request wait for this one in turn:
+            // stop reading until the requests before it are answered (`exclusive_busy`).
+            self.upload_waiting = true;
+            self.input_stalled = true;
+            return Start::Wait;
+        }
+        WorkerStats::bump(&self.worker.stats.commands_processed);
+        self.count_command(command);
+        self.slowlog_arm(&tail.probe, command, false);
+        let backend = self.dedicated_for(&addr);
+        let mut entry = Entry::ready(Bytes::new());
+        entry.reply = None;
+        entry.sent_to = Some(backend.clone());
+        entry.map_version = map.version();
+        entry.pinned = true;
+        entry.slot = Some(slot);
+        let seq = self.cell.push(entry);
+        let head = self.parser.take_head(&mut self.read_buf, tail.head_len);
+        self.upload = Some(Upload {
+            backend,
+            seq,
+            left: tail.payload_len,
+            parts: Vec::new(),
+            dropping: false,
+        });
+        self.send_piece(head, true);
+        Start::Started
+    }
+
+    /// The request the parser stopped at waited for the ones before it: stream it now if
+    /// they are answered. True when it started (or still waits).
+    pub(crate) fn resume_waiting_upload(&mut self) -> bool {
+        if !std::mem::take(&mut self.upload_waiting) {
+            return false;
+        }
+        !matches!(self.try_start_upload(), Start::No)
+    }
+
+    /// The conditions under which streaming keeps the client's order and checks intact.
+    fn may_stream(&self) -> bool {
+        self.authenticated
+            && self.user.is_none()
+            && self.tx.is_none()
+            && self.pubsub.is_none()
+            && self.held.is_none()
+            && !self.draining
+    }
+
+    /// Forward what arrived of the body. Call whenever `read_buf` may hold more of it.
+    pub(crate) fn pump_upload(&mut self) -> Step {
+        let Some(up) = self.upload.as_mut() else {
+            return Step::Done;
+        };
+        if up.left > 0 {
+            let n = up.left.min(self.read_buf.len());
+            if n == 0 {
+                return self.wait_or_give_up();
+            }
+            up.left -= n;
+            let piece = self.read_buf.split_to(n).freeze();
+            self.send_piece(piece, true);
+            if self.upload.as_ref().is_some_and(|up| up.left > 0) {
+                return Step::Wait;
+            }
+        }
+        self.finish_upload()
+    }
+
+    /// The value is in: check its CRLF, then send the last piece, owed the reply.
+    fn finish_upload(&mut self) -> Step {
+        let Some(crlf) = self.read_buf.get(..2) else {
+            return self.wait_or_give_up();
+        };
+        let good = crlf == b"\r\n";
+        let _ = self.read_buf.split_to(2);
+        let Some(up) = self.upload.take() else {
+            return Step::Done;
+        };
+        self.reset_timer(crate::limits::TimerKind::RequestDeadline);
+        if !good {
+            self.abort_upload(up, resp::ProtocolError::MissingCrlfAfterBulk.to_resp());
+            return Step::Close;
+        }
+        if up.dropping {
+            return Step::Done;
+        }
+        if !up.backend.is_running() {
+            let err = lost(&up.backend);
+            self.abort_upload(up, err);
+            return Step::Done;
+        }
+        let last = Bytes::from_static(b"\r\n");
+        let mut parts = up.parts;
+        parts.push(last.clone());
+        self.cell
+            .with_entry(up.seq, |e| e.parts = Some(parts.into_boxed_slice()));
+        up.backend.send(self.outgoing(up.seq, last, false));
+        // Nothing else may run before its reply. Wait as a waiting upload does, reading
+        // only a little, so that a big request right behind it is streamed too.
+        self.upload_waiting = true;
+        self.input_stalled = true;
+        Step::Done
+    }
+
+    /// Wait for more of the body, unless the client has stopped sending (EOF): then the
+    /// request can never complete, and the node must not keep its beginning.
+    fn wait_or_give_up(&mut self) -> Step {
+        if !self.draining {
+            return Step::Wait;
+        }
+        if let Some(up) = self.upload.take() {
+            let err = Bytes::from_static(b"-ERR slotgate: the client closed mid-request\r\n");
+            self.abort_upload(up, err);
+        }
+        Step::Done
+    }
+
+    /// Send one piece on the upload's connection, or switch to dropping the body when that
+    /// connection is gone.
+    fn send_piece(&mut self, piece: Bytes, more: bool) {
+        let Some(up) = self.upload.as_mut() else {
+            return;
+        };
+        if up.dropping {
+            return;
+        }
+        let first = up.parts.is_empty();
+        if !first && !up.backend.is_running() {
+            let err = lost(&up.backend);
+            let seq = up.seq;
+            up.dropping = true;
+            up.parts.clear();
+            self.cell.deliver(seq, 0, err);
+            self.drop_dedicated();
+            return;
+        }
+        up.parts.push(piece.clone());
+        let (backend, seq) = (up.backend.clone(), up.seq);
+        backend.send(self.outgoing(seq, piece, more));
+    }
+
+    /// Give up on the upload: the node discards the partial command when its connection
+    /// closes, and the client gets `reply` in the request's place.
+    fn abort_upload(&mut self, up: Upload, reply: Bytes) {
+        self.drop_dedicated();
+        if !up.dropping {
+            self.cell.deliver(up.seq, 0, reply);
+        }
+    }
+
+    fn outgoing(&self, seq: u64, frame: Bytes, more: bool) -> Outgoing {
+        Outgoing {
+            frame,
+            client: self.cell.clone(),
+            seq,
+            frag: 0,
+            asking: false,
+            skip: 0,
+            more,
+        }
+    }
+}
+
+/// The reply for an upload whose connection went away before the request was complete.
+fn lost(backend: &Backend) -> Bytes {
+    Bytes::from(format!(
+        "-ERR slotgate: node {} connection lost while the request was arriving (not executed)\r\n",
+        backend.addr
+    ))
+}
+
+/// A streamed request's pieces as one frame, for the rare redirect that must resend it.
+pub(crate) fn join(parts: &[Bytes]) -> Bytes {
+    let mut all = bytes::BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+    for p in parts {
+        all.extend_from_slice(p);
+    }
+    all.freeze()
+}
