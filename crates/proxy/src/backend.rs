@@ -41,6 +41,7 @@ use crate::pending::ClientCell;
 use crate::topology::Topology;
 use crate::watchdog::Watchdog;
 
+mod replies;
 mod task;
 mod writev;
 
@@ -228,6 +229,8 @@ struct Conn {
     watchdog: Watchdog,
     /// In-flight count last added to the node's counters.
     reported_inflight: usize,
+    /// A big bulk reply being passed on piece by piece (`backend/replies.rs`).
+    streaming: Option<replies::ReplyStream>,
 }
 
 // === impl Conn ===
@@ -242,6 +245,7 @@ impl Conn {
             framer: ReplyFramer::new(),
             watchdog: Watchdog::new(backend.request_timeout),
             reported_inflight: 0,
+            streaming: None,
             backend,
         }
     }
@@ -288,7 +292,7 @@ impl Conn {
     /// Nothing moved: arm the request timeout while replies are owed, and publish the
     /// in-flight count only now, once per quiet turn rather than per reply.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<String> {
-        let owed = !self.in_flight.is_empty();
+        let owed = !self.in_flight.is_empty() || self.streaming.is_some();
         if self.watchdog.poll_expired(cx, owed).is_ready() {
             let ms = self.backend.request_timeout.as_millis();
             return Poll::Ready(format!("no reply within {ms} ms"));
@@ -344,7 +348,10 @@ impl Conn {
     /// Read what the socket has and deliver every complete reply. Returns bytes read.
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<usize, String> {
         if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK / 4 {
-            let want = self.framer.hint().unwrap_or(0);
+            let want = match self.streaming {
+                Some(_) => self.read_buf.len() + replies::STREAM_READ,
+                None => self.framer.hint().unwrap_or(0),
+            };
             let floor = self.read_buf.len() + READ_CHUNK;
             crate::bigbuf::reserve_frame(&mut self.read_buf, want.max(floor));
         }
@@ -358,55 +365,5 @@ impl Conn {
             };
         self.deliver_replies()?;
         Ok(n)
-    }
-
-    fn deliver_replies(&mut self) -> Result<(), String> {
-        loop {
-            let len = match self.framer.next_frame(&self.read_buf) {
-                Ok(Some(len)) => len,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(format!("bad reply from node: {e}")),
-            };
-            let frame = self.read_buf.split_to(len).freeze();
-            crate::bigbuf::retire(&mut self.read_buf, len);
-            self.watchdog.progress();
-            let Some(owner) = self.in_flight.pop_front() else {
-                match self.backend.sink.borrow().as_ref() {
-                    Some(client) => client.push_frame(Rc::as_ptr(&self.backend) as usize, frame),
-                    None => return Err("reply without a request (stream out of step)".into()),
-                }
-                continue;
-            };
-            match owner.client {
-                Some(client) => client.deliver(owner.seq, owner.frag, frame),
-                None if resp::is_error_frame(&frame) => {
-                    let text = String::from_utf8_lossy(&frame[..frame.len().min(120)])
-                        .trim_end()
-                        .to_string();
-                    tracing::warn!(node = %self.backend.addr, error = %text, "connection set-up command failed");
-                }
-                None => {}
-            }
-        }
-    }
-
-    /// Fail everything this connection owes: sent requests have an unknown outcome.
-    fn poison(&mut self, reason: &str) {
-        // Closed on purpose (end of subscribed mode) is not a loss.
-        if !self.backend.closed.get() {
-            if let Some(client) = self.backend.sink.borrow().as_ref() {
-                client.stream_lost();
-            }
-        }
-        let lost = node_error(
-            &self.backend.addr,
-            &format!("connection lost ({reason}); the command may or may not have run"),
-        );
-        for owner in self.in_flight.drain(..) {
-            if let Some(client) = owner.client {
-                client.deliver(owner.seq, owner.frag, lost.clone());
-            }
-        }
-        self.write_queue.clear();
     }
 }

@@ -57,6 +57,8 @@ pub(crate) struct Entry {
     /// A streamed upload's bytes, in the pieces it was forwarded in: joined into `frame`
     /// only if a redirect must resend it.
     pub parts: Option<Box<[Bytes]>>,
+    /// Pieces of a streamed reply that arrived before its end (`pending/partial.rs`).
+    pub partial: Vec<Bytes>,
 }
 
 impl Entry {
@@ -74,6 +76,7 @@ impl Entry {
             sampled: None,
             fanout: None,
             parts: None,
+            partial: Vec::new(),
         }
     }
 }
@@ -343,7 +346,17 @@ impl ClientCell {
     pub(crate) fn pop_ready(&self, out: &mut VecDeque<Bytes>) -> usize {
         let mut q = self.queue.borrow_mut();
         let mut n = 0;
-        while q.entries.front().is_some_and(|e| e.reply.is_some()) {
+        while let Some(head) = q.entries.front_mut() {
+            // A streamed reply's pieces leave before its end (still budgeted until written).
+            for piece in head.partial.drain(..) {
+                n += piece.len();
+                self.queued_bytes
+                    .set(self.queued_bytes.get().saturating_sub(piece.len()));
+                out.push_back(piece);
+            }
+            if head.reply.is_none() {
+                break;
+            }
             let share = self.inflight_charge.get() / q.entries.len();
             self.inflight_charge.set(self.inflight_charge.get() - share);
             self.budget.release(share);
@@ -403,5 +416,6 @@ pub(crate) fn is_redirect(frame: &[u8]) -> bool {
         || ::topology::not_executed(cluster::error_kind(frame))
 }
 
+mod partial;
 #[cfg(test)]
 mod tests;

@@ -363,6 +363,7 @@ impl Session {
             sampled: None,
             fanout: None,
             parts: None,
+            partial: Vec::new(),
         });
         backend.send(Outgoing {
             frame,

@@ -14,8 +14,9 @@
 //!
 //! The rules that keep the client's order and the node's byte stream sound:
 //! - Only a plain single-slot request whose keys come before the big value (SET, APPEND,
-//!   RPUSH…), from an authenticated client without ACL rules, outside MULTI and subscribed
-//!   mode, and only once every earlier request of the client is answered. It runs on the
+//!   RPUSH…), from an authenticated client without ACL rules, outside WATCH, MULTI and
+//!   subscribed mode (their state lives on the dedicated connection), and only once every
+//!   earlier request of the client is answered. It runs on the
 //!   session's dedicated connection (as blocking commands do, `exclusive.rs`) and nothing
 //!   else is read until its reply. Anything else is framed whole, as before.
 //! - Pieces go out only while that connection's task lives. A lost connection takes the
@@ -131,6 +132,7 @@ impl Session {
         self.authenticated
             && self.user.is_none()
             && self.tx.is_none()
+            && self.watch_slot.is_none()
             && self.pubsub.is_none()
             && self.held.is_none()
             && !self.draining

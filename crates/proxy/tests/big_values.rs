@@ -48,8 +48,8 @@ fn pipelined_big_values_come_back_intact() {
     }
 }
 
-/// Requests before and after a streamed value are answered in order, and a small value
-/// between big ones is not streamed but still ordered.
+/// Requests before and after a streamed value or reply are answered in order; a big value
+/// inside an array reply is framed whole, and still intact.
 #[test]
 fn a_streamed_value_keeps_its_place_in_a_pipeline() {
     let h = Harness::start(1, 0);
@@ -61,6 +61,9 @@ fn a_streamed_value_keeps_its_place_in_a_pipeline() {
         &[b"SET", b"big:{o}", &big],
         &[b"GET", b"before"],
         &[b"STRLEN", b"big:{o}"],
+        &[b"GET", b"big:{o}"],
+        &[b"MGET", b"big:{o}", b"before"],
+        &[b"GET", b"before"],
     ] {
         let mut b = bytes::BytesMut::new();
         resp::encode_command(&mut b, args);
@@ -69,6 +72,18 @@ fn a_streamed_value_keeps_its_place_in_a_pipeline() {
     c.send_raw(&wire);
     let replies: Vec<String> = (0..4).map(|_| common::text(&c.read().unwrap())).collect();
     assert_eq!(replies, ["OK", "OK", "1", &format!(":{SIZE}")]);
+    match c.read().unwrap() {
+        Value::BulkString(got) => assert!(got[..] == big[..], "streamed reply intact"),
+        other => panic!("GET: {other:?}"),
+    }
+    match c.read().unwrap() {
+        Value::Array(items) => {
+            assert!(matches!(&items[0], Value::BulkString(b) if b[..] == big[..]));
+            assert_eq!(common::text(&items[1]), "1");
+        }
+        other => panic!("MGET: {other:?}"),
+    }
+    assert_eq!(common::text(&c.read().unwrap()), "1", "in order after them");
 }
 
 /// A value whose CRLF is wrong gets Redis's protocol error; the node never executes it.

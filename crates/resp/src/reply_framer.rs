@@ -108,6 +108,23 @@ impl ReplyFramer {
         }
     }
 
+    /// When the frame being read is a top-level bulk string (`$N`) whose payload has not
+    /// all arrived: the whole frame's length. A caller that passes the frame on in pieces
+    /// calls [`ReplyFramer::take_over`] and consumes that many bytes itself.
+    pub fn pending_top_bulk(&self) -> Option<usize> {
+        match self.phase {
+            Phase::Payload {
+                kind: b'$', end, ..
+            } if self.stack.is_empty() => end.checked_add(2),
+            _ => None,
+        }
+    }
+
+    /// Forget the frame in progress: its bytes are the caller's to consume.
+    pub fn take_over(&mut self) {
+        self.reset();
+    }
+
     fn reset(&mut self) {
         self.pos = 0;
         self.phase = Phase::Header { scan: 0 };

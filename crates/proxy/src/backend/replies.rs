@@ -1,0 +1,152 @@
+//! What a node sends back: each complete reply goes to whoever is owed it (a client's
+//! entry, a subscriber's stream, or nobody for set-up commands); a big bulk string reply
+//! goes piece by piece; a broken connection fails everything it owed.
+//!
+//! Streaming: a bulk string reply of 4 MiB or more goes to its client as it arrives,
+//! instead of being framed whole first.
+//!
+//! ```text
+//!   node ─read─▶ read_buf ─split─▶ piece ─▶ client's entry ─▶ writer (while still in cache)
+//! ```
+//!
+//! Why: framed whole, a 100 MB reply is written to memory and read back cold, and its
+//! client gets nothing until the last byte is in. Only a top-level bulk string owed to a
+//! whole request streams (`ClientCell::may_stream_reply`); replies inside aggregates or for
+//! parts of split requests are framed as before. The node is trusted to end the bulk with
+//! its CRLF: the bytes are counted, not checked. If the connection breaks mid-reply, the
+//! client has part of a reply it can never complete, so its connection is closed.
+
+use std::rc::Rc;
+
+use super::{node_error, Conn};
+use crate::pending::ClientCell;
+
+/// Bulk replies at least this big are streamed.
+const STREAM_MIN: usize = crate::bigbuf::BIG;
+/// Read size while streaming: each read becomes one piece, bigger than what the session's
+/// copy-out of stalled small replies (`budget.rs`, 256 KiB) would copy.
+pub(super) const STREAM_READ: usize = 512 * 1024;
+
+/// A big bulk reply on its way to its client.
+pub(super) struct ReplyStream {
+    client: Rc<ClientCell>,
+    seq: u64,
+    /// Bytes of the frame (header, payload, CRLF) not yet passed on.
+    left: usize,
+    total: usize,
+}
+
+impl Conn {
+    /// Pass on what has arrived of the reply being streamed. True when none is (any more).
+    pub(super) fn pump_stream(&mut self) -> bool {
+        let Some(s) = self.streaming.as_mut() else {
+            return true;
+        };
+        let n = s.left.min(self.read_buf.len());
+        if n == 0 {
+            return false;
+        }
+        s.left -= n;
+        let piece = self.read_buf.split_to(n).freeze();
+        self.watchdog.progress();
+        let total = if s.left == 0 { s.total } else { 0 };
+        s.client.deliver_piece(s.seq, piece, total);
+        if total > 0 {
+            self.streaming = None;
+        }
+        total > 0
+    }
+
+    /// At a frame the framer could not complete yet: stream it if it qualifies.
+    pub(super) fn try_stream(&mut self) -> bool {
+        let Some(total) = self.stream_candidate() else {
+            return false;
+        };
+        let Some(owner) = self.in_flight.pop_front() else {
+            return false;
+        };
+        let Some(client) = owner.client else {
+            return false;
+        };
+        self.framer.take_over();
+        self.streaming = Some(ReplyStream {
+            client,
+            seq: owner.seq,
+            left: total,
+            total,
+        });
+        true
+    }
+
+    /// The frame's length, when the pending frame is a big bulk string owed to a whole
+    /// request whose client may take it in pieces.
+    fn stream_candidate(&self) -> Option<usize> {
+        let total = self.framer.pending_top_bulk()?;
+        let owner = self.in_flight.front()?;
+        let client = owner.client.as_ref()?;
+        (total >= STREAM_MIN && client.may_stream_reply(owner.seq, owner.frag)).then_some(total)
+    }
+
+    /// The connection broke: a client holding part of a reply must be closed.
+    pub(super) fn abandon_stream(&mut self) {
+        if let Some(s) = self.streaming.take() {
+            s.client.stream_lost();
+        }
+    }
+
+    /// Deliver every complete reply to whoever is owed it, streaming big bulks.
+    pub(super) fn deliver_replies(&mut self) -> Result<(), String> {
+        loop {
+            if !self.pump_stream() {
+                return Ok(());
+            }
+            let len = match self.framer.next_frame(&self.read_buf) {
+                Ok(Some(len)) => len,
+                Ok(None) if self.try_stream() => continue,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("bad reply from node: {e}")),
+            };
+            let frame = self.read_buf.split_to(len).freeze();
+            crate::bigbuf::retire(&mut self.read_buf, len);
+            self.watchdog.progress();
+            let Some(owner) = self.in_flight.pop_front() else {
+                match self.backend.sink.borrow().as_ref() {
+                    Some(client) => client.push_frame(Rc::as_ptr(&self.backend) as usize, frame),
+                    None => return Err("reply without a request (stream out of step)".into()),
+                }
+                continue;
+            };
+            match owner.client {
+                Some(client) => client.deliver(owner.seq, owner.frag, frame),
+                None if resp::is_error_frame(&frame) => {
+                    let text = String::from_utf8_lossy(&frame[..frame.len().min(120)])
+                        .trim_end()
+                        .to_string();
+                    tracing::warn!(node = %self.backend.addr, error = %text, "connection set-up command failed");
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Fail everything this connection owes: sent requests have an unknown outcome.
+    pub(super) fn poison(&mut self, reason: &str) {
+        self.abandon_stream();
+        // Closed on purpose (end of subscribed mode) is not a loss.
+        if !self.backend.closed.get() {
+            if let Some(client) = self.backend.sink.borrow().as_ref() {
+                client.stream_lost();
+            }
+        }
+        let lost = node_error(
+            &self.backend.addr,
+            &format!("connection lost ({reason}); the command may or may not have run"),
+        );
+        for owner in self.in_flight.drain(..) {
+            if let Some(client) = owner.client {
+                client.deliver(owner.seq, owner.frag, lost.clone());
+            }
+        }
+        self.write_queue.clear();
+    }
+}
