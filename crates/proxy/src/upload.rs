@@ -84,6 +84,9 @@ impl Session {
         let Route::Slot(slot) = route else {
             return Start::No;
         };
+        if !value_is_not_routed(&tail.probe, slot, allow_admin) {
+            return Start::No;
+        }
         let map = self.worker.topology().current();
         let Some(addr) = map.node_of(slot).map(|n| n.addr.clone()) else {
             return Start::No;
@@ -251,6 +254,19 @@ impl Session {
             more,
         }
     }
+}
+
+/// Whether the probe's empty last argument stands for a value, not for a key: another
+/// placeholder must route the same. A 4 MiB key (Redis allows them) would route by the part
+/// not yet arrived, so its request is framed whole instead.
+fn value_is_not_routed(probe: &resp::Request, slot: u16, allow_admin: bool) -> bool {
+    let mut args: Vec<&[u8]> = probe.args().collect();
+    let Some(last) = args.last_mut() else {
+        return false;
+    };
+    *last = b"x";
+    let other = resp::Request::from_args(&args);
+    matches!(crate::router::route_counted(&other, allow_admin).0, Route::Slot(s) if s == slot)
 }
 
 /// The reply for an upload whose connection went away before the request was complete.

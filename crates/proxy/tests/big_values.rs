@@ -157,3 +157,30 @@ fn a_streamed_value_follows_ask_to_the_importing_node() {
         other => panic!("GET: {other:?}"),
     }
 }
+
+/// A big last argument that is a key, not a value, is framed whole: the part not yet
+/// arrived decides the slot. Here MGET's keys are in different slots, though the first
+/// alone shares the slot of an empty key.
+#[test]
+fn a_big_key_is_not_streamed() {
+    let h = Harness::start(2, 0);
+    let small = (0..100_000)
+        .map(|i| format!("k{i}"))
+        .find(|k| slot_of(k.as_bytes()) == slot_of(b""))
+        .expect("a key in slot 0");
+    let big_key = vec![b'a'; SIZE];
+    assert_ne!(slot_of(&big_key), slot_of(b""));
+    let mut c = h.client();
+    c.send(&[b"SET", small.as_bytes(), b"1"]);
+    c.send(&[b"SET", &big_key, b"2"]);
+    c.send(&[b"MGET", small.as_bytes(), &big_key]);
+    assert_eq!(common::text(&c.read().unwrap()), "OK");
+    assert_eq!(common::text(&c.read().unwrap()), "OK");
+    match c.read().unwrap() {
+        Value::Array(items) => {
+            let got: Vec<String> = items.iter().map(common::text).collect();
+            assert_eq!(got, ["1", "2"]);
+        }
+        other => panic!("MGET: {other:?}"),
+    }
+}
