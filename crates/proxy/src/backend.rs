@@ -65,6 +65,21 @@ pub(crate) struct Outgoing {
     pub more: bool,
 }
 
+impl Outgoing {
+    /// A whole request, owed one reply: what most requests are.
+    pub(crate) fn new(frame: Bytes, client: Rc<ClientCell>, seq: u64) -> Outgoing {
+        Outgoing {
+            frame,
+            client,
+            seq,
+            frag: 0,
+            asking: false,
+            skip: 0,
+            more: false,
+        }
+    }
+}
+
 /// Who is owed the next reply read from the node.
 struct InFlight {
     client: Option<Rc<ClientCell>>,

@@ -98,13 +98,8 @@ impl Session {
         entry.slot = held.slot;
         let seq = self.cell.push(entry);
         let out = Outgoing {
-            frame: held.frame,
-            client: self.cell.clone(),
-            seq,
-            frag: 0,
-            asking: false,
             skip: held.skip,
-            more: false,
+            ..Outgoing::new(held.frame, self.cell.clone(), seq)
         };
         backend.send(out);
         self.serial = true;

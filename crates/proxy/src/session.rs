@@ -365,14 +365,6 @@ impl Session {
             parts: None,
             partial: Vec::new(),
         });
-        backend.send(Outgoing {
-            frame,
-            client: self.cell.clone(),
-            seq,
-            frag: 0,
-            asking: false,
-            skip: 0,
-            more: false,
-        });
+        backend.send(Outgoing::new(frame, self.cell.clone(), seq));
     }
 }

@@ -245,13 +245,8 @@ impl Session {
 
     fn outgoing(&self, seq: u64, frame: Bytes, more: bool) -> Outgoing {
         Outgoing {
-            frame,
-            client: self.cell.clone(),
-            seq,
-            frag: 0,
-            asking: false,
-            skip: 0,
             more,
+            ..Outgoing::new(frame, self.cell.clone(), seq)
         }
     }
 }

@@ -19,6 +19,14 @@ fn value(i: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The next reply must be the bulk string `want`.
+fn expect_bulk(c: &mut common::Client, want: &[u8], what: &str) {
+    match c.read().expect("a reply") {
+        Value::BulkString(got) => assert!(got[..] == want[..], "{what}"),
+        other => panic!("{what}: {other:?}"),
+    }
+}
+
 #[test]
 fn pipelined_big_values_come_back_intact() {
     let h = Harness::start(1, 0);
@@ -40,10 +48,7 @@ fn pipelined_big_values_come_back_intact() {
             c.send(&[b"GET", k.as_bytes()]);
         }
         for (i, v) in values.iter().enumerate() {
-            match c.read().expect("reply") {
-                Value::BulkString(got) => assert!(got[..] == v[..], "value {i} of round {round}"),
-                other => panic!("GET {i}: {other:?}"),
-            }
+            expect_bulk(&mut c, v, &format!("value {i} of round {round}"));
         }
     }
 }
@@ -72,10 +77,7 @@ fn a_streamed_value_keeps_its_place_in_a_pipeline() {
     c.send_raw(&wire);
     let replies: Vec<String> = (0..4).map(|_| common::text(&c.read().unwrap())).collect();
     assert_eq!(replies, ["OK", "OK", "1", &format!(":{SIZE}")]);
-    match c.read().unwrap() {
-        Value::BulkString(got) => assert!(got[..] == big[..], "streamed reply intact"),
-        other => panic!("GET: {other:?}"),
-    }
+    expect_bulk(&mut c, &big, "streamed reply intact");
     match c.read().unwrap() {
         Value::Array(items) => {
             assert!(matches!(&items[0], Value::BulkString(b) if b[..] == big[..]));
@@ -152,10 +154,7 @@ fn a_streamed_value_follows_ask_to_the_importing_node() {
     c.send(&[b"SET", b"new{ask}", &v]);
     assert_eq!(common::text(&c.read().unwrap()), "OK");
     c.send(&[b"GET", b"new{ask}"]);
-    match c.read().expect("reply") {
-        Value::BulkString(got) => assert!(got[..] == v[..], "the value reached the importer whole"),
-        other => panic!("GET: {other:?}"),
-    }
+    expect_bulk(&mut c, &v, "the value reached the importer whole");
 }
 
 /// A big last argument that is a key, not a value, is framed whole: the part not yet
