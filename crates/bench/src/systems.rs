@@ -31,6 +31,16 @@ impl System {
         self.sut.addr()
     }
 
+    /// Every redis-server that serves this system's data: the cluster's masters behind
+    /// slotgate, nutcracker's backends, or Redis itself.
+    pub fn redis_nodes(&self) -> Vec<SocketAddr> {
+        match (&self.cluster, self.name) {
+            (Some(c), _) => c.masters(),
+            (None, "redis") => vec![self.sut.addr()],
+            (None, _) => self._backends.iter().map(Proc::addr).collect(),
+        }
+    }
+
     /// The Redis Cluster behind slotgate (None for the other systems).
     pub fn cluster(&self) -> Option<&devcluster::Cluster> {
         self.cluster.as_ref()

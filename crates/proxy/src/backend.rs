@@ -113,8 +113,8 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
 /// Reads go into at least this much spare room: a short read then proves the socket drained,
 /// and tokio skips the extra `read` that would only return EAGAIN.
 const READ_CHUNK: usize = 64 * 1024;
-/// Bytes one connection moves in one poll before yielding: larger than a client's
-/// (`session::TURN_QUANTUM`) because this connection carries many clients' traffic.
+/// Bytes one connection moves in one poll before yielding: as much as a client's
+/// (`session::TURN_QUANTUM`), so a client can drain a streamed reply as fast as it arrives.
 const TURN_QUANTUM: usize = 4 * 1024 * 1024;
 /// At most this many buffers per `writev`.
 const MAX_IOVECS: usize = 64;
