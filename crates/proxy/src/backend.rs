@@ -287,7 +287,7 @@ impl Conn {
             if moved > TURN_QUANTUM {
                 // A huge value in either direction passes in slices, between the worker's
                 // other tasks, instead of holding the thread until it is through.
-                crate::worker::yield_to_io(cx);
+                cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
             if wrote == 0 && read == 0 && self.backend.queue.borrow().is_empty() {

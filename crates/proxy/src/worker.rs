@@ -7,7 +7,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,18 +130,6 @@ impl Worker {
             node: self.stats.nodes.node(addr),
         };
         Backend::new(addr, settings, self.shared.topology.clone())
-    }
-}
-
-/// Come back once the worker has polled its sockets. For a task that used up its per-poll
-/// quantum (a 100 MB value in slices): waking at once would let it run again before the
-/// worker looks at its sockets, which a `LocalSet` does only every 61 task polls, and other
-/// clients' requests would wait for hundreds of MB of copying. This defers the wake-up
-/// until after that poll, as `tokio::task::yield_now` does.
-pub(crate) fn yield_to_io(cx: &mut std::task::Context<'_>) {
-    let mut yielded = std::pin::pin!(tokio::task::yield_now());
-    if yielded.as_mut().poll(cx).is_ready() {
-        cx.waker().wake_by_ref();
     }
 }
 

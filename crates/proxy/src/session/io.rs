@@ -57,8 +57,8 @@ impl Session {
             return Some(Poll::Ready(()));
         }
         if self.turn_bytes > TURN_QUANTUM {
-            // Come back after the worker's other clients and its sockets.
-            crate::worker::yield_to_io(cx);
+            // Come back on the next turn, after the worker's other clients.
+            cx.waker().wake_by_ref();
             return Some(Poll::Pending);
         }
         if !self.draining {
