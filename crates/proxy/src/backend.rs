@@ -146,6 +146,9 @@ pub(crate) struct Backend {
     sink: RefCell<Option<Rc<ClientCell>>>,
     /// This worker's counters for the node.
     pub node: Arc<NodeStats>,
+    /// Connections lost or failed so far: state the node kept per connection (a WATCH)
+    /// is gone once this changes.
+    breaks: Cell<u32>,
 }
 
 // === impl Backend ===
@@ -173,7 +176,26 @@ impl Backend {
             auth,
             sink: RefCell::new(None),
             node,
+            breaks: Cell::new(0),
         })
+    }
+
+    /// How many times a connection of this backend broke or failed to connect.
+    pub(crate) fn breaks(&self) -> u32 {
+        self.breaks.get()
+    }
+
+    fn note_break(&self) {
+        self.breaks.set(self.breaks.get().wrapping_add(1));
+    }
+
+    /// Tell `out`'s client that it will get no reply: an error in its entry, or, on a
+    /// pub/sub stream (whose requests own no entry), the loss of the stream.
+    fn fail(&self, out: Outgoing, reply: Bytes) {
+        if self.sink.borrow().is_some() {
+            return out.client.stream_lost();
+        }
+        out.client.deliver(out.seq, out.frag, reply);
     }
 
     /// Queue a request for the node; the connection task writes it on its next turn.
@@ -183,7 +205,7 @@ impl Backend {
                 // An upload's leading part owes no reply: the upload answers (`upload.rs`).
                 if !out.more {
                     let err = node_error(&self.addr, "is unreachable (recent connect failure)");
-                    out.client.deliver(out.seq, out.frag, err);
+                    self.fail(out, err);
                 }
                 return;
             }
@@ -223,7 +245,7 @@ impl Backend {
         // A streamed upload's leading parts owe nothing: its last part, or the upload
         // itself when the connection is gone, answers for the request.
         for out in queued.into_iter().filter(|out| !out.more) {
-            out.client.deliver(out.seq, out.frag, reply.clone());
+            self.fail(out, reply.clone());
         }
     }
 }

@@ -1,17 +1,22 @@
-//! Requests that cannot share a multiplexed connection: blocking commands (BLPOP, XREAD
-//! BLOCK…), WATCH and EXEC. Each runs on the session's own dedicated connection to the node.
+//! Requests that must wait for every earlier request of their client to be answered before
+//! they run: blocking commands (BLPOP, XREAD BLOCK…), WATCH and EXEC on the session's own
+//! connection, pub/sub commands, and the local commands that change the connection's mode
+//! (QUIT, RESET, HELLO).
 //!
 //! ```text
-//!   request needing its own connection ─▶ held until every earlier request is answered
-//!        ─▶ sent on the session's dedicated connection ─▶ no further request is read
-//!           until its reply arrives (Redis runs a client's commands one at a time too)
+//!   request that changes or needs the connection ─▶ Held until every earlier request is
+//!        answered and every pub/sub command confirmed ─▶ run ─▶ no further request is read
+//!        until it completes (Redis runs a client's commands one at a time too)
 //! ```
 //!
 //! Holding keeps the client's order of execution, not only its order of replies: a request
-//! pipelined before a BLPOP has been answered before the BLPOP is sent. A blocked client
-//! therefore never stalls the shared connections of its worker. The dedicated connection is
-//! kept for the session's next exclusive request to the same node, and closed when the
-//! session ends: the node sees the socket close, which releases a client blocked there.
+//! pipelined before a BLPOP has been answered before the BLPOP is sent, and a RESET or QUIT
+//! never overtakes a reply (or a subscribe confirmation) still on its way. A blocked client
+//! never stalls the shared connections of its worker. The dedicated connection is kept for
+//! the session's next exclusive request to the same node, and closed when the session ends:
+//! the node sees the socket close, which releases a client blocked there. The connection
+//! that carries a WATCH is kept apart (`transaction.rs`), so a blocking command to another
+//! node cannot close it and lose the WATCH.
 
 use std::rc::Rc;
 
@@ -21,11 +26,33 @@ use resp::Request;
 use crate::backend::{Backend, Outgoing};
 use crate::pending::Entry;
 use crate::pubsub::PubSubTarget;
+use crate::router::Local;
 use crate::session::Session;
 
-/// A request waiting for its turn on the dedicated connection.
-pub(crate) struct Held {
-    /// The bytes to send: one command, or MULTI…EXEC for a transaction.
+/// A request waiting for its turn, by kind.
+pub(crate) enum Held {
+    /// Sent alone on one of the session's own connections.
+    Exclusive(Exclusive),
+    /// A pub/sub command, for the subscription connection(s).
+    PubSub(Bytes, PubSubTarget),
+    /// A local command that changes the connection's mode (QUIT, RESET, HELLO).
+    Local(Request, Local),
+}
+
+/// Which of the session's own connections an exclusive request uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// The dedicated connection to the slot's owner (blocking commands, EXEC without WATCH).
+    Dedicated,
+    /// The connection that holds the session's WATCH (WATCH itself).
+    Watch,
+    /// EXEC after WATCH: on the WATCH's connection if the WATCH still holds, else nil.
+    WatchedExec,
+}
+
+/// An exclusive request: one command, or MULTI…EXEC for a transaction.
+pub(crate) struct Exclusive {
+    /// The bytes to send.
     pub frame: Bytes,
     /// Commands in `frame` before the one whose reply the client gets.
     pub skip: u32,
@@ -33,20 +60,20 @@ pub(crate) struct Held {
     pub slot: Option<u16>,
     /// Kept so a MOVED reply can resend it (None for a transaction).
     pub resend: Option<Bytes>,
-    /// A pub/sub command: goes to the subscription connection, not the dedicated one.
-    pub pubsub: Option<PubSubTarget>,
+    pub via: Via,
 }
 
 impl Held {
+    /// One command on the dedicated connection.
     pub(crate) fn single(req: Request, slot: Option<u16>) -> Held {
         let frame = req.raw().clone();
-        Held {
+        Held::Exclusive(Exclusive {
             resend: Some(frame.clone()),
             frame,
             skip: 0,
             slot,
-            pubsub: None,
-        }
+            via: Via::Dedicated,
+        })
     }
 }
 
@@ -59,26 +86,30 @@ impl Session {
         self.release_held();
     }
 
-    /// Run the held request if nothing is in flight any more; also ends serial mode.
-    pub(crate) fn release_held(&mut self) {
-        if self.cell.in_flight() > 0 {
-            return;
+    /// Whether every earlier request is answered and every pub/sub command confirmed.
+    fn settled(&self) -> bool {
+        self.cell.in_flight() == 0 && !self.pubsub_syncing()
+    }
+
+    /// Run the held request if nothing is in flight any more; also ends serial mode. True
+    /// when a held request ran.
+    pub(crate) fn release_held(&mut self) -> bool {
+        if !self.settled() {
+            return false;
         }
         self.serial = false;
         match self.held.take() {
-            Some(Held {
-                frame,
-                pubsub: Some(target),
-                ..
-            }) => self.send_pubsub(frame, target),
-            Some(held) => self.run_exclusive(held),
-            None => {}
+            Some(Held::PubSub(frame, target)) => self.send_pubsub(frame, target),
+            Some(Held::Local(req, cmd)) => self.run_mode_change(&req, cmd),
+            Some(Held::Exclusive(ex)) => self.run_exclusive(ex),
+            None => return false,
         }
+        true
     }
 
-    fn run_exclusive(&mut self, held: Held) {
+    fn run_exclusive(&mut self, ex: Exclusive) {
         let map = self.worker.topology().current();
-        let addr = match held.slot {
+        let addr = match ex.slot {
             Some(slot) => map.node_of(slot).map(|n| n.addr.clone()),
             None => map.nodes().first().map(|n| n.addr.clone()),
         };
@@ -88,18 +119,29 @@ impl Session {
             )));
             return;
         };
-        let backend = self.dedicated_for(&addr);
+        let backend = match ex.via {
+            Via::Watch => self.watch_connection(&addr),
+            Via::Dedicated => self.dedicated_for(&addr),
+            Via::WatchedExec => match self.watched_exec_connection(&addr) {
+                Some(conn) => conn,
+                None => {
+                    let nil = self.exec_aborted();
+                    self.cell.push(Entry::ready(nil));
+                    return;
+                }
+            },
+        };
         let mut entry = Entry::ready(Bytes::new());
         entry.reply = None;
-        entry.frame = held.resend;
+        entry.frame = ex.resend;
         entry.sent_to = Some(backend.clone());
         entry.map_version = map.version();
         entry.pinned = true;
-        entry.slot = held.slot;
+        entry.slot = ex.slot;
         let seq = self.cell.push(entry);
         let out = Outgoing {
-            skip: held.skip,
-            ..Outgoing::new(held.frame, self.cell.clone(), seq)
+            skip: ex.skip,
+            ..Outgoing::new(ex.frame, self.cell.clone(), seq)
         };
         backend.send(out);
         self.serial = true;
@@ -120,16 +162,19 @@ impl Session {
         backend
     }
 
-    /// Close the dedicated connection (session end, or a WATCH that must be forgotten).
+    /// Close the dedicated connection (session end, RESET).
     pub(crate) fn drop_dedicated(&mut self) {
         if let Some(d) = self.dedicated.take() {
             d.close();
         }
     }
 
-    /// True while an exclusive request waits or runs, or a streamed upload waits for the
-    /// requests before it: no further request is read.
+    /// True while an exclusive request waits or runs, a pub/sub command is not yet
+    /// confirmed, or a streamed upload waits for the requests before it: no further request
+    /// is read (it might depend on the mode they leave).
     pub(crate) fn exclusive_busy(&self) -> bool {
-        self.held.is_some() || ((self.serial || self.upload_waiting) && self.cell.in_flight() > 0)
+        self.held.is_some()
+            || self.pubsub_syncing()
+            || ((self.serial || self.upload_waiting) && self.cell.in_flight() > 0)
     }
 }

@@ -174,6 +174,7 @@ fn client(req: &Request, session: &mut SessionInfo) -> Bytes {
                 resp::write_bulk(&mut out, name);
                 out.freeze()
             }
+            None if session.protocol == 3 => Bytes::from_static(b"_\r\n"),
             None => Bytes::from_static(b"$-1\r\n"),
         },
         b"setname" => {

@@ -103,6 +103,9 @@ pub(crate) struct ClientCell {
     pushes: RefCell<VecDeque<(usize, Bytes)>>,
     /// A pub/sub connection broke: the client must be told by closing its connection.
     lost: Cell<bool>,
+    /// Pieces of the head entry's streamed reply went to the writer, its end did not: no
+    /// push frame may be written until it is complete, or it would land inside the bulk.
+    mid_reply: Cell<bool>,
     /// The sample the next pushed entry takes (armed by the session for sampled requests).
     next_sample: Cell<Option<(u16, std::time::Instant)>>,
     /// Samples whose reply was handed to the writer, for the session to record.
@@ -140,6 +143,7 @@ impl ClientCell {
             queued_bytes: Default::default(),
             pushes: Default::default(),
             lost: Default::default(),
+            mid_reply: Default::default(),
             next_sample: Default::default(),
             finished: Default::default(),
             next_slow: Default::default(),
@@ -305,8 +309,12 @@ impl ClientCell {
         self.wake();
     }
 
-    /// Take the pending pub/sub frames, in arrival order.
+    /// Take the pending pub/sub frames, in arrival order; none while a streamed reply is
+    /// half written (they are taken once it is complete).
     pub(crate) fn take_pushes(&self, into: &mut Vec<(usize, Bytes)>) {
+        if self.mid_reply.get() {
+            return;
+        }
         into.extend(self.pushes.borrow_mut().drain(..));
     }
 
@@ -348,15 +356,21 @@ impl ClientCell {
         let mut n = 0;
         while let Some(head) = q.entries.front_mut() {
             // A streamed reply's pieces leave before its end (still budgeted until written).
+            let mut pieces = 0;
             for piece in head.partial.drain(..) {
+                pieces += 1;
                 n += piece.len();
                 self.queued_bytes
                     .set(self.queued_bytes.get().saturating_sub(piece.len()));
                 out.push_back(piece);
             }
             if head.reply.is_none() {
+                if pieces > 0 {
+                    self.mid_reply.set(true);
+                }
                 break;
             }
+            self.mid_reply.set(false);
             let share = self.inflight_charge.get() / q.entries.len();
             self.inflight_charge.set(self.inflight_charge.get() - share);
             self.budget.release(share);

@@ -16,6 +16,14 @@
 //! Subscribed mode ends when every subscription connection has confirmed a count of 0;
 //! the connections are then closed. If one breaks, the client's connection is closed too, so
 //! it reconnects and resubscribes as it would after losing a Redis server.
+//!
+//! Every command sent on a subscription connection is followed by a sync marker
+//! (`PING slotgate:sync`), and the session reads no further request until every marker is
+//! back. Only then is the mode known: after an UNSUBSCRIBE the client may have left
+//! subscribed mode, so whether its next command is allowed, and where it goes, depends on
+//! the confirmations. It also keeps the client's order: a reply or RESET never overtakes a
+//! confirmation. The marker's answer is the pong array in subscribed mode and a bulk
+//! string otherwise (RESP3, or RESP2 once the connection left subscribed mode).
 
 use std::rc::Rc;
 
@@ -43,8 +51,11 @@ pub(crate) struct PubSub {
     pub(crate) shards: Vec<Rc<Backend>>,
     /// (connection id, subscriptions it last confirmed)
     counts: Vec<(usize, i64)>,
-    /// Errors for refused commands, each waiting for its marker pong (see `refuse`).
-    refusals: std::collections::VecDeque<Bytes>,
+    /// Sync markers sent and not yet answered: the session reads no request meanwhile.
+    syncs: u32,
+    /// The last pub/sub command sent for the client: a `-MOVED` on a stream answers it
+    /// (SSUBSCRIBE on a stale map), and it is resent to the slot's owner.
+    last_sent: Option<(Bytes, PubSubTarget)>,
     /// Shard channels the client subscribed to and has not unsubscribed from.
     pub(crate) wanted: Vec<Bytes>,
     /// Shard channels the node dropped (slot moved, failover) that the proxy is
@@ -52,14 +63,27 @@ pub(crate) struct PubSub {
     pub(crate) silent: Vec<Bytes>,
 }
 
-/// `PING slotgate:refused` in subscribed mode answers this exact frame: it marks where in the
-/// stream a refusal belongs.
-const MARKER_PING: &[u8] = b"*2\r\n$4\r\nPING\r\n$16\r\nslotgate:refused\r\n";
-const MARKER_PONG: &[u8] = b"*2\r\n$4\r\npong\r\n$16\r\nslotgate:refused\r\n";
+/// The sync marker, and its answers in and out of RESP2 subscribed mode.
+const SYNC_PING: &[u8] = b"*2\r\n$4\r\nPING\r\n$13\r\nslotgate:sync\r\n";
+const SYNC_PONG: &[u8] = b"*2\r\n$4\r\npong\r\n$13\r\nslotgate:sync\r\n";
+const SYNC_BULK: &[u8] = b"$13\r\nslotgate:sync\r\n";
+
+fn is_sync(frame: &[u8]) -> bool {
+    frame == SYNC_PONG || frame == SYNC_BULK
+}
 
 // === impl PubSub ===
 
 impl PubSub {
+    /// The subscriptions `conn` last confirmed.
+    fn count_of(&self, conn: &Rc<Backend>) -> i64 {
+        let id = Rc::as_ptr(conn) as usize;
+        self.counts
+            .iter()
+            .find(|(s, _)| *s == id)
+            .map_or(0, |(_, n)| *n)
+    }
+
     /// (channel and pattern subscriptions, shard channel subscriptions), for CLIENT LIST.
     pub(crate) fn counts(&self) -> (u32, u32) {
         let confirmed: i64 = self.counts.iter().map(|(_, n)| *n).sum();
@@ -77,49 +101,70 @@ impl Session {
         self.pubsub.is_some() && !self.resp3()
     }
 
-    /// A pub/sub command: after the requests before it are answered, to its connection.
+    /// A pub/sub command: after the requests before it are answered and the pub/sub commands
+    /// before it confirmed, to its connection.
     pub(crate) fn pubsub_command(&mut self, req: Request, target: PubSubTarget) {
         if matches!(target, PubSubTarget::Shard(_)) {
             self.note_shard_command(&req);
         }
-        if self.pubsub.is_some() {
-            return self.send_pubsub(req.raw().clone(), target);
-        }
-        let mut held = Held::single(req, None);
-        held.pubsub = Some(target);
-        self.hold(held);
+        self.hold(Held::PubSub(req.raw().clone(), target));
     }
 
-    /// Send a frame on the subscription connection(s) for `target`, opening them as needed.
+    /// A RESP3 subscriber's own PUBLISH or SPUBLISH goes down its subscription connection,
+    /// so a message it sends itself arrives before the reply, as from one Redis (which
+    /// writes the message while running the command). None: route it as usual.
+    pub(crate) fn own_publish(&self, req: &Request) -> Option<PubSubTarget> {
+        if self.pubsub.is_none() || !self.resp3() || req.argc() != 3 {
+            return None;
+        }
+        let name = req.arg(0);
+        if name.eq_ignore_ascii_case(b"publish") {
+            return Some(PubSubTarget::Bus);
+        }
+        let shard = name.eq_ignore_ascii_case(b"spublish");
+        shard.then(|| PubSubTarget::Shard(Some(cluster::key_slot(req.arg(1)))))
+    }
+
+    /// Whether a pub/sub command still waits for its sync marker.
+    pub(crate) fn pubsub_syncing(&self) -> bool {
+        self.pubsub.as_ref().is_some_and(|p| p.syncs > 0)
+    }
+
+    /// Send a frame, then a sync marker, on the subscription connection(s) for `target`,
+    /// opening them as needed.
     pub(crate) fn send_pubsub(&mut self, frame: Bytes, target: PubSubTarget) {
         let targets = match target {
             PubSubTarget::Bus => vec![self.bus_connection()],
             PubSubTarget::Shard(Some(slot)) => self.shard_connection(slot).into_iter().collect(),
-            PubSubTarget::Shard(None) => {
-                let shards = self
-                    .pubsub
-                    .as_ref()
-                    .map(|p| p.shards.clone())
-                    .unwrap_or_default();
-                if shards.is_empty() {
-                    vec![self.bus_connection()]
-                } else {
-                    shards
-                }
-            }
+            PubSubTarget::Shard(None) => self.subscribed_shards(),
         };
+        let p = self.pubsub.get_or_insert_with(PubSub::default);
+        p.last_sent = Some((frame.clone(), target));
         for backend in targets {
-            let client = self.cell.clone();
-            backend.send(Outgoing {
-                frame: frame.clone(),
-                client,
-                seq: 0,
-                frag: 0,
-                asking: false,
-                skip: 0,
-                more: false,
-            });
+            p.syncs += 1;
+            for bytes in [frame.clone(), Bytes::from_static(SYNC_PING)] {
+                // Stream requests own no reply entry: their answers come as frames.
+                backend.send(Outgoing::new(bytes, self.cell.clone(), 0));
+            }
         }
+    }
+
+    /// The shard connections with subscriptions (SUNSUBSCRIBE without channels): one with
+    /// none would add a confirmation Redis does not send. With none at all, one connection
+    /// gives Redis's answer for "nothing to unsubscribe".
+    fn subscribed_shards(&mut self) -> Vec<Rc<Backend>> {
+        let shards: Vec<Rc<Backend>> = self.pubsub.as_ref().map_or_else(Vec::new, |p| {
+            p.shards
+                .iter()
+                .filter(|c| p.count_of(c) > 0)
+                .cloned()
+                .collect()
+        });
+        if !shards.is_empty() {
+            return shards;
+        }
+        let any = self.pubsub.as_ref().and_then(|p| p.shards.first().cloned());
+        vec![any.unwrap_or_else(|| self.bus_connection())]
     }
 
     fn bus_connection(&mut self) -> Rc<Backend> {
@@ -154,18 +199,13 @@ impl Session {
         conn
     }
 
-    /// A command Redis does not allow in RESP2 subscribed mode. The error must reach the
-    /// client after the confirmations still on their way, so a marker PING goes down the bus
-    /// and its pong is replaced by the error when it comes back.
+    /// A command Redis does not allow in RESP2 subscribed mode. Every confirmation before it
+    /// is already out (a request is read only once they are), so the error goes in order.
     pub(crate) fn refuse_subscribed(&mut self, name: &str) {
         let text = format!(
             "-ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
         );
-        self.pubsub
-            .get_or_insert_with(PubSub::default)
-            .refusals
-            .push_back(Bytes::from(text));
-        self.send_pubsub(Bytes::from_static(MARKER_PING), PubSubTarget::Bus);
+        self.reply_now(Bytes::from(text));
     }
 
     /// Move frames from the subscription connections to the client; end subscribed mode once
@@ -174,30 +214,52 @@ impl Session {
         let mut frames = std::mem::take(&mut self.push_scratch);
         self.cell.take_pushes(&mut frames);
         let mut bytes = 0;
-        for (source, mut frame) in frames.drain(..) {
+        for (source, frame) in frames.drain(..) {
+            if is_sync(&frame) {
+                if let Some(p) = self.pubsub.as_mut() {
+                    p.syncs = p.syncs.saturating_sub(1);
+                }
+                continue;
+            }
             if let Some(confirmed) = confirmation(&frame) {
                 self.record_count(source, confirmed.count);
                 if self.resubscribe_on_confirmation(&confirmed) {
                     continue;
                 }
-            } else if self.resubscribe_on_moved(&frame) {
+            } else if self.resubscribe_on_moved(&frame) || self.resend_on_moved(&frame) {
                 continue;
-            }
-            if frame.as_ref() == MARKER_PONG {
-                if let Some(refusal) = self.pubsub.as_mut().and_then(|p| p.refusals.pop_front()) {
-                    frame = refusal;
-                }
             }
             bytes += frame.len();
             self.out.push_back(frame);
         }
         self.push_scratch = frames;
         if self.pubsub.as_ref().is_some_and(|p| {
-            p.silent.is_empty() && !p.counts.is_empty() && p.counts.iter().all(|(_, n)| *n == 0)
+            p.syncs == 0
+                && p.silent.is_empty()
+                && !p.counts.is_empty()
+                && p.counts.iter().all(|(_, n)| *n == 0)
         }) {
             self.leave_pubsub();
         }
         bytes
+    }
+
+    /// A `-MOVED` answering the client's last pub/sub command (SSUBSCRIBE on a stale map):
+    /// learn the slot's owner and send the command there, hidden from the client, which
+    /// gets the new owner's confirmations instead.
+    fn resend_on_moved(&mut self, frame: &Bytes) -> bool {
+        let Some((sent, PubSubTarget::Shard(Some(_)))) =
+            self.pubsub.as_ref().and_then(|p| p.last_sent.clone())
+        else {
+            return false;
+        };
+        let Some((slot, addr)) = crate::resubscribe::moved_target(frame) else {
+            return false;
+        };
+        let version = self.worker.topology().current().version();
+        self.worker.topology().learn_moved(slot, &addr, version);
+        self.send_pubsub(sent, PubSubTarget::Shard(Some(slot)));
+        true
     }
 
     fn record_count(&mut self, source: usize, count: i64) {

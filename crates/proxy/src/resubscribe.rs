@@ -72,16 +72,9 @@ impl Session {
             Some(p) if !p.silent.is_empty() && frame.starts_with(b"-MOVED ") => p.silent.clone(),
             _ => return false,
         };
-        let Some(line) = frame.get(1..frame.len().saturating_sub(2)) else {
+        let Some((slot, addr)) = moved_target(frame) else {
             return false;
         };
-        let Some(Redirect::Moved { slot, to }) = parse_redirect(line) else {
-            return false;
-        };
-        let Host::Name(host) = to.host else {
-            return false;
-        };
-        let addr = join_host_port(host, to.port);
         let version = self.worker.topology().current().version();
         self.worker.topology().learn_moved(slot, &addr, version);
         let conn = self.stream_connection(&addr);
@@ -109,4 +102,19 @@ impl Session {
             more: false,
         }
     }
+}
+
+/// The slot and new owner named by a `-MOVED` frame (a host, not an empty one).
+pub(crate) fn moved_target(frame: &Bytes) -> Option<(u16, String)> {
+    if !frame.starts_with(b"-MOVED ") {
+        return None;
+    }
+    let line = frame.get(1..frame.len().saturating_sub(2))?;
+    let Some(Redirect::Moved { slot, to }) = parse_redirect(line) else {
+        return None;
+    };
+    let Host::Name(host) = to.host else {
+        return None;
+    };
+    Some((slot, join_host_port(host, to.port)))
 }

@@ -32,7 +32,7 @@ use crate::exclusive::Held;
 use crate::fanout::Fanout;
 use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
-use crate::pubsub::{PubSub, PubSubTarget};
+use crate::pubsub::PubSub;
 use crate::registry::ClientHandle;
 use crate::router::{self, Local, Route};
 use crate::stats::WorkerStats;
@@ -40,6 +40,7 @@ use crate::transaction::Transaction;
 use crate::worker::Worker;
 
 mod io;
+mod mode;
 
 /// Serve one client until it leaves or must be closed.
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>) {
@@ -61,6 +62,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     session.cell.close();
     session.leave_budget();
     session.drop_dedicated();
+    session.forget_watch();
     session.leave_pubsub();
     worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
     WorkerStats::bump(&worker.stats.connections_closed);
@@ -92,8 +94,8 @@ pub(crate) struct Session {
     pub(crate) serial: bool,
     /// MULTI in progress.
     pub(crate) tx: Option<Transaction>,
-    /// Slot of the WATCHed keys, if any.
-    pub(crate) watch_slot: Option<u16>,
+    /// The WATCH in force, if any, and the connection that carries it.
+    pub(crate) watch: Option<crate::transaction::Watch>,
     /// Subscription connections, while the client has subscriptions.
     pub(crate) pubsub: Option<PubSub>,
     /// Reused buffer for frames taken from the subscription connections.
@@ -150,7 +152,7 @@ impl Session {
             held: None,
             serial: false,
             tx: None,
-            watch_slot: None,
+            watch: None,
             pubsub: None,
             push_scratch: Vec::new(),
             timer: Default::default(),
@@ -207,35 +209,6 @@ impl Session {
         }
     }
 
-    /// RESP2 subscribed mode: QUIT and RESET are answered here, everything else goes down
-    /// the subscription connection so Redis gives its own subscribed-mode replies, in order.
-    fn dispatch_subscribed(&mut self, req: Request, route: Route) {
-        match route {
-            Route::Local(Local::Quit) => {
-                self.info.quit = true;
-                self.reply_now(Bytes::from_static(b"+OK\r\n"));
-            }
-            Route::Local(Local::Reset) => {
-                self.leave_pubsub();
-                self.info = SessionInfo::new(self.info.id);
-                self.registry_reset();
-                self.reply_now(Bytes::from_static(b"+RESET\r\n"));
-            }
-            Route::PubSub(target) => {
-                if matches!(target, PubSubTarget::Shard(_)) {
-                    self.note_shard_command(&req);
-                }
-                self.send_pubsub(req.raw().clone(), target);
-            }
-            Route::Local(Local::Ping) => self.send_pubsub(req.raw().clone(), PubSubTarget::Bus),
-            Route::Refuse(err) => self.reply_now(err),
-            _ => {
-                let name = cluster::lookup(req.arg(0)).map_or("", |spec| spec.name);
-                self.refuse_subscribed(name);
-            }
-        }
-    }
-
     /// Whether this client speaks RESP3 (HELLO 3): its requests go to RESP3 connections.
     pub(crate) fn resp3(&self) -> bool {
         self.info.protocol == 3
@@ -262,7 +235,12 @@ impl Session {
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);
         }
-        if self.tx.is_some() && !matches!(route, Route::Tx { .. }) {
+        // As in Redis, QUIT and RESET act at once inside MULTI; everything else is queued.
+        let tx_bypass = matches!(
+            route,
+            Route::Tx { .. } | Route::Local(Local::Quit | Local::Reset)
+        );
+        if self.tx.is_some() && !tx_bypass {
             return self.queue_in_transaction(req, route);
         }
         self.dispatch_routed(req, route);
@@ -270,11 +248,15 @@ impl Session {
 
     /// Normal mode, outside MULTI: act on the route, answering here or sending on.
     fn dispatch_routed(&mut self, req: Request, route: Route) {
+        if let Some(target) = self.own_publish(&req) {
+            return self.hold(Held::PubSub(req.raw().clone(), target));
+        }
         match route {
             Route::Tx { cmd, slot } => self.transaction_command(cmd, req, slot),
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
             Route::Scan => self.scan(&req),
             Route::PubSub(target) => self.pubsub_command(req, target),
+            Route::Local(cmd) if Self::is_mode_change(cmd) => self.hold(Held::Local(req, cmd)),
             Route::Local(cmd) => self.run_local(&req, cmd),
             Route::Refuse(reply) => self.reply_now(reply),
             Route::Slot(slot) => self.forward(req, Some(slot)),
@@ -298,11 +280,6 @@ impl Session {
             cmd => {
                 let shared = self.worker.shared.clone();
                 let reply = local::run(cmd, req, &mut self.info, &shared);
-                match cmd {
-                    Local::Hello => self.sync_name(),
-                    Local::Reset => self.registry_reset(),
-                    _ => {}
-                }
                 self.reply_now(reply);
             }
         }
@@ -336,7 +313,7 @@ impl Session {
     }
 
     /// Queue a reply the proxy made itself, in order behind everything before it.
-    fn reply_now(&mut self, reply: Bytes) {
+    pub(crate) fn reply_now(&mut self, reply: Bytes) {
         self.cell.push(Entry::ready(reply));
     }
 

@@ -8,11 +8,20 @@
 //! (`-EXECABORT`), as is any command Redis would refuse at queue time. If the slot moved
 //! meanwhile, the node refuses the queued commands and EXEC answers EXECABORT: nothing was
 //! applied, and the client is told so.
+//!
+//! WATCH runs on a connection of its own (`Watch`), which EXEC then uses. A WATCH can be
+//! lost without the node saying so: its connection broke and was redialled, the slot moved
+//! to another node, or the client switched protocol (HELLO) so EXEC cannot use it. EXEC then
+//! answers nil, as Redis does when a watched key was touched: nothing runs unwatched, and
+//! every client library already retries an optimistic transaction on nil.
+
+use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use resp::Request;
 
-use crate::exclusive::Held;
+use crate::backend::Backend;
+use crate::exclusive::{Exclusive, Held, Via};
 use crate::pending::Entry;
 use crate::router::{error, Local, Route};
 use crate::session::Session;
@@ -37,6 +46,18 @@ pub(crate) enum TxCommand {
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 
+/// A WATCH in force.
+pub(crate) struct Watch {
+    /// The slot of the watched keys: every later WATCH and the transaction must use it.
+    pub slot: u16,
+    /// The connection that carries the WATCH, once it ran.
+    conn: Option<Rc<Backend>>,
+    /// `conn.breaks()` when it was opened: a change means the node forgot the WATCH.
+    breaks: u32,
+    /// Known lost (a later WATCH of the same slot had to go to another node).
+    lost: bool,
+}
+
 impl Transaction {
     /// Commands queued so far (CLIENT LIST's `multi=`).
     pub(crate) fn len(&self) -> usize {
@@ -53,7 +74,7 @@ impl Session {
             (TxCommand::Multi, true) => b"-ERR MULTI calls can not be nested\r\n",
             (TxCommand::Multi, false) => {
                 self.tx = Some(Transaction {
-                    slot: self.watch_slot,
+                    slot: self.watch.as_ref().map(|w| w.slot),
                     ..Transaction::default()
                 });
                 b"+OK\r\n"
@@ -109,9 +130,8 @@ impl Session {
 
     fn exec(&mut self) {
         let Some(tx) = self.tx.take() else { return };
-        self.watch_slot = None;
         if tx.aborted {
-            self.drop_dedicated();
+            self.forget_watch();
             let abort = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
             return self.cell.push_ready(Bytes::from_static(abort));
         }
@@ -122,30 +142,104 @@ impl Session {
         }
         resp::encode_command(&mut frame, &[b"EXEC"]);
         let skip = tx.queued.len() as u32 + 1;
-        self.hold(Held {
+        let via = match self.watch {
+            Some(_) => Via::WatchedExec,
+            None => Via::Dedicated,
+        };
+        self.hold(Held::Exclusive(Exclusive {
             frame: frame.freeze(),
             skip,
             slot: tx.slot,
             resend: None,
-            pubsub: None,
-        });
+            via,
+        }));
     }
 
     fn watch(&mut self, req: Request, slot: Option<u16>) {
         let Some(slot) = slot else {
             return self.cell.push_ready(Bytes::from_static(CROSSSLOT));
         };
-        if self.watch_slot.is_some_and(|s| s != slot) {
-            return self.cell.push_ready(Bytes::from_static(CROSSSLOT));
+        match &self.watch {
+            Some(w) if w.slot != slot => {
+                return self.cell.push_ready(Bytes::from_static(CROSSSLOT))
+            }
+            Some(_) => {}
+            None => {
+                self.watch = Some(Watch {
+                    slot,
+                    conn: None,
+                    breaks: 0,
+                    lost: false,
+                })
+            }
         }
-        self.watch_slot = Some(slot);
-        self.hold(Held::single(req, Some(slot)));
+        let Held::Exclusive(mut ex) = Held::single(req, Some(slot)) else {
+            return;
+        };
+        ex.via = Via::Watch;
+        self.hold(Held::Exclusive(ex));
     }
 
-    /// Forget WATCHed keys: closing the dedicated connection drops them on the node.
-    fn forget_watch(&mut self) {
-        if self.watch_slot.take().is_some() {
-            self.drop_dedicated();
+    /// The connection for a WATCH to `addr`: the one already holding this session's WATCH,
+    /// else the dedicated one if it leads there, else a new one.
+    pub(crate) fn watch_connection(&mut self, addr: &str) -> Rc<Backend> {
+        let resp3 = self.resp3();
+        let Some(w) = self.watch.as_mut() else {
+            return self.dedicated_for(addr);
+        };
+        if let Some(conn) = &w.conn {
+            if &*conn.addr == addr && conn.resp3 == resp3 {
+                return conn.clone();
+            }
+            // The keys watched so far were watched on another node: that WATCH is gone.
+            conn.close();
+            w.lost = true;
+        }
+        let conn = match self.dedicated.take() {
+            Some(d) if &*d.addr == addr && d.resp3 == resp3 => d,
+            other => {
+                self.dedicated = other;
+                self.worker.new_backend(addr, resp3)
+            }
+        };
+        w.breaks = conn.breaks();
+        w.conn = Some(conn.clone());
+        conn
+    }
+
+    /// The connection for EXEC after WATCH, if the WATCH still holds there; it becomes the
+    /// dedicated connection (EXEC unwatches). None: the WATCH was lost, EXEC answers nil.
+    pub(crate) fn watched_exec_connection(&mut self, addr: &str) -> Option<Rc<Backend>> {
+        let w = self.watch.take()?;
+        let conn = w.conn?;
+        let holds = !w.lost
+            && &*conn.addr == addr
+            && conn.resp3 == self.resp3()
+            && conn.breaks() == w.breaks;
+        if !holds {
+            conn.close();
+            return None;
+        }
+        if let Some(old) = self.dedicated.replace(conn.clone()) {
+            if !Rc::ptr_eq(&old, &conn) {
+                old.close();
+            }
+        }
+        Some(conn)
+    }
+
+    /// EXEC's reply when a watched key was (or may have been) touched.
+    pub(crate) fn exec_aborted(&self) -> Bytes {
+        match self.resp3() {
+            true => Bytes::from_static(b"_\r\n"),
+            false => Bytes::from_static(b"*-1\r\n"),
+        }
+    }
+
+    /// Forget WATCHed keys: closing their connection drops them on the node.
+    pub(crate) fn forget_watch(&mut self) {
+        if let Some(conn) = self.watch.take().and_then(|w| w.conn) {
+            conn.close();
         }
     }
 }

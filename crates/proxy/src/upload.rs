@@ -135,7 +135,7 @@ impl Session {
         self.authenticated
             && self.user.is_none()
             && self.tx.is_none()
-            && self.watch_slot.is_none()
+            && self.watch.is_none()
             && self.pubsub.is_none()
             && self.held.is_none()
             && !self.draining

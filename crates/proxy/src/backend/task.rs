@@ -41,6 +41,7 @@ pub(super) async fn run(backend: Rc<Backend>) {
     let reason = poll_fn(|cx| conn.poll(cx)).await;
     tracing::info!(node = %backend.addr, %reason, "backend connection closed");
     conn.poison(&reason);
+    backend.note_break();
     backend.node.report_inflight(&mut conn.reported_inflight, 0);
     backend.node.closed(!backend.closed.get());
     if !backend.closed.get() {
@@ -57,6 +58,7 @@ pub(super) async fn run(backend: Rc<Backend>) {
 /// Fail fast for a while: the queued requests now, later ones until the backoff ends.
 fn connect_failed(backend: &Rc<Backend>, why: &str) {
     backend.node.connect_failed();
+    backend.note_break();
     tracing::warn!(node = %backend.addr, why, "cannot connect to backend");
     backend.topology.request_refresh_now();
     backend

@@ -51,8 +51,11 @@ impl Session {
         if self.cell.is_lost() || self.output_overflow() {
             return Some(Poll::Ready(()));
         }
-        // After the pop: a held request waits for the replies before it to be written.
-        self.release_held();
+        // After the pop: a held request waits for the replies before it to be written. One
+        // that ran may have answered at once (QUIT, RESET, HELLO): pop that reply too.
+        if self.release_held() {
+            self.out_bytes += self.cell.pop_ready(&mut self.out);
+        }
         if self.poll_flush(cx).is_err() || self.enforce_budget() {
             return Some(Poll::Ready(()));
         }

@@ -11,6 +11,8 @@ use bytes::{Bytes, BytesMut};
 use proxy::{Config, Proxy};
 use resp::Value;
 
+pub mod reference;
+
 /// A cluster and a proxy; both stop when dropped.
 pub struct Harness {
     pub proxy: Option<Proxy>,
@@ -111,6 +113,23 @@ impl Client {
                     .expect("valid reply")
                     .expect("complete");
                 return Some(value);
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("read failed: {e}"),
+            }
+        }
+    }
+
+    /// One reply's raw bytes (None when the server closed the connection).
+    pub fn read_frame(&mut self) -> Option<Bytes> {
+        let mut framer = resp::ReplyFramer::new();
+        loop {
+            if let Some(len) = framer.next_frame(&self.buf).expect("valid reply") {
+                return Some(self.buf.split_to(len).freeze());
             }
             let mut chunk = [0u8; 64 * 1024];
             match self.stream.read(&mut chunk) {

@@ -1,0 +1,86 @@
+//! The commands that change a connection's mode, answered as one Redis answers them.
+//!
+//! QUIT, RESET and HELLO run only once every earlier request of the client is answered and
+//! every pub/sub command confirmed (`exclusive.rs` holds them), so they never overtake a
+//! reply: `PING ; QUIT` gets its PONG, `SUBSCRIBE a ; RESET` its confirmation, and a HELLO
+//! switching protocol leaves no request in flight on a connection of the other protocol.
+//! Nothing after them is read until they ran, so the next request is routed in the mode
+//! they leave. RESP2 subscribed mode (`dispatch_subscribed`) sends what Redis allows down
+//! the subscription connection and refuses the rest with Redis's own error.
+
+use bytes::Bytes;
+use resp::Request;
+
+use super::Session;
+use crate::exclusive::Held;
+use crate::local::{self, SessionInfo};
+use crate::pubsub::PubSubTarget;
+use crate::router::{Local, Route};
+
+impl Session {
+    /// Whether `cmd` changes the connection's mode and so must wait for what is in flight.
+    pub(super) fn is_mode_change(cmd: Local) -> bool {
+        matches!(cmd, Local::Quit | Local::Reset | Local::Hello)
+    }
+
+    /// QUIT, RESET or HELLO, once everything before it is answered.
+    pub(crate) fn run_mode_change(&mut self, req: &Request, cmd: Local) {
+        match cmd {
+            Local::Quit => {
+                self.info.quit = true;
+                self.draining = true;
+                self.reply_now(Bytes::from_static(b"+OK\r\n"));
+            }
+            Local::Reset => {
+                self.reset();
+                self.reply_now(Bytes::from_static(b"+RESET\r\n"));
+            }
+            _ => {
+                let shared = self.worker.shared.clone();
+                let reply = local::run(cmd, req, &mut self.info, &shared);
+                self.sync_name();
+                self.reply_now(reply);
+            }
+        }
+    }
+
+    /// RESET, as Redis does it: leave subscribed mode, discard MULTI, forget WATCH, back to
+    /// RESP2 with no name, NO-EVICT off, and the default user (so a proxy that requires a
+    /// password requires it again).
+    fn reset(&mut self) {
+        self.leave_pubsub();
+        self.tx = None;
+        self.forget_watch();
+        self.info = SessionInfo::new(self.info.id);
+        self.registry_reset();
+        let auth_required = self.worker.shared.config.auth_required();
+        self.authenticated = !auth_required;
+        self.user = None;
+        self.parser.set_unauthenticated(auth_required);
+    }
+
+    /// RESP2 subscribed mode: QUIT and RESET are answered here, everything else Redis allows
+    /// goes down the subscription connection so Redis gives its own subscribed-mode replies.
+    pub(super) fn dispatch_subscribed(&mut self, req: Request, route: Route) {
+        match route {
+            Route::Local(cmd @ (Local::Quit | Local::Reset)) => self.hold(Held::Local(req, cmd)),
+            Route::PubSub(target) => self.pubsub_command(req, target),
+            Route::Local(Local::Ping) => {
+                self.hold(Held::PubSub(req.raw().clone(), PubSubTarget::Bus))
+            }
+            Route::Refuse(err) => self.reply_now(err),
+            _ => {
+                let name = full_name(&req);
+                self.refuse_subscribed(&name);
+            }
+        }
+    }
+}
+
+/// The command's name as Redis reports it in errors: `client|getname` for a subcommand.
+fn full_name(req: &Request) -> String {
+    match cluster::lookup(req.arg(0)) {
+        Some(spec) => spec.resolve(req.argc(), |i| req.arg(i)).name.to_string(),
+        None => String::from_utf8_lossy(req.arg(0)).to_lowercase(),
+    }
+}
