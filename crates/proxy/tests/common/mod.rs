@@ -12,6 +12,7 @@ use proxy::{Config, Proxy};
 use resp::Value;
 
 pub mod reference;
+pub mod slots;
 
 /// A cluster and a proxy; both stop when dropped.
 pub struct Harness {

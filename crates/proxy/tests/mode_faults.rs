@@ -1,0 +1,56 @@
+//! Mode transitions meeting faults: a WATCH whose slot moves away, and a subscription whose
+//! connection cannot be made. A client must never be left waiting, and never run a
+//! transaction unwatched.
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::reference::{exchange, pipeline};
+use common::slots::move_slot_of;
+use common::{Client, Harness};
+
+#[test]
+fn exec_answers_nil_when_the_watched_slot_moved() {
+    let h = Harness::start(3, 0);
+    let mut c0 = h.client();
+    let mut c1 = h.client();
+    assert_eq!(
+        exchange(&mut c0, &["SET w orig", "WATCH w"], 2),
+        ["+OK\r\n"; 2]
+    );
+    move_slot_of(&h.cluster, "w");
+    // Another client writes the key on its new owner (the proxy learns the move here).
+    assert_eq!(exchange(&mut c1, &["SET w theirs"], 1), ["+OK\r\n"]);
+    let got = exchange(&mut c0, &["MULTI", "SET w mine", "EXEC", "GET w"], 4);
+    assert_eq!(
+        got,
+        ["+OK\r\n", "+QUEUED\r\n", "*-1\r\n", "$6\r\ntheirs\r\n"]
+    );
+}
+
+#[test]
+fn a_subscriber_whose_connection_fails_is_closed_not_left_waiting() {
+    let mut h = Harness::start(3, 0);
+    let dead = h.cluster.masters()[1];
+    h.cluster.kill(dead).expect("kill a master");
+    // Each client's subscription connection goes to a master chosen by its id: some of them
+    // pick the dead one. Each must get its confirmation or see its connection closed.
+    for i in 0..6 {
+        let mut c = h.client();
+        c.stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        c.send_raw(&pipeline(&[&format!("SUBSCRIBE ch{i}")]));
+        let mut buf = [0u8; 256];
+        match c.stream.read(&mut buf) {
+            Ok(0) => {}
+            Ok(n) => assert!(buf[..n].starts_with(b"*3\r\n$9\r\nsubscribe"), "client {i}"),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("client {i} was left waiting: {e}"),
+        }
+    }
+    let mut probe: Client = h.client();
+    assert_eq!(exchange(&mut probe, &["PING"], 1), ["+PONG\r\n"]);
+}
