@@ -23,7 +23,8 @@ use tokio::net::TcpStream;
 use crate::client_list::{self, Filter, Kind};
 use crate::local;
 use crate::registry::{flag, ClientHandle, ClientView, Meta};
-use crate::router::{error, Local};
+use crate::reply::error;
+use crate::route::Local;
 use crate::session::Session;
 use crate::worker::Worker;
 

@@ -9,7 +9,7 @@ use resp::Request;
 
 use crate::auth::User;
 use crate::registry::{flag, ClientView};
-use crate::router::error;
+use crate::reply::error;
 
 /// Which clients a LIST or KILL applies to; every filter given must match.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

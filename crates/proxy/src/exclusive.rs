@@ -25,8 +25,8 @@ use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
 use crate::pending::Entry;
-use crate::pubsub::PubSubTarget;
-use crate::router::Local;
+use crate::route::Local;
+use crate::route::PubSubTarget;
 use crate::session::Session;
 
 /// A request waiting for its turn, by kind.

@@ -6,7 +6,8 @@
 use bytes::{Bytes, BytesMut};
 use resp::Request;
 
-use crate::router::{error, Local};
+use crate::reply::error;
+use crate::route::Local;
 use crate::stats::Shared;
 
 /// What the proxy knows about one client connection.
@@ -240,8 +241,8 @@ mod tests {
     fn run_args(args: &[&str], s: &mut SessionInfo) -> String {
         let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
         let req = Request::from_args(&a);
-        let cmd = match crate::router::route(&req, false) {
-            crate::router::Route::Local(l) => l,
+        let cmd = match crate::route::route(&req, false) {
+            crate::route::Route::Local(l) => l,
             other => panic!("{args:?} is not local: {other:?}"),
         };
         String::from_utf8(run(cmd, &req, s, &shared()).to_vec()).unwrap()

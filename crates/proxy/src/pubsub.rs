@@ -32,17 +32,9 @@ use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
 use crate::exclusive::Held;
-use crate::fanout::array_elements;
+use crate::route::merge::array_elements;
+use crate::route::PubSubTarget;
 use crate::session::Session;
-
-/// Where a pub/sub command goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PubSubTarget {
-    /// SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE (and anything in RESP2 subscribed mode).
-    Bus,
-    /// SSUBSCRIBE/SUNSUBSCRIBE of channels in this slot; None: every shard connection.
-    Shard(Option<u16>),
-}
 
 /// A session's subscription connections and their last confirmed counts.
 #[derive(Default)]

@@ -34,7 +34,7 @@ use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
 use crate::pubsub::PubSub;
 use crate::registry::ClientHandle;
-use crate::router::{self, Local, Route};
+use crate::route::{self, Local, Route};
 use crate::stats::WorkerStats;
 use crate::transaction::Transaction;
 use crate::worker::Worker;
@@ -229,7 +229,7 @@ impl Session {
             }
         }
         let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
-        let (route, command) = router::route_counted(&req, allow_admin);
+        let (route, command) = route::route_counted(&req, allow_admin);
         self.count_command(command);
         self.slowlog_arm(&req, command, matches!(route, Route::Refuse(_)));
         if self.subscribed_resp2() {

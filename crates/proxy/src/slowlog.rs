@@ -26,7 +26,7 @@ use bytes::{Bytes, BytesMut};
 use resp::{Parsed, Progress, Request, RequestParser};
 use serde::Deserialize;
 
-use crate::router::error;
+use crate::reply::error;
 use crate::stats::Shared;
 
 /// Redis's caps on what one entry keeps.

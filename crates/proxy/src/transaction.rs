@@ -23,7 +23,8 @@ use resp::Request;
 use crate::backend::Backend;
 use crate::exclusive::{Exclusive, Held, Via};
 use crate::pending::Entry;
-use crate::router::{error, Local, Route};
+use crate::reply::error;
+use crate::route::{Local, Route, TxCommand};
 use crate::session::Session;
 
 /// A MULTI in progress.
@@ -32,16 +33,6 @@ pub(crate) struct Transaction {
     queued: Vec<Request>,
     slot: Option<u16>,
     aborted: bool,
-}
-
-/// The transaction commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TxCommand {
-    Multi,
-    Exec,
-    Discard,
-    Watch,
-    Unwatch,
 }
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";

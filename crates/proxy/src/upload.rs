@@ -31,7 +31,7 @@ use bytes::Bytes;
 
 use crate::backend::{Backend, Outgoing};
 use crate::pending::Entry;
-use crate::router::Route;
+use crate::route::Route;
 use crate::session::Session;
 use crate::stats::WorkerStats;
 
@@ -80,7 +80,7 @@ impl Session {
             return Start::No;
         };
         let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
-        let (route, command) = crate::router::route_counted(&tail.probe, allow_admin);
+        let (route, command) = crate::route::route_counted(&tail.probe, allow_admin);
         let Route::Slot(slot) = route else {
             return Start::No;
         };
@@ -261,7 +261,7 @@ fn value_is_not_routed(probe: &resp::Request, slot: u16, allow_admin: bool) -> b
     };
     *last = b"x";
     let other = resp::Request::from_args(&args);
-    matches!(crate::router::route_counted(&other, allow_admin).0, Route::Slot(s) if s == slot)
+    matches!(crate::route::route_counted(&other, allow_admin).0, Route::Slot(s) if s == slot)
 }
 
 /// The reply for an upload whose connection went away before the request was complete.

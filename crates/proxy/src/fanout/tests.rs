@@ -93,8 +93,7 @@ fn no_command_shape_panics_the_router_or_the_split() {
                 let mut args: Vec<&str> = name.split(' ').collect();
                 args.extend((0..argc).map(|i| pool[(i + rotate) % pool.len()]));
                 let r = req(&args);
-                if let crate::router::Route::Split { keys, merge } = crate::router::route(&r, false)
-                {
+                if let crate::route::Route::Split { keys, merge } = crate::route::route(&r, false) {
                     let mut f = Fanout::split(&r, &keys, merge);
                     for i in 0..f.parts.len() {
                         f.complete(i, b("*1\r\n$1\r\nv\r\n"));

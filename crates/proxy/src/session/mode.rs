@@ -14,8 +14,8 @@ use resp::Request;
 use super::Session;
 use crate::exclusive::Held;
 use crate::local::{self, SessionInfo};
-use crate::pubsub::PubSubTarget;
-use crate::router::{Local, Route};
+use crate::route::PubSubTarget;
+use crate::route::{Local, Route};
 
 impl Session {
     /// Whether `cmd` changes the connection's mode and so must wait for what is in flight.

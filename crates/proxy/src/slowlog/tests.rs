@@ -115,7 +115,7 @@ fn help_has_redis_shape() {
 
 #[test]
 fn slowlog_is_the_proxys_own_even_when_admin_commands_are_forwarded() {
-    use crate::router::{route, Local, Route};
+    use crate::route::{route, Local, Route};
     for allow_admin in [false, true] {
         for sub in [&b"GET"[..], b"len", b"RESET", b"help"] {
             assert_eq!(

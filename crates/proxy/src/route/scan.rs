@@ -11,7 +11,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::fanout::array_elements;
+use crate::route::merge::array_elements;
 
 /// Bits of the cursor that hold the master index (up to 1024 masters).
 const NODE_BITS: u32 = 10;
@@ -54,7 +54,7 @@ pub(crate) fn rewrite_reply(reply: &Bytes, node: usize, masters: usize) -> Bytes
         0 if node + 1 < masters => (node + 1) as u64,
         0 => 0,
         n if n >> (64 - NODE_BITS) != 0 => {
-            return crate::router::error("slotgate: SCAN cursor out of range")
+            return crate::reply::error("slotgate: SCAN cursor out of range")
         }
         n => (n << NODE_BITS) | node as u64,
     };

@@ -7,10 +7,14 @@
 use bytes::Bytes;
 use cluster::command::{flags, CommandSpec, KeyPositions, RequestPolicy};
 
-use crate::fanout::{merge_for, Merge};
-use crate::pubsub::PubSubTarget;
-use crate::transaction::TxCommand;
 use resp::Request;
+
+use crate::reply::error;
+
+pub(crate) use merge::{merge_for, Merge};
+
+pub(crate) mod merge;
+pub(crate) mod scan;
 
 /// The routing decision for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,15 +300,6 @@ fn route_keys(req: &Request, spec: &CommandSpec, keys: KeyPositions) -> Route {
     }
 }
 
-/// `-ERR <msg>\r\n`, with CR and LF in `msg` turned into spaces as Redis does.
-pub(crate) fn error(msg: &str) -> Bytes {
-    let clean: String = msg
-        .chars()
-        .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
-        .collect();
-    Bytes::from(format!("-ERR {clean}\r\n"))
-}
-
 /// Redis's text: the name (128 bytes at most), then as many quoted args as fit in 128 bytes.
 fn unknown_command(req: &Request) -> Bytes {
     let name = truncated(req.arg(0), 128);
@@ -323,6 +318,25 @@ fn unknown_command(req: &Request) -> Bytes {
 
 fn truncated(bytes: &[u8], max: usize) -> String {
     String::from_utf8_lossy(&bytes[..bytes.len().min(max)]).into_owned()
+}
+
+/// Where a pub/sub command goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PubSubTarget {
+    /// SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE, PUNSUBSCRIBE (and anything in RESP2 subscribed mode).
+    Bus,
+    /// SSUBSCRIBE/SUNSUBSCRIBE of channels in this slot; None: every shard connection.
+    Shard(Option<u16>),
+}
+
+/// The transaction commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxCommand {
+    Multi,
+    Exec,
+    Discard,
+    Watch,
+    Unwatch,
 }
 
 #[cfg(test)]

@@ -1,0 +1,13 @@
+//! Replies the proxy writes itself, in Redis's shapes: kept apart so any layer can answer
+//! without depending on the router.
+
+use bytes::Bytes;
+
+/// `-ERR <msg>\r\n`, with CR and LF in `msg` turned into spaces as Redis does.
+pub(crate) fn error(msg: &str) -> Bytes {
+    let clean: String = msg
+        .chars()
+        .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+        .collect();
+    Bytes::from(format!("-ERR {clean}\r\n"))
+}

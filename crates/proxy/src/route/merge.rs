@@ -1,0 +1,197 @@
+//! How the replies of a request's parts become its one reply: the merge policies of the
+//! command table (`response_policy`) and the proxy's own (SCAN, INFO, PUBSUB counts), as
+//! pure functions over reply frames. No I/O: the session's fan-out calls them.
+
+use bytes::{Bytes, BytesMut};
+use cluster::command::ResponsePolicy;
+use resp::ReplyFramer;
+
+/// How part replies become the client's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Merge {
+    /// Arrays of per-key replies, reassembled in the request's key order (MGET).
+    KeyOrder,
+    /// Integers added (DEL, EXISTS, DBSIZE…).
+    Sum,
+    /// Every part must succeed; the first part's reply stands for all (MSET, FLUSHALL…).
+    AllSucceeded,
+    /// The first successful part wins (SCRIPT KILL…).
+    OneSucceeded,
+    /// Arrays concatenated, or the first non-null scalar (KEYS, RANDOMKEY).
+    Concat,
+    /// Arrays of integers combined element-wise with AND (SCRIPT EXISTS).
+    LogicalAnd,
+    /// Arrays concatenated without duplicates, first occurrence first (PUBSUB CHANNELS).
+    Union,
+    /// Flat `[name, count, …]` arrays with the counts summed per name (PUBSUB NUMSUB).
+    SumPairs,
+    /// One SCAN page from master `node` of `masters`: the cursor is rewritten.
+    Scan { node: usize, masters: usize },
+    /// INFO: the proxy's sections (`Fanout::prefix`) plus the masters' keyspace summed.
+    InfoKeyspace,
+}
+
+/// The merge a response policy asks for, or None when the proxy cannot merge it (yet).
+pub(crate) fn merge_for(policy: ResponsePolicy, split: bool) -> Option<Merge> {
+    Some(match policy {
+        ResponsePolicy::Default if split => Merge::KeyOrder,
+        ResponsePolicy::Default => Merge::Concat,
+        ResponsePolicy::AggSum => Merge::Sum,
+        ResponsePolicy::AllSucceeded => Merge::AllSucceeded,
+        ResponsePolicy::OneSucceeded => Merge::OneSucceeded,
+        ResponsePolicy::AggLogicalAnd => Merge::LogicalAnd,
+        _ => return None,
+    })
+}
+
+/// The elements of an array reply, each as its own frame (a slice, no copy).
+pub(crate) fn array_elements(frame: &Bytes) -> Option<Vec<Bytes>> {
+    let header_end = frame.windows(2).position(|w| w == b"\r\n")?;
+    if !matches!(frame.first(), Some(b'*' | b'~' | b'>')) {
+        return None;
+    }
+    let n: i64 = std::str::from_utf8(&frame[1..header_end])
+        .ok()?
+        .parse()
+        .ok()?;
+    let mut pos = header_end + 2;
+    let mut out = Vec::with_capacity(n.max(0) as usize);
+    for _ in 0..n.max(0) {
+        let len = ReplyFramer::new().next_frame(&frame[pos..]).ok()??;
+        out.push(frame.slice(pos..pos + len));
+        pos += len;
+    }
+    Some(out)
+}
+
+pub(crate) fn parse_int(frame: &Bytes) -> Option<i64> {
+    let body = frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
+    std::str::from_utf8(body).ok()?.parse().ok()
+}
+
+pub(crate) fn int_reply(n: i64) -> Bytes {
+    Bytes::from(format!(":{n}\r\n"))
+}
+
+pub(crate) fn concat(replies: &[&Bytes]) -> Bytes {
+    let arrays: Option<Vec<Vec<Bytes>>> = replies.iter().map(|r| array_elements(r)).collect();
+    let Some(arrays) = arrays else {
+        // Scalars (RANDOMKEY): a random non-null one, so every master's keys can come up.
+        let found: Vec<&&Bytes> = replies
+            .iter()
+            .filter(|r| !r.starts_with(b"$-1") && !r.starts_with(b"_"))
+            .collect();
+        return match found.len() {
+            0 => replies[0].clone(),
+            n => (*found[rand::random::<usize>() % n]).clone(),
+        };
+    };
+    let mut out = BytesMut::new();
+    resp::write_array_header(&mut out, arrays.iter().map(Vec::len).sum());
+    for el in arrays.iter().flatten() {
+        out.extend_from_slice(el);
+    }
+    out.freeze()
+}
+
+pub(crate) fn union(replies: &[&Bytes]) -> Bytes {
+    let mut seen: Vec<Bytes> = Vec::new();
+    for el in replies.iter().filter_map(|r| array_elements(r)).flatten() {
+        if !seen.contains(&el) {
+            seen.push(el);
+        }
+    }
+    let mut out = BytesMut::new();
+    resp::write_array_header(&mut out, seen.len());
+    seen.iter().for_each(|el| out.extend_from_slice(el));
+    out.freeze()
+}
+
+pub(crate) fn sum_pairs(replies: &[&Bytes]) -> Bytes {
+    let mut totals: Vec<(Bytes, i64)> = Vec::new();
+    for elements in replies.iter().filter_map(|r| array_elements(r)) {
+        for pair in elements.chunks(2) {
+            let (name, n) = (
+                pair[0].clone(),
+                pair.get(1).and_then(parse_int).unwrap_or(0),
+            );
+            match totals.iter_mut().find(|(k, _)| *k == name) {
+                Some(t) => t.1 += n,
+                None => totals.push((name, n)),
+            }
+        }
+    }
+    let mut out = BytesMut::new();
+    resp::write_array_header(&mut out, totals.len() * 2);
+    for (name, n) in &totals {
+        out.extend_from_slice(name);
+        resp::write_int(&mut out, *n);
+    }
+    out.freeze()
+}
+
+pub(crate) fn logical_and(replies: &[&Bytes]) -> Bytes {
+    let arrays: Vec<Vec<Bytes>> = replies
+        .iter()
+        .map(|r| array_elements(r).unwrap_or_default())
+        .collect();
+    let len = arrays.iter().map(Vec::len).min().unwrap_or(0);
+    let mut out = BytesMut::new();
+    resp::write_array_header(&mut out, len);
+    for i in 0..len {
+        let all = arrays.iter().all(|a| parse_int(&a[i]).unwrap_or(0) != 0);
+        resp::write_int(&mut out, i64::from(all));
+    }
+    out.freeze()
+}
+
+/// The client's reply from every part's final reply (in part order). `order` maps each key
+/// of a split request to (part, position) for `KeyOrder`; `prefix` is INFO's own text.
+pub(crate) fn merged(
+    merge: Merge,
+    replies: &[&Bytes],
+    order: &[(u32, u32)],
+    prefix: &Bytes,
+) -> Bytes {
+    if let Some(err) = replies.iter().find(|r| resp::is_error_frame(r)) {
+        // INFO stays available while a master is down: its keyspace is just not counted.
+        if !matches!(merge, Merge::OneSucceeded | Merge::InfoKeyspace) {
+            return (*err).clone();
+        }
+    }
+    match merge {
+        Merge::KeyOrder => key_order(replies, order),
+        Merge::Sum => int_reply(replies.iter().filter_map(|r| parse_int(r)).sum()),
+        Merge::AllSucceeded => replies[0].clone(),
+        Merge::OneSucceeded => {
+            let ok = replies.iter().find(|r| !resp::is_error_frame(r));
+            (*ok.unwrap_or(&replies[0])).clone()
+        }
+        Merge::Concat => concat(replies),
+        Merge::LogicalAnd => logical_and(replies),
+        Merge::Union => union(replies),
+        Merge::SumPairs => sum_pairs(replies),
+        Merge::Scan { node, masters } => super::scan::rewrite_reply(replies[0], node, masters),
+        Merge::InfoKeyspace => super::scan::merge_keyspace(prefix, replies),
+    }
+}
+
+/// Rebuild MGET's array in key order from the parts' arrays.
+fn key_order(replies: &[&Bytes], order: &[(u32, u32)]) -> Bytes {
+    let elements: Vec<Vec<Bytes>> = replies
+        .iter()
+        .map(|r| array_elements(r).unwrap_or_default())
+        .collect();
+    let mut out = BytesMut::new();
+    resp::write_array_header(&mut out, order.len());
+    for &(part, pos) in order {
+        match elements
+            .get(part as usize)
+            .and_then(|e| e.get(pos as usize))
+        {
+            Some(el) => out.extend_from_slice(el),
+            None => resp::write_null(&mut out),
+        }
+    }
+    out.freeze()
+}
