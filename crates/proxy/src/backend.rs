@@ -36,13 +36,16 @@ use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::backend_stats::NodeStats;
+use crate::backend::stats::NodeStats;
+use crate::backend::watchdog::Watchdog;
 use crate::pending::ClientCell;
 use crate::topology::Topology;
-use crate::watchdog::Watchdog;
 
+pub(crate) mod bigbuf;
 mod replies;
+pub(crate) mod stats;
 mod task;
+pub(crate) mod watchdog;
 mod writev;
 
 use task::run;
@@ -390,7 +393,7 @@ impl Conn {
                 None => self.framer.hint().unwrap_or(0),
             };
             let floor = self.read_buf.len() + READ_CHUNK;
-            crate::bigbuf::reserve_frame(&mut self.read_buf, want.max(floor));
+            crate::backend::bigbuf::reserve_frame(&mut self.read_buf, want.max(floor));
         }
         let n =
             match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf)

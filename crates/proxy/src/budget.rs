@@ -37,9 +37,9 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::config::LimitsConfig;
+use crate::context::WorkerStats;
 use crate::pending::ClientCell;
 use crate::session::Session;
-use crate::stats::WorkerStats;
 
 /// What one request waiting for its reply costs besides the reply: its `Entry`, the
 /// backend's bookkeeping and its share of the client's read buffer.

@@ -20,9 +20,9 @@ use bytes::{Bytes, BytesMut};
 use resp::Request;
 use tokio::net::TcpStream;
 
-use crate::client_list::{self, Filter, Kind};
+use crate::admin::client_list::{self, Filter, Kind};
+use crate::context::registry::{flag, ClientHandle, ClientView, Meta};
 use crate::local;
-use crate::registry::{flag, ClientHandle, ClientView, Meta};
 use crate::reply::error;
 use crate::route::Local;
 use crate::session::Session;

@@ -18,7 +18,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
-    pub slowlog: crate::slowlog::SlowlogConfig,
+    pub slowlog: SlowlogConfig,
 }
 
 /// The admin endpoint (Prometheus `GET /metrics`).
@@ -300,6 +300,26 @@ impl Config {
         match self.proxy.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
+        }
+    }
+}
+
+/// `[slowlog]`: Redis's `slowlog-log-slower-than` and `slowlog-max-len`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlowlogConfig {
+    /// Log requests that take at least this many microseconds in the proxy; 0 logs every
+    /// request, a negative value turns the log off.
+    pub log_slower_than_us: i64,
+    /// Entries kept (the newest).
+    pub max_len: usize,
+}
+
+impl Default for SlowlogConfig {
+    fn default() -> Self {
+        SlowlogConfig {
+            log_slower_than_us: 10_000,
+            max_len: 128,
         }
     }
 }

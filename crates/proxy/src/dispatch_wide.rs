@@ -108,7 +108,7 @@ impl Session {
 
     /// INFO including the keyspace: the proxy's sections, then every master's keyspace summed.
     pub(crate) fn info_with_keyspace(&mut self, req: &Request) {
-        let own = crate::info::render(&self.worker.shared, req);
+        let own = crate::admin::info::render(&self.worker.shared, req);
         let masters = self.worker.topology().current().nodes().len();
         let probe = Request::from_args(&[b"INFO", b"keyspace"]);
         let mut fanout = Fanout::broadcast(&probe, masters, Merge::InfoKeyspace);

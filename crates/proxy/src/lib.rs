@@ -21,38 +21,27 @@
 mod admin;
 mod auth;
 mod backend;
-mod backend_report;
-pub mod backend_stats;
-mod bigbuf;
 mod budget;
 mod client_cmd;
-mod client_list;
-mod cluster_view;
-pub mod cmdstats;
 pub mod config;
+mod context;
 mod dispatch_wide;
 mod exclusive;
 mod fanout;
-mod info;
 mod limits;
 mod local;
-pub mod metrics;
 mod pending;
 mod pubsub;
 mod redirect;
-mod registry;
 mod reply;
 mod resubscribe;
 mod route;
 mod session;
 mod session_auth;
-pub mod slowlog;
 mod slowlog_session;
-pub mod stats;
 pub mod topology;
 mod transaction;
 mod upload;
-mod watchdog;
 mod worker;
 
 use std::net::SocketAddr;
@@ -65,7 +54,7 @@ use tokio::sync::watch;
 
 use self::topology::Topology;
 pub use config::Config;
-use stats::{Shared, WorkerStats};
+use context::{Shared, WorkerStats};
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -164,14 +153,14 @@ fn build_shared(
     config.proxy.listen = addr.to_string();
     let config_users = config.auth.clone();
     let config_cluster = config.cluster.clone();
-    let slowlog = slowlog::Slowlog::new(&config.slowlog);
+    let slowlog = context::slowlog::Slowlog::new(&config.slowlog);
     Arc::new(Shared {
         config,
         topology: topology.clone(),
         workers: workers.to_vec(),
         started: Instant::now(),
         next_client_id: AtomicU64::new(1),
-        cluster_view: cluster_view::ClusterView::new(addr),
+        cluster_view: context::cluster_view::ClusterView::new(addr),
         clients: Default::default(),
         users: users(&config_users),
         backend_auth: topology::backend_auth(&config_cluster),
@@ -229,8 +218,8 @@ fn start_admin(shared: &Arc<Shared>) -> Result<Option<SocketAddr>, StartError> {
     let Some(addr) = shared.config.admin_addr()? else {
         return Ok(None);
     };
-    let bound =
-        admin::spawn(addr, shared.clone()).map_err(|source| StartError::Listen { addr, source })?;
+    let bound = admin::http::spawn(addr, shared.clone())
+        .map_err(|source| StartError::Listen { addr, source })?;
     tracing::info!(%bound, "admin endpoint (GET /metrics) ready");
     Ok(Some(bound))
 }

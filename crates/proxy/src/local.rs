@@ -6,9 +6,9 @@
 use bytes::{Bytes, BytesMut};
 use resp::Request;
 
+use crate::context::Shared;
 use crate::reply::error;
 use crate::route::Local;
-use crate::stats::Shared;
 
 /// What the proxy knows about one client connection.
 #[derive(Debug)]
@@ -50,8 +50,10 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
             *session = SessionInfo::new(session.id);
             resp::write_simple(&mut out, b"RESET");
         }
-        Local::Slowlog => return crate::slowlog::command(req, shared),
-        Local::Info => resp::write_bulk(&mut out, crate::info::render(shared, req).as_bytes()),
+        Local::Slowlog => return crate::admin::slowlog::command(req, shared),
+        Local::Info => {
+            resp::write_bulk(&mut out, crate::admin::info::render(shared, req).as_bytes())
+        }
         Local::ClusterKeyslot => {
             resp::write_int(&mut out, i64::from(cluster::key_slot(req.arg(2))))
         }
@@ -230,7 +232,7 @@ mod tests {
             workers: vec![],
             started: std::time::Instant::now(),
             next_client_id: std::sync::atomic::AtomicU64::new(1),
-            cluster_view: crate::cluster_view::ClusterView::new(addr),
+            cluster_view: crate::context::cluster_view::ClusterView::new(addr),
             clients: Default::default(),
             users: vec![],
             backend_auth: None,

@@ -21,9 +21,9 @@ use cluster::slot_map::{host_of, join_host_port};
 use topology::Backoff;
 
 use crate::backend::{Backend, Outgoing};
+use crate::context::WorkerStats;
 use crate::pending::Entry;
 use crate::session::Session;
-use crate::stats::WorkerStats;
 use crate::worker::Worker;
 
 /// What following a reply means.

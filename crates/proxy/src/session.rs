@@ -28,14 +28,14 @@ use resp::{Request, RequestParser};
 use tokio::net::TcpStream;
 
 use crate::backend::{Backend, Outgoing};
+use crate::context::registry::ClientHandle;
+use crate::context::WorkerStats;
 use crate::exclusive::Held;
 use crate::fanout::Fanout;
 use crate::local::{self, SessionInfo};
 use crate::pending::{ClientCell, Entry};
 use crate::pubsub::PubSub;
-use crate::registry::ClientHandle;
 use crate::route::{self, Local, Route};
-use crate::stats::WorkerStats;
 use crate::transaction::Transaction;
 use crate::worker::Worker;
 
@@ -272,7 +272,7 @@ impl Session {
     /// Commands answered by the proxy; some also change this session's own state.
     fn run_local(&mut self, req: &Request, cmd: Local) {
         match cmd {
-            Local::Info if crate::info::wants_keyspace(req) => self.info_with_keyspace(req),
+            Local::Info if crate::admin::info::wants_keyspace(req) => self.info_with_keyspace(req),
             Local::Client => {
                 let reply = self.client_command(req);
                 self.reply_now(reply);
@@ -294,7 +294,7 @@ impl Session {
         let stats = &self.worker.stats;
         stats.commands.call(command);
         let tick = stats.sample_tick.fetch_add(1, Ordering::Relaxed);
-        let sampled = tick.is_multiple_of(u64::from(crate::cmdstats::SAMPLE_EVERY));
+        let sampled = tick.is_multiple_of(u64::from(crate::context::cmdstats::SAMPLE_EVERY));
         self.cell
             .arm_sample(sampled.then(|| (command as u16, std::time::Instant::now())));
     }

@@ -14,8 +14,8 @@ use bytes::Bytes;
 use cluster::command::flags;
 use resp::Request;
 
+use crate::context::slowlog::Client;
 use crate::session::Session;
-use crate::slowlog::Client;
 
 /// A request waiting for its reply: when it was read, and its bytes (a refcount).
 pub(crate) struct Mark {

@@ -30,13 +30,13 @@ use std::rc::Rc;
 use bytes::Bytes;
 
 use crate::backend::{Backend, Outgoing};
+use crate::context::WorkerStats;
 use crate::pending::Entry;
 use crate::route::Route;
 use crate::session::Session;
-use crate::stats::WorkerStats;
 
 /// Last arguments at least this big are streamed; smaller ones are cheap to frame whole.
-pub(crate) const UPLOAD_MIN: usize = crate::bigbuf::BIG;
+pub(crate) const UPLOAD_MIN: usize = crate::backend::bigbuf::BIG;
 
 /// A streamed request in progress.
 pub(crate) struct Upload {

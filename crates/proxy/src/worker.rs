@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::backend::{Backend, Settings};
 use crate::budget::Budget;
-use crate::stats::{Shared, WorkerStats};
+use crate::context::{Shared, WorkerStats};
 use crate::topology::Topology;
 
 /// Per-worker state shared by its sessions (single-threaded: `Rc` and `Cell`).
@@ -141,13 +141,13 @@ pub(crate) async fn accept_loop(
 ) {
     // The registry's coarse clock (CLIENT LIST idle/age) and the big-buffer pool's aging:
     // one tick per worker, not per client.
-    let mut clock = tokio::time::interval(crate::registry::TICK);
+    let mut clock = tokio::time::interval(crate::context::registry::TICK);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = clock.tick() => {
                 worker.stats.registry.tick();
-                crate::bigbuf::tick();
+                crate::backend::bigbuf::tick();
             }
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {

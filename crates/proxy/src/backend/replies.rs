@@ -22,7 +22,7 @@ use super::{node_error, Conn};
 use crate::pending::ClientCell;
 
 /// Bulk replies at least this big are streamed.
-const STREAM_MIN: usize = crate::bigbuf::BIG;
+const STREAM_MIN: usize = crate::backend::bigbuf::BIG;
 /// Read size while streaming: each read becomes one piece, bigger than what the session's
 /// copy-out of stalled small replies (`budget.rs`, 256 KiB) would copy.
 pub(super) const STREAM_READ: usize = 512 * 1024;
@@ -107,7 +107,7 @@ impl Conn {
                 Err(e) => return Err(format!("bad reply from node: {e}")),
             };
             let frame = self.read_buf.split_to(len).freeze();
-            crate::bigbuf::retire(&mut self.read_buf, len);
+            crate::backend::bigbuf::retire(&mut self.read_buf, len);
             self.watchdog.progress();
             let Some(owner) = self.in_flight.pop_front() else {
                 match self.backend.sink.borrow().as_ref() {

@@ -72,7 +72,7 @@ pub(crate) fn route(req: &Request, allow_admin: bool) -> Route {
 /// `route`, plus the command's index in the table (for statistics), with one lookup.
 pub(crate) fn route_counted(req: &Request, allow_admin: bool) -> (Route, Option<usize>) {
     let spec = cluster::lookup(req.arg(0));
-    let index = spec.and_then(crate::cmdstats::command_index);
+    let index = spec.and_then(crate::context::cmdstats::command_index);
     (route_looked_up(req, spec, allow_admin), index)
 }
 

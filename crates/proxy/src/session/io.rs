@@ -11,9 +11,9 @@ use tokio::io::AsyncWrite;
 
 use super::Session;
 use crate::backend::{advance, fill_slices};
+use crate::context::WorkerStats;
 use crate::limits::TimerKind;
 use crate::redirect;
-use crate::stats::WorkerStats;
 use crate::upload::{Start, Step};
 
 pub(super) const READ_CHUNK: usize = 16 * 1024;
@@ -186,7 +186,7 @@ impl Session {
             }
             match self.parser.parse(&mut self.read_buf) {
                 Ok(Progress::Done(Parsed::Request(req))) => {
-                    crate::bigbuf::retire(&mut self.read_buf, req.raw().len());
+                    crate::backend::bigbuf::retire(&mut self.read_buf, req.raw().len());
                     self.reset_timer(TimerKind::RequestDeadline);
                     self.dispatch(req);
                 }
@@ -226,7 +226,7 @@ impl Session {
             return false;
         }
         if let Some(total) = frame_len_hint {
-            crate::bigbuf::reserve_frame(&mut self.read_buf, total.min(limit));
+            crate::backend::bigbuf::reserve_frame(&mut self.read_buf, total.min(limit));
         }
         true
     }

@@ -3,13 +3,14 @@
 //! masters of the installed slot map; their figures are the per-worker counters of
 //! `backend_stats`, summed. Cost: O(workers × nodes + 16384) per read.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use cluster::slot_map::SlotMap;
 
-use crate::backend_stats::{now_ms, totals, NodeState, NodeTotals};
-use crate::metrics::{sample, Described};
-use crate::stats::Shared;
+use crate::admin::metrics::{sample, Described};
+use crate::backend::stats::{now_ms, NodeState, NodeTotals};
+use crate::context::Shared;
 
 /// Each master of the current map with its slot count and summed counters.
 fn masters(shared: &Shared) -> Vec<(String, usize, NodeTotals)> {
@@ -98,4 +99,13 @@ pub(crate) fn metrics(shared: &Shared, out: &mut String, described: &mut Describ
             sample(out, described, name, &label, field(t, *slots, now));
         }
     }
+}
+
+/// Every node's counters, summed over the workers: O(workers × nodes).
+pub(crate) fn totals(shared: &Shared) -> HashMap<String, NodeTotals> {
+    let mut out = HashMap::new();
+    for w in &shared.workers {
+        w.nodes.add_to(&mut out);
+    }
+    out
 }

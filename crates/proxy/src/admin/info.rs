@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use resp::Request;
 
-use crate::stats::Shared;
+use crate::context::Shared;
 
 /// Sections in the order INFO prints them, each with its renderer.
 /// Renders one section's lines.
@@ -20,7 +20,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("topology", topology),
     ("commandstats", commandstats),
     ("latencystats", latencystats),
-    ("backends", crate::backend_report::info),
+    ("backends", crate::admin::backends::info),
 ];
 
 /// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out; `backends`

@@ -4,13 +4,18 @@
 //! so no contention); INFO sums the workers on read. Reading costs O(workers), never
 //! O(clients): there is no client list to walk.
 
+pub(crate) mod cluster_view;
+pub(crate) mod cmdstats;
+pub(crate) mod registry;
+pub(crate) mod slowlog;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::cluster_view::ClusterView;
 use crate::config::Config;
 use crate::topology::Topology;
+use cluster_view::ClusterView;
 
 /// What every worker thread holds a reference to.
 pub struct Shared {
@@ -29,7 +34,7 @@ pub struct Shared {
     /// Pre-encoded CLUSTER replies presenting the proxy as a one-node cluster.
     pub(crate) cluster_view: ClusterView,
     /// SLOWLOG's threshold, ids and coarse clock.
-    pub slowlog: crate::slowlog::Slowlog,
+    pub slowlog: crate::context::slowlog::Slowlog,
 }
 
 /// One worker's counters.
@@ -53,15 +58,15 @@ pub struct WorkerStats {
     /// when it moved by a step, not per request).
     pub client_buffer_bytes: AtomicU64,
     /// Per-command calls and sampled latency.
-    pub commands: crate::cmdstats::CommandStats,
+    pub commands: crate::context::cmdstats::CommandStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).
     pub sample_tick: AtomicU64,
     /// This worker's SLOWLOG entries.
-    pub slowlog: crate::slowlog::Ring,
+    pub slowlog: crate::context::slowlog::Ring,
     /// This worker's counters per backend node.
-    pub nodes: crate::backend_stats::NodeRegistry,
+    pub nodes: crate::backend::stats::NodeRegistry,
     /// This worker's clients, for CLIENT LIST/KILL (O(1) connect and close).
-    pub(crate) registry: Arc<crate::registry::Registry>,
+    pub(crate) registry: Arc<crate::context::registry::Registry>,
 }
 
 impl WorkerStats {
@@ -91,8 +96,8 @@ pub struct Totals {
 
 impl Shared {
     /// One command's counters summed over the workers.
-    pub fn command_totals(&self, command: usize) -> crate::cmdstats::CommandTotals {
-        let mut t = crate::cmdstats::CommandTotals::default();
+    pub fn command_totals(&self, command: usize) -> crate::context::cmdstats::CommandTotals {
+        let mut t = crate::context::cmdstats::CommandTotals::default();
         for w in &self.workers {
             w.commands.add_to(command, &mut t);
         }

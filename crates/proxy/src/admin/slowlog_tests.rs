@@ -1,4 +1,6 @@
 use super::*;
+use crate::config::SlowlogConfig;
+use crate::context::slowlog::*;
 
 fn req(args: &[&[u8]]) -> Request {
     Request::from_args(args)

@@ -12,8 +12,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::stats::Shared;
-
 /// One worker's counters for one node (every connection kind: shared, dedicated, pub/sub).
 #[derive(Debug, Default)]
 pub struct NodeStats {
@@ -78,7 +76,7 @@ impl NodeRegistry {
         map.entry(addr.to_string()).or_default().clone()
     }
 
-    fn add_to(&self, into: &mut HashMap<String, NodeTotals>) {
+    pub(crate) fn add_to(&self, into: &mut HashMap<String, NodeTotals>) {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         for (addr, stats) in map.iter() {
             stats.add_to(into.entry(addr.clone()).or_default());
@@ -178,15 +176,6 @@ impl NodeState {
             NodeState::Idle => "idle",
         }
     }
-}
-
-/// Every node's counters, summed over the workers: O(workers × nodes).
-pub(crate) fn totals(shared: &Shared) -> HashMap<String, NodeTotals> {
-    let mut out = HashMap::new();
-    for w in &shared.workers {
-        w.nodes.add_to(&mut out);
-    }
-    out
 }
 
 #[cfg(test)]

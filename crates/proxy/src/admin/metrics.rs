@@ -5,8 +5,8 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use crate::cmdstats::{bucket_bound_us, BUCKETS};
-use crate::stats::{Shared, Totals};
+use crate::context::cmdstats::{bucket_bound_us, BUCKETS};
+use crate::context::{Shared, Totals};
 
 /// Every metric the proxy exports; `docs/metrics.md` documents each (a test checks it).
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -149,7 +149,7 @@ pub fn render(shared: &Shared) -> String {
         "",
         logged,
     );
-    crate::backend_report::metrics(shared, &mut out, &mut described);
+    crate::admin::backends::metrics(shared, &mut out, &mut described);
     commands(shared, &mut out, &mut described);
     out
 }
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn metric_names_are_unique_and_documented() {
-        let doc = include_str!("../../../docs/metrics.md");
+        let doc = include_str!("../../../../docs/metrics.md");
         for (i, (name, kind, _)) in METRICS.iter().enumerate() {
             assert!(
                 METRICS[..i].iter().all(|(n, _, _)| n != name),

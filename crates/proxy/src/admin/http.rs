@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::stats::Shared;
+use crate::context::Shared;
 
 /// Bind `addr` and serve scrapes on a background thread. Returns the bound address.
 pub(crate) fn spawn(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<SocketAddr> {
@@ -41,7 +41,7 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         }
     }
     let (status, body) = match line.split_whitespace().nth(1) {
-        Some("/metrics") => ("200 OK", crate::metrics::render(shared)),
+        Some("/metrics") => ("200 OK", crate::admin::metrics::render(shared)),
         _ => ("404 Not Found", "try /metrics\n".to_string()),
     };
     let mut stream = stream;

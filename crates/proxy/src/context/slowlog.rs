@@ -24,41 +24,19 @@ use std::time::{Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use resp::{Parsed, Progress, Request, RequestParser};
-use serde::Deserialize;
 
-use crate::reply::error;
-use crate::stats::Shared;
+use crate::config::SlowlogConfig;
 
 /// Redis's caps on what one entry keeps.
 const MAX_ARGC: usize = 32;
 const MAX_ARG_BYTES: usize = 128;
-
-/// `[slowlog]`: Redis's `slowlog-log-slower-than` and `slowlog-max-len`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct SlowlogConfig {
-    /// Log requests that take at least this many microseconds in the proxy; 0 logs every
-    /// request, a negative value turns the log off.
-    pub log_slower_than_us: i64,
-    /// Entries kept (the newest).
-    pub max_len: usize,
-}
-
-impl Default for SlowlogConfig {
-    fn default() -> Self {
-        SlowlogConfig {
-            log_slower_than_us: 10_000,
-            max_len: 128,
-        }
-    }
-}
 
 /// The proxy-wide part of the log: threshold, ids and the time origin.
 #[derive(Debug)]
 pub struct Slowlog {
     /// None when the log is off.
     pub(crate) threshold_us: Option<u64>,
-    max_len: usize,
+    pub(crate) max_len: usize,
     next_id: AtomicU64,
     origin: Instant,
 }
@@ -71,17 +49,17 @@ impl Default for Slowlog {
 
 /// One worker's entries, oldest first.
 #[derive(Debug, Default)]
-pub struct Ring(Mutex<VecDeque<SlowEntry>>);
+pub struct Ring(pub(crate) Mutex<VecDeque<SlowEntry>>);
 
 /// One logged request, as SLOWLOG GET shows it.
 #[derive(Debug, Clone)]
 pub struct SlowEntry {
-    id: u64,
-    unix_time: i64,
-    duration_us: u64,
-    argv: Vec<Bytes>,
-    peer: String,
-    name: Bytes,
+    pub(crate) id: u64,
+    pub(crate) unix_time: i64,
+    pub(crate) duration_us: u64,
+    pub(crate) argv: Vec<Bytes>,
+    pub(crate) peer: String,
+    pub(crate) name: Bytes,
 }
 
 /// Who sent a logged request.
@@ -142,7 +120,7 @@ impl Slowlog {
 }
 
 /// The request's arguments again (its bytes were validated when it was first parsed).
-fn reparse(request: &Bytes) -> Option<Request> {
+pub(crate) fn reparse(request: &Bytes) -> Option<Request> {
     let limits = resp::Limits {
         max_bulk_len: usize::MAX,
         max_inline_len: usize::MAX,
@@ -157,7 +135,7 @@ fn reparse(request: &Bytes) -> Option<Request> {
 
 /// At most 32 arguments (the last then says how many more there were), each at most 128
 /// bytes (then how many more bytes), passwords redacted: Redis's `slowlogCreateEntry`.
-fn capped_argv(req: &Request) -> Vec<Bytes> {
+pub(crate) fn capped_argv(req: &Request) -> Vec<Bytes> {
     let argc = req.argc();
     let kept = argc.min(MAX_ARGC);
     let mut argv = Vec::with_capacity(kept);
@@ -207,112 +185,3 @@ fn redacted(req: &Request, i: usize) -> bool {
     }
     false
 }
-
-// === SLOWLOG GET | LEN | RESET | HELP ===
-
-/// Answer `SLOWLOG <sub> …` (the router checked the subcommand and its arity).
-pub(crate) fn command(req: &Request, shared: &Shared) -> Bytes {
-    let sub = req.arg(1).to_ascii_lowercase();
-    match sub.as_slice() {
-        b"get" if req.argc() <= 3 => get(req, shared),
-        b"len" => Bytes::from(format!(":{}\r\n", len(shared))),
-        b"reset" => {
-            for w in &shared.workers {
-                w.slowlog
-                    .0
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clear();
-            }
-            Bytes::from_static(b"+OK\r\n")
-        }
-        b"help" => help(req),
-        _ => error(&format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-            String::from_utf8_lossy(&req.arg(1)[..req.arg(1).len().min(128)]),
-            String::from_utf8_lossy(req.arg(0)).to_uppercase()
-        )),
-    }
-}
-
-fn len(shared: &Shared) -> usize {
-    let total: usize = shared
-        .workers
-        .iter()
-        .map(|w| w.slowlog.0.lock().unwrap_or_else(|e| e.into_inner()).len())
-        .sum();
-    total.min(shared.slowlog.max_len)
-}
-
-/// `SLOWLOG GET [count]`: newest first; count 10 by default, -1 for all.
-fn get(req: &Request, shared: &Shared) -> Bytes {
-    let count = match req.argc() {
-        2 => 10,
-        _ => match resp::string2ll(req.arg(2)) {
-            Some(-1) => usize::MAX,
-            Some(n) if n >= 0 => n as usize,
-            _ => return error("count should be greater than or equal to -1"),
-        },
-    };
-    let entries = newest(shared, count.min(shared.slowlog.max_len));
-    let mut out = BytesMut::new();
-    resp::write_array_header(&mut out, entries.len());
-    for e in &entries {
-        write_entry(&mut out, e);
-    }
-    out.freeze()
-}
-
-/// The newest `count` entries of every worker, newest first.
-fn newest(shared: &Shared, count: usize) -> Vec<SlowEntry> {
-    let mut all: Vec<SlowEntry> = Vec::new();
-    for w in &shared.workers {
-        let ring = w.slowlog.0.lock().unwrap_or_else(|e| e.into_inner());
-        all.extend(ring.iter().rev().take(count).cloned());
-    }
-    all.sort_unstable_by_key(|e| std::cmp::Reverse(e.id));
-    all.truncate(count);
-    all
-}
-
-fn write_entry(out: &mut BytesMut, e: &SlowEntry) {
-    resp::write_array_header(out, 6);
-    resp::write_int(out, e.id as i64);
-    resp::write_int(out, e.unix_time);
-    resp::write_int(out, e.duration_us as i64);
-    resp::write_array_header(out, e.argv.len());
-    for arg in &e.argv {
-        resp::write_bulk(out, arg);
-    }
-    resp::write_bulk(out, e.peer.as_bytes());
-    resp::write_bulk(out, &e.name);
-}
-
-/// Redis 7.0's help text, line for line.
-fn help(req: &Request) -> Bytes {
-    const LINES: &[&str] = &[
-        "GET [<count>]",
-        "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-        "    Entries are made of:",
-        "    id, timestamp, time in microseconds, arguments array, client IP and port,",
-        "    client name",
-        "LEN",
-        "    Return the length of the slowlog.",
-        "RESET",
-        "    Reset the slowlog.",
-        "HELP",
-        "    Prints this help.",
-    ];
-    let mut out = BytesMut::new();
-    resp::write_array_header(&mut out, LINES.len() + 1);
-    let cmd = String::from_utf8_lossy(req.arg(0)).to_uppercase();
-    let header = format!("{cmd} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
-    resp::write_simple(&mut out, header.as_bytes());
-    for line in LINES {
-        resp::write_simple(&mut out, line.as_bytes());
-    }
-    out.freeze()
-}
-
-#[cfg(test)]
-mod tests;

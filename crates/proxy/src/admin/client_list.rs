@@ -8,7 +8,7 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::auth::User;
-use crate::registry::{flag, ClientView};
+use crate::context::registry::{flag, ClientView};
 use crate::reply::error;
 
 /// Which clients a LIST or KILL applies to; every filter given must match.

@@ -1,0 +1,11 @@
+//! What operators read: INFO sections, Prometheus `/metrics` over HTTP, CLIENT LIST, the
+//! per-node report and SLOWLOG. Renderers only: the counters they read live in `context`
+//! and `backend::stats`, written on the request path with relaxed atomics, so rendering
+//! costs O(workers), never O(clients) (CLIENT LIST and KILL excepted).
+
+pub(crate) mod backends;
+pub(crate) mod client_list;
+pub(crate) mod http;
+pub(crate) mod info;
+pub(crate) mod metrics;
+pub(crate) mod slowlog;
