@@ -34,16 +34,9 @@ use std::rc::{Rc, Weak};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-
 use crate::config::LimitsConfig;
 use crate::context::WorkerStats;
-use crate::pending::ClientCell;
-use crate::session::Session;
 
-/// What one request waiting for its reply costs besides the reply: its `Entry`, the
-/// backend's bookkeeping and its share of the client's read buffer.
-pub(crate) const ENTRY_COST: usize = std::mem::size_of::<crate::pending::Entry>() + 128;
 /// Requests a worker holds unanswered (all clients together) past which clients with work
 /// pending stop being read, whatever the bytes: the backends then hold at most this many
 /// replies nobody is reading, and a well-behaved client's request never queues behind more
@@ -51,35 +44,52 @@ pub(crate) const ENTRY_COST: usize = std::mem::size_of::<crate::pending::Entry>(
 /// breakers default to 1024 requests per cluster; this is one full client pipeline).
 const MAX_QUEUED_REQUESTS: usize = 16 * 1024;
 /// The expected reply size before any was seen.
-const FIRST_EXPECTED_REPLY: usize = 1024;
+pub(crate) const FIRST_EXPECTED_REPLY: usize = 1024;
 /// How many of the largest clients a worker remembers as eviction candidates.
 const CANDIDATES: usize = 8;
 /// Clients holding less are never candidates: evicting them would free little.
-const MIN_CANDIDATE: usize = 64 * 1024;
+pub(crate) const MIN_CANDIDATE: usize = 64 * 1024;
 /// The gauge is republished when the count moved by this much (not per request).
 const PUBLISH_STEP: usize = 64 * 1024;
 /// Replies waiting for a full socket are copied out of the shared read buffers up to this
 /// many bytes per turn; a larger batch pins at most one read chunk beyond its own size.
-const COMPACT_MAX: usize = 256 * 1024;
+pub(crate) const COMPACT_MAX: usize = 256 * 1024;
+
+/// What the budget needs of a client: to mark it a candidate, and to evict it.
+pub(crate) trait Evictable {
+    fn set_candidate(&self, yes: bool);
+    /// Neither closed nor protected (CLIENT NO-EVICT).
+    fn evictable(&self) -> bool;
+    /// Set once chosen: the bytes it held then.
+    fn evicted(&self) -> Option<usize>;
+    /// Chosen: mark it with the bytes it held and wake it; it closes itself.
+    fn evict(&self, bytes: usize);
+}
 
 /// A client remembered as large, with the bytes it held when it last ran.
 #[derive(Default)]
 struct Candidate {
-    cell: Weak<ClientCell>,
+    cell: Option<Weak<dyn Evictable>>,
     bytes: usize,
+}
+
+impl Candidate {
+    fn live(&self) -> Option<Rc<dyn Evictable>> {
+        self.cell.as_ref()?.upgrade()
+    }
 }
 
 /// One worker's share of the budget and its accounting.
 #[derive(Default)]
 pub(crate) struct Budget {
     /// This worker's share in bytes; 0 = no budget.
-    share: usize,
+    pub(crate) share: usize,
     used: Cell<usize>,
     /// Bytes of clients chosen for eviction that have not closed yet (not counted twice).
-    releasing: Cell<usize>,
+    pub(crate) releasing: Cell<usize>,
     published: Cell<usize>,
     largest: RefCell<[Candidate; CANDIDATES]>,
-    stats: Arc<WorkerStats>,
+    pub(crate) stats: Arc<WorkerStats>,
     /// Moving average of the replies delivered: what a request in flight is charged for.
     expected_reply: Cell<usize>,
     /// Requests queued in this worker's clients' reply queues (answered or not, not popped).
@@ -136,81 +146,83 @@ impl Budget {
                 || self.requests.get() >= MAX_QUEUED_REQUESTS)
     }
 
-    fn half_used(&self) -> bool {
+    /// Requests queued in this worker's reply queues (for tests).
+    #[cfg(test)]
+    pub(crate) fn queued_requests(&self) -> usize {
+        self.requests.get()
+    }
+
+    pub(crate) fn half_used(&self) -> bool {
         self.share > 0 && self.used.get() >= self.share / 2
     }
 
-    fn over(&self) -> bool {
+    pub(crate) fn over(&self) -> bool {
         self.share > 0 && self.used.get().saturating_sub(self.releasing.get()) > self.share
     }
 
     /// Record that `cell` holds `bytes` now, keeping the largest few.
-    fn note(&self, cell: &Rc<ClientCell>, bytes: usize) {
+    pub(crate) fn note<C: Evictable + 'static>(&self, cell: &Rc<C>, bytes: usize) {
         let mut list = self.largest.borrow_mut();
-        let me = Rc::as_ptr(cell);
-        if let Some(slot) = list.iter_mut().find(|c| c.cell.as_ptr() == me) {
+        let me = Rc::as_ptr(cell) as *const ();
+        let mine = |c: &Candidate| {
+            c.cell
+                .as_ref()
+                .is_some_and(|w| w.as_ptr() as *const () == me)
+        };
+        if let Some(slot) = list.iter_mut().find(|c| mine(c)) {
             if bytes < MIN_CANDIDATE {
                 *slot = Candidate::default();
-                cell.candidate.set(false);
+                cell.set_candidate(false);
             } else {
                 slot.bytes = bytes;
             }
             return;
         }
         if bytes < MIN_CANDIDATE {
-            return cell.candidate.set(false);
+            return cell.set_candidate(false);
         }
-        let weight = |c: &Candidate| {
-            if c.cell.strong_count() == 0 {
-                0
-            } else {
-                c.bytes
-            }
-        };
+        let weight = |c: &Candidate| c.live().map_or(0, |_| c.bytes);
         let Some(smallest) = list.iter_mut().min_by_key(|c| weight(c)) else {
             return;
         };
         if weight(smallest) < bytes {
-            if let Some(old) = smallest.cell.upgrade() {
-                old.candidate.set(false);
+            if let Some(old) = smallest.live() {
+                old.set_candidate(false);
             }
+            let weak: Weak<dyn Evictable> = Rc::downgrade(cell) as Weak<dyn Evictable>;
             *smallest = Candidate {
-                cell: Rc::downgrade(cell),
+                cell: Some(weak),
                 bytes,
             };
-            cell.candidate.set(true);
+            cell.set_candidate(true);
         }
     }
 
     /// Close the largest live candidate: mark it and wake it; it logs and closes itself.
-    fn evict_largest(&self) {
+    pub(crate) fn evict_largest(&self) {
         let victim = {
             let mut list = self.largest.borrow_mut();
             let best = list
                 .iter_mut()
-                .filter(|c| {
-                    c.cell
-                        .upgrade()
-                        .is_some_and(|cell| !cell.is_closed() && !cell.no_evict.get())
-                })
+                .filter(|c| c.live().is_some_and(|cell| cell.evictable()))
                 .max_by_key(|c| c.bytes);
             best.map(std::mem::take)
         };
-        let Some(Candidate { cell, bytes }) = victim else {
+        let Some(victim) = victim else {
             return;
         };
-        let Some(cell) = cell.upgrade() else {
+        let Some(cell) = victim.live() else {
             return;
         };
-        cell.candidate.set(false);
+        cell.set_candidate(false);
         if cell.evicted().is_none() {
-            self.releasing.set(self.releasing.get() + bytes);
-            cell.evict(bytes);
+            self.releasing.set(self.releasing.get() + victim.bytes);
+            cell.evict(victim.bytes);
         }
     }
 
     /// Refresh the cross-thread gauge when the count moved by a step.
-    fn publish(&self) {
+    pub(crate) fn publish(&self) {
         let used = self.used.get();
         if used.abs_diff(self.published.get()) >= PUBLISH_STEP || (used == 0) {
             self.published.set(used);
@@ -232,136 +244,9 @@ pub(crate) fn size_socket_buffers(stream: &tokio::net::TcpStream, limits: &Limit
     }
 }
 
-// === impl Session (memory budget) ===
-
-impl Session {
-    /// Once half the share is used, a client whose socket is full (replies wait in `out`
-    /// after a write) reads nothing more: what it holds is not drained by anyone, so the
-    /// condition lasts, and the slow readers stay stopped instead of refilling the backends
-    /// each time the count dips. Near the share, a client with a request in flight reads
-    /// nothing either: everyone goes one request at a time.
-    pub(crate) fn budget_allows_read(&self) -> bool {
-        let budget = &self.worker.budget;
-        if !self.out.is_empty() && budget.half_used() {
-            return false;
-        }
-        !budget.pressed() || (self.cell.in_flight() == 0 && self.out.is_empty())
-    }
-
-    /// After each write attempt: copy out replies waiting for a full socket, report this
-    /// client's size, evict the largest client when over the share. True when this session
-    /// was evicted and must close.
-    pub(crate) fn enforce_budget(&mut self) -> bool {
-        if !self.out.is_empty() {
-            self.compact_out();
-        }
-        let budget = &self.worker.budget;
-        budget.publish();
-        if budget.share == 0 {
-            return false;
-        }
-        let mine = self.out_bytes + self.cell.charged();
-        if mine >= MIN_CANDIDATE || self.cell.candidate.get() {
-            budget.note(&self.cell, mine);
-        }
-        if budget.over() {
-            budget.evict_largest();
-        }
-        let Some(held) = self.cell.evicted() else {
-            return false;
-        };
-        tracing::warn!(
-            client.id = self.info.id,
-            held,
-            worker_bytes = budget.used(),
-            share = budget.share,
-            "evicting client: its worker is over its share of limits.memory_budget_bytes"
-        );
-        WorkerStats::bump(&budget.stats.clients_evicted);
-        true
-    }
-
-    /// Copy the replies added to `out` since the last call into one buffer of this client's
-    /// own, so they stop pinning the backends' shared read chunks.
-    fn compact_out(&mut self) {
-        let start = self.out_owned.min(self.out.len());
-        let fresh: usize = self.out.range(start..).map(Bytes::len).sum();
-        if fresh > 0 && fresh <= COMPACT_MAX && self.out.len() > start {
-            let mut own = BytesMut::with_capacity(fresh);
-            for part in self.out.range(start..) {
-                own.extend_from_slice(part);
-            }
-            self.out.truncate(start);
-            self.out.push_back(own.freeze());
-        }
-        self.out_owned = self.out.len();
-    }
-
-    /// The session is over: its unwritten replies leave the count, and so does its place
-    /// among the candidates and, if it was evicted, among the bytes being released.
-    pub(crate) fn leave_budget(&mut self) {
-        let budget = &self.worker.budget;
-        budget.release(std::mem::take(&mut self.out_bytes));
-        self.out.clear();
-        if self.cell.candidate.get() {
-            budget.note(&self.cell, 0);
-        }
-        if let Some(held) = self.cell.evicted() {
-            budget
-                .releasing
-                .set(budget.releasing.get().saturating_sub(held));
-        }
-        budget.publish();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_largest_candidate_is_evicted_and_its_bytes_count_as_releasing() {
-        let budget = Budget::new(1 << 20, 1, Arc::default());
-        let cells: Vec<_> = (0..10)
-            .map(|_| ClientCell::with_budget(budget.clone()))
-            .collect();
-        for (i, cell) in cells.iter().enumerate() {
-            budget.add((i + 1) * 100 * 1024);
-            budget.note(cell, (i + 1) * 100 * 1024);
-        }
-        assert!(budget.over());
-        budget.evict_largest();
-        assert_eq!(cells[9].evicted(), Some(1000 * 1024));
-        assert!(cells[..9].iter().all(|c| c.evicted().is_none()));
-        assert_eq!(budget.releasing.get(), 1000 * 1024);
-        assert!(!cells[0].candidate.get(), "the smallest fell off the list");
-    }
-
-    #[test]
-    fn every_charge_returns_to_zero() {
-        let budget = Budget::new(1 << 30, 1, Arc::default());
-        let cell = ClientCell::with_budget(budget.clone());
-        let pending = || crate::pending::Entry {
-            reply: None,
-            ..crate::pending::Entry::ready(Bytes::new())
-        };
-        let seqs: Vec<u64> = (0..3).map(|_| cell.push(pending())).collect();
-        cell.push_ready(Bytes::from_static(b"+OK\r\n"));
-        assert!(budget.used() >= 3 * (ENTRY_COST + FIRST_EXPECTED_REPLY));
-        cell.deliver(seqs[0], 0, Bytes::from_static(b"$1\r\na\r\n"));
-        cell.deliver(seqs[1], 0, Bytes::from_static(b"$1\r\nb\r\n"));
-        let mut out = std::collections::VecDeque::new();
-        let written = cell.pop_ready(&mut out);
-        assert_eq!(written, 14);
-        assert!(
-            budget.used() >= written,
-            "popped replies stay counted until written"
-        );
-        budget.release(written);
-        cell.close();
-        assert_eq!(budget.used(), 0);
-        assert_eq!(budget.requests.get(), 0);
-    }
 
     #[test]
     fn pressure_starts_at_three_quarters_and_off_means_never() {

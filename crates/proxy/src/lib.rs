@@ -18,30 +18,17 @@
 //! Invariants: each client receives its replies in its own request order; nothing on the
 //! request path takes a lock, hops threads or logs at info level.
 
+mod accept;
 mod admin;
 mod auth;
 mod backend;
 mod budget;
-mod client_cmd;
 pub mod config;
 mod context;
-mod dispatch_wide;
-mod exclusive;
-mod fanout;
-mod limits;
-mod local;
-mod pending;
-mod pubsub;
-mod redirect;
 mod reply;
-mod resubscribe;
 mod route;
 mod session;
-mod session_auth;
-mod slowlog_session;
 pub mod topology;
-mod transaction;
-mod upload;
 mod worker;
 
 use std::net::SocketAddr;
@@ -295,7 +282,7 @@ fn spawn_worker(
                     Err(e) => return tracing::error!(error = %e, "worker cannot use its listener"),
                 };
                 let worker = worker::Worker::new(shared, stats);
-                worker::accept_loop(listener, worker, shutdown).await;
+                accept::accept_loop(listener, worker, shutdown).await;
             });
         })
         .map_err(StartError::Thread)

@@ -12,8 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cluster::slot_map::SlotMap;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::backend::{Backend, Settings};
 use crate::budget::Budget;
@@ -130,40 +128,5 @@ impl Worker {
             node: self.stats.nodes.node(addr),
         };
         Backend::new(addr, settings, self.shared.topology.clone())
-    }
-}
-
-/// Accept clients until shutdown; each client becomes a task on this thread.
-pub(crate) async fn accept_loop(
-    listener: TcpListener,
-    worker: Rc<Worker>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    // The registry's coarse clock (CLIENT LIST idle/age) and the big-buffer pool's aging:
-    // one tick per worker, not per client.
-    let mut clock = tokio::time::interval(crate::context::registry::TICK);
-    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = clock.tick() => {
-                worker.stats.registry.tick();
-                crate::backend::bigbuf::tick();
-            }
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    // TCP_NODELAY is inherited from the listener on Linux (`bind_one`).
-                    #[cfg(not(target_os = "linux"))]
-                    let _ = stream.set_nodelay(true);
-                    crate::budget::size_socket_buffers(&stream, &worker.shared.config.limits);
-                    tokio::task::spawn_local(crate::session::serve(stream, peer, worker.clone()));
-                }
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning on the error.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            },
-            _ = shutdown.changed() => return,
-        }
     }
 }

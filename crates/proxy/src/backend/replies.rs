@@ -11,15 +11,15 @@
 //!
 //! Why: framed whole, a 100 MB reply is written to memory and read back cold, and its
 //! client gets nothing until the last byte is in. Only a top-level bulk string owed to a
-//! whole request streams (`ClientCell::may_stream_reply`); replies inside aggregates or for
+//! whole request streams (`ReplySink::may_stream_reply`); replies inside aggregates or for
 //! parts of split requests are framed as before. The node is trusted to end the bulk with
 //! its CRLF: the bytes are counted, not checked. If the connection breaks mid-reply, the
 //! client has part of a reply it can never complete, so its connection is closed.
 
 use std::rc::Rc;
 
+use super::ReplySink;
 use super::{node_error, Conn};
-use crate::pending::ClientCell;
 
 /// Bulk replies at least this big are streamed.
 const STREAM_MIN: usize = crate::backend::bigbuf::BIG;
@@ -29,7 +29,7 @@ pub(super) const STREAM_READ: usize = 512 * 1024;
 
 /// A big bulk reply on its way to its client.
 pub(super) struct ReplyStream {
-    client: Rc<ClientCell>,
+    client: Rc<dyn ReplySink>,
     seq: u64,
     /// Bytes of the frame (header, payload, CRLF) not yet passed on.
     left: usize,

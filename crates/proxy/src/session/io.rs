@@ -12,9 +12,9 @@ use tokio::io::AsyncWrite;
 use super::Session;
 use crate::backend::{advance, fill_slices};
 use crate::context::WorkerStats;
-use crate::limits::TimerKind;
-use crate::redirect;
-use crate::upload::{Start, Step};
+use crate::session::limits::TimerKind;
+use crate::session::redirect;
+use crate::session::upload::{Start, Step};
 
 pub(super) const READ_CHUNK: usize = 16 * 1024;
 /// Below glibc's mmap threshold, so each piece comes from (and returns to) the heap.
@@ -216,7 +216,7 @@ impl Session {
     pub(super) fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
         let limit = match self.authenticated {
             true => self.worker.shared.config.limits.max_query_buffer_bytes,
-            false => crate::session_auth::PRE_AUTH_BUFFER,
+            false => crate::session::auth::PRE_AUTH_BUFFER,
         };
         if self.read_buf.len() > limit {
             tracing::info!(

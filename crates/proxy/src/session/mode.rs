@@ -12,10 +12,10 @@ use bytes::Bytes;
 use resp::Request;
 
 use super::Session;
-use crate::exclusive::Held;
-use crate::local::{self, SessionInfo};
 use crate::route::PubSubTarget;
 use crate::route::{Local, Route};
+use crate::session::exclusive::Held;
+use crate::session::local::{self, SessionInfo};
 
 impl Session {
     /// Whether `cmd` changes the connection's mode and so must wait for what is in flight.

@@ -27,8 +27,12 @@ use bytes::Bytes;
 
 use crate::backend::Backend;
 use crate::budget::Budget;
-use crate::fanout::Fanout;
-use crate::slowlog_session::Mark;
+use crate::session::fanout::Fanout;
+use crate::session::slowlog::Mark;
+
+/// What one request waiting for its reply costs besides the reply: its `Entry`, the
+/// backend's bookkeeping and its share of the client's read buffer.
+pub(crate) const ENTRY_COST: usize = std::mem::size_of::<Entry>() + 128;
 
 /// One request's place in its client's reply order.
 pub(crate) struct Entry {
@@ -236,9 +240,9 @@ impl ClientCell {
         let charge = match &entry.reply {
             Some(reply) => {
                 self.add_queued(reply.len());
-                crate::budget::ENTRY_COST
+                crate::session::queue::ENTRY_COST
             }
-            None => crate::budget::ENTRY_COST + self.budget.expected_reply(),
+            None => crate::session::queue::ENTRY_COST + self.budget.expected_reply(),
         };
         self.inflight_charge
             .set(self.inflight_charge.get() + charge);
@@ -255,47 +259,6 @@ impl ClientCell {
     /// Append an entry whose reply is already known.
     pub(crate) fn push_ready(&self, reply: Bytes) {
         self.push(Entry::ready(reply));
-    }
-
-    /// A backend's reply for part `frag` of request `seq` (part 0 of an unsplit request).
-    /// Wakes the session only when it can act: the head became ready, or a redirect needs
-    /// following.
-    pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
-        let mut q = self.queue.borrow_mut();
-        // An evicted client is closing: what it is still owed would only add to the excess.
-        if q.closed || self.evicted.get().is_some() {
-            return;
-        }
-        let Some(idx) = seq.checked_sub(q.head_seq) else {
-            return;
-        };
-        let redirect = is_redirect(&reply);
-        let Some(entry) = q.entries.get_mut(idx as usize) else {
-            return;
-        };
-        let ready = match (&mut entry.fanout, redirect) {
-            (None, _) => Some(reply),
-            (Some(f), true) => {
-                if let Some(part) = f.parts.get_mut(frag as usize) {
-                    part.reply = Some(reply);
-                }
-                None
-            }
-            (Some(f), false) => f.complete(frag as usize, reply),
-        };
-        let became_ready = ready.is_some() && !redirect;
-        if let Some(reply) = ready {
-            self.budget.observe_reply(reply.len());
-            self.add_queued(reply.len());
-            entry.reply = Some(reply);
-        }
-        if redirect {
-            q.redirected.push((seq, frag));
-        }
-        drop(q);
-        if (idx == 0 && became_ready) || redirect {
-            self.wake();
-        }
     }
 
     /// A frame from a pub/sub connection (message, confirmation, or a reply in subscribed
@@ -418,18 +381,9 @@ impl ClientCell {
     }
 }
 
-/// Replies the proxy acts on instead of forwarding: redirects (MOVED, ASK), and errors that
-/// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING).
-pub(crate) fn is_redirect(frame: &[u8]) -> bool {
-    if frame.first() != Some(&b'-') {
-        return false;
-    }
-    // With the space: a MOVED or ASK without its arguments is passed through, not retried.
-    frame.starts_with(b"-MOVED ")
-        || frame.starts_with(b"-ASK ")
-        || ::topology::not_executed(cluster::error_kind(frame))
-}
-
+mod deliver;
+#[cfg(test)]
+use deliver::is_redirect;
 mod partial;
 #[cfg(test)]
 mod tests;

@@ -21,10 +21,10 @@ use bytes::{Bytes, BytesMut};
 use resp::Request;
 
 use crate::backend::Backend;
-use crate::exclusive::{Exclusive, Held, Via};
-use crate::pending::Entry;
 use crate::reply::error;
 use crate::route::{Local, Route, TxCommand};
+use crate::session::exclusive::{Exclusive, Held, Via};
+use crate::session::queue::Entry;
 use crate::session::Session;
 
 /// A MULTI in progress.

@@ -3,7 +3,7 @@
 //! ```text
 //!  sessions ──send()──▶ queue ──(one writev per loop turn)──▶ socket ──▶ redis node
 //!                                  │ in_flight FIFO (client, seq)        │
-//!  ClientCell::deliver ◀── frame ◀─┴──────────── replies ◀───────────────┘
+//!  ReplySink::deliver  ◀── frame ◀─┴──────────── replies ◀───────────────┘
 //! ```
 //!
 //! Requests from every client of the worker are appended to `queue` during a loop turn; the
@@ -38,66 +38,22 @@ use tokio::time::Instant;
 
 use crate::backend::stats::NodeStats;
 use crate::backend::watchdog::Watchdog;
-use crate::pending::ClientCell;
 use crate::topology::Topology;
 
 pub(crate) mod bigbuf;
+mod outgoing;
 mod replies;
+pub(crate) mod sink;
 pub(crate) mod stats;
 mod task;
 pub(crate) mod watchdog;
 mod writev;
 
+use outgoing::InFlight;
+pub(crate) use outgoing::Outgoing;
+pub(crate) use sink::ReplySink;
 use task::run;
 pub(crate) use writev::{advance, fill_slices};
-
-/// One request waiting to be written to the node.
-pub(crate) struct Outgoing {
-    pub frame: Bytes,
-    pub client: Rc<ClientCell>,
-    pub seq: u64,
-    /// Which part of a split request this is (0 when unsplit).
-    pub frag: u32,
-    /// Send `ASKING` right before this request, in the same write (ASK redirection).
-    pub asking: bool,
-    /// `frame` holds this many commands before the one whose reply the client gets (a
-    /// transaction sent as MULTI…EXEC): their replies are read and dropped.
-    pub skip: u32,
-    /// The request goes on in a later `Outgoing` (a streamed upload): this part is written
-    /// but owed no reply; the last part carries `false` and the reply's owner.
-    pub more: bool,
-}
-
-impl Outgoing {
-    /// A whole request, owed one reply: what most requests are.
-    pub(crate) fn new(frame: Bytes, client: Rc<ClientCell>, seq: u64) -> Outgoing {
-        Outgoing {
-            frame,
-            client,
-            seq,
-            frag: 0,
-            asking: false,
-            skip: 0,
-            more: false,
-        }
-    }
-}
-
-/// Who is owed the next reply read from the node.
-struct InFlight {
-    client: Option<Rc<ClientCell>>,
-    seq: u64,
-    frag: u32,
-}
-
-impl InFlight {
-    /// A reply nobody is owed (ASKING, AUTH, HELLO 3, a transaction's QUEUED): read, dropped.
-    const DISCARD: InFlight = InFlight {
-        client: None,
-        seq: 0,
-        frag: 0,
-    };
-}
 
 /// How a connection to a node is set up.
 pub(crate) struct Settings {
@@ -146,7 +102,7 @@ pub(crate) struct Backend {
     auth: Option<Bytes>,
     /// Stream mode (a session's pub/sub connection): every frame the node sends is handed to
     /// this client as it comes, with no request/reply pairing.
-    sink: RefCell<Option<Rc<ClientCell>>>,
+    sink: RefCell<Option<Rc<dyn ReplySink>>>,
     /// This worker's counters for the node.
     pub node: Arc<NodeStats>,
     /// Connections lost or failed so far: state the node kept per connection (a WATCH)
@@ -229,7 +185,7 @@ impl Backend {
     }
 
     /// Turn this (new, unused) connection into a stream to `client` (pub/sub).
-    pub(crate) fn stream_to(&self, client: Rc<ClientCell>) {
+    pub(crate) fn stream_to(&self, client: Rc<dyn ReplySink>) {
         *self.sink.borrow_mut() = Some(client);
     }
 

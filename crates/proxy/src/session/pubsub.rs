@@ -31,9 +31,9 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
-use crate::exclusive::Held;
 use crate::route::merge::array_elements;
 use crate::route::PubSubTarget;
+use crate::session::exclusive::Held;
 use crate::session::Session;
 
 /// A session's subscription connections and their last confirmed counts.
@@ -245,7 +245,7 @@ impl Session {
         else {
             return false;
         };
-        let Some((slot, addr)) = crate::resubscribe::moved_target(frame) else {
+        let Some((slot, addr)) = crate::session::resubscribe::moved_target(frame) else {
             return false;
         };
         let version = self.worker.topology().current().version();

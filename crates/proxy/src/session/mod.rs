@@ -30,17 +30,32 @@ use tokio::net::TcpStream;
 use crate::backend::{Backend, Outgoing};
 use crate::context::registry::ClientHandle;
 use crate::context::WorkerStats;
-use crate::exclusive::Held;
-use crate::fanout::Fanout;
-use crate::local::{self, SessionInfo};
-use crate::pending::{ClientCell, Entry};
-use crate::pubsub::PubSub;
 use crate::route::{self, Local, Route};
-use crate::transaction::Transaction;
+use crate::session::exclusive::Held;
+use crate::session::fanout::Fanout;
+use crate::session::pubsub::PubSub;
+use crate::session::queue::{ClientCell, Entry};
+use crate::session::transaction::Transaction;
 use crate::worker::Worker;
+use local::SessionInfo;
 
+pub(crate) mod auth;
+pub(crate) mod budget;
+pub(crate) mod client;
+pub(crate) mod exclusive;
+pub(crate) mod fanout;
 mod io;
+pub(crate) mod limits;
+pub(crate) mod local;
 mod mode;
+pub(crate) mod pubsub;
+pub(crate) mod queue;
+pub(crate) mod redirect;
+pub(crate) mod resubscribe;
+pub(crate) mod slowlog;
+pub(crate) mod transaction;
+pub(crate) mod upload;
+pub(crate) mod wide;
 
 /// Serve one client until it leaves or must be closed.
 pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>) {
@@ -56,7 +71,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     }
     let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(client.id = id, client.addr = %peer, "client connected");
-    let client = crate::client_cmd::register(&worker, id, peer, &stream).await;
+    let client = crate::session::client::register(&worker, id, peer, &stream).await;
     let mut session = Session::new(stream, worker.clone(), client);
     poll_fn(|cx| session.poll(cx)).await;
     session.cell.close();
@@ -95,13 +110,13 @@ pub(crate) struct Session {
     /// MULTI in progress.
     pub(crate) tx: Option<Transaction>,
     /// The WATCH in force, if any, and the connection that carries it.
-    pub(crate) watch: Option<crate::transaction::Watch>,
+    pub(crate) watch: Option<crate::session::transaction::Watch>,
     /// Subscription connections, while the client has subscriptions.
     pub(crate) pubsub: Option<PubSub>,
     /// Reused buffer for frames taken from the subscription connections.
     pub(crate) push_scratch: Vec<(usize, Bytes)>,
     /// Idle timeout or request deadline, armed only when it can fire.
-    pub(crate) timer: crate::limits::Timer,
+    pub(crate) timer: crate::session::limits::Timer,
     /// False until AUTH succeeds, when the proxy requires authentication.
     pub(crate) authenticated: bool,
     /// Index of the authenticated user in `Shared::users`.
@@ -111,11 +126,11 @@ pub(crate) struct Session {
     /// Bytes read and written in the current poll (see `TURN_QUANTUM`).
     turn_bytes: usize,
     /// SLOWLOG stamps and marks (see slowlog_session.rs).
-    pub(crate) slowlog: crate::slowlog_session::Tracker,
+    pub(crate) slowlog: crate::session::slowlog::Tracker,
     /// This client's entry in the worker's registry (CLIENT LIST/KILL); dropped on close.
     pub(crate) client: ClientHandle,
     /// A big request being streamed to its node as it arrives (`upload.rs`).
-    pub(crate) upload: Option<crate::upload::Upload>,
+    pub(crate) upload: Option<crate::session::upload::Upload>,
     /// The request at the parser's head is to be streamed once the requests before it are
     /// answered; it must not be parsed (framed) meanwhile.
     pub(crate) upload_waiting: bool,
@@ -134,7 +149,7 @@ impl Session {
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
         let threshold = worker.shared.slowlog.threshold_us;
-        let slowlog = crate::slowlog_session::Tracker::new(threshold, stream.peer_addr().ok());
+        let slowlog = crate::session::slowlog::Tracker::new(threshold, stream.peer_addr().ok());
         Session {
             stream,
             cell: ClientCell::with_budget(worker.budget.clone()),

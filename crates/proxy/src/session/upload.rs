@@ -31,8 +31,8 @@ use bytes::Bytes;
 
 use crate::backend::{Backend, Outgoing};
 use crate::context::WorkerStats;
-use crate::pending::Entry;
 use crate::route::Route;
+use crate::session::queue::Entry;
 use crate::session::Session;
 
 /// Last arguments at least this big are streamed; smaller ones are cheap to frame whole.
@@ -171,7 +171,7 @@ impl Session {
         let Some(up) = self.upload.take() else {
             return Step::Done;
         };
-        self.reset_timer(crate::limits::TimerKind::RequestDeadline);
+        self.reset_timer(crate::session::limits::TimerKind::RequestDeadline);
         if !good {
             self.abort_upload(up, resp::ProtocolError::MissingCrlfAfterBulk.to_resp());
             return Step::Close;

@@ -22,9 +22,9 @@ use tokio::net::TcpStream;
 
 use crate::admin::client_list::{self, Filter, Kind};
 use crate::context::registry::{flag, ClientHandle, ClientView, Meta};
-use crate::local;
 use crate::reply::error;
 use crate::route::Local;
+use crate::session::local;
 use crate::session::Session;
 use crate::worker::Worker;
 

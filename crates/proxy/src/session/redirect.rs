@@ -22,7 +22,7 @@ use topology::Backoff;
 
 use crate::backend::{Backend, Outgoing};
 use crate::context::WorkerStats;
-use crate::pending::Entry;
+use crate::session::queue::Entry;
 use crate::session::Session;
 use crate::worker::Worker;
 
@@ -173,7 +173,7 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
     let Some(fanout) = entry.fanout.as_mut() else {
         let frame = entry.frame.clone().or_else(|| {
             let parts = entry.parts.as_deref()?;
-            Some(crate::upload::join(parts))
+            Some(crate::session::upload::join(parts))
         });
         let hop = Hop {
             reply: &mut entry.reply,

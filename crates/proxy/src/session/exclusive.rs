@@ -24,9 +24,9 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
-use crate::pending::Entry;
 use crate::route::Local;
 use crate::route::PubSubTarget;
+use crate::session::queue::Entry;
 use crate::session::Session;
 
 /// A request waiting for its turn, by kind.

@@ -19,7 +19,7 @@ use cluster::redirect::{parse_redirect, Host, Redirect};
 use cluster::slot_map::join_host_port;
 use resp::Request;
 
-use crate::pubsub::{Confirmation, PubSub};
+use crate::session::pubsub::{Confirmation, PubSub};
 use crate::session::Session;
 
 // === impl Session (shard resubscription) ===

@@ -8,11 +8,11 @@ use bytes::{Bytes, BytesMut};
 use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
-use crate::fanout::{Fanout, Part};
-use crate::pending::Entry;
 use crate::reply::error;
 use crate::route::scan::parse_cursor;
 use crate::route::Merge;
+use crate::session::fanout::{Fanout, Part};
+use crate::session::queue::Entry;
 use crate::session::Session;
 
 // === impl Session (multi-node requests) ===

@@ -1,0 +1,86 @@
+//! Replies arriving from the backends, in whatever order the nodes answer: each lands in the
+//! entry of its request, a redirect is set aside for the session to follow, and the session
+//! is woken only when it can act (the head became ready, or a redirect waits).
+
+use bytes::Bytes;
+
+use super::ClientCell;
+use crate::backend::ReplySink;
+
+impl ClientCell {
+    /// A backend's reply for part `frag` of request `seq` (part 0 of an unsplit request).
+    /// Wakes the session only when it can act: the head became ready, or a redirect needs
+    /// following.
+    pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
+        let mut q = self.queue.borrow_mut();
+        // An evicted client is closing: what it is still owed would only add to the excess.
+        if q.closed || self.evicted.get().is_some() {
+            return;
+        }
+        let Some(idx) = seq.checked_sub(q.head_seq) else {
+            return;
+        };
+        let redirect = is_redirect(&reply);
+        let Some(entry) = q.entries.get_mut(idx as usize) else {
+            return;
+        };
+        let ready = match (&mut entry.fanout, redirect) {
+            (None, _) => Some(reply),
+            (Some(f), true) => {
+                if let Some(part) = f.parts.get_mut(frag as usize) {
+                    part.reply = Some(reply);
+                }
+                None
+            }
+            (Some(f), false) => f.complete(frag as usize, reply),
+        };
+        let became_ready = ready.is_some() && !redirect;
+        if let Some(reply) = ready {
+            self.budget.observe_reply(reply.len());
+            self.add_queued(reply.len());
+            entry.reply = Some(reply);
+        }
+        if redirect {
+            q.redirected.push((seq, frag));
+        }
+        drop(q);
+        if (idx == 0 && became_ready) || redirect {
+            self.wake();
+        }
+    }
+}
+
+/// The backends see a client only as this.
+impl ReplySink for ClientCell {
+    fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
+        ClientCell::deliver(self, seq, frag, reply)
+    }
+
+    fn may_stream_reply(&self, seq: u64, frag: u32) -> bool {
+        ClientCell::may_stream_reply(self, seq, frag)
+    }
+
+    fn deliver_piece(&self, seq: u64, piece: Bytes, total: usize) {
+        ClientCell::deliver_piece(self, seq, piece, total)
+    }
+
+    fn push_frame(&self, source: usize, frame: Bytes) {
+        ClientCell::push_frame(self, source, frame)
+    }
+
+    fn stream_lost(&self) {
+        ClientCell::stream_lost(self)
+    }
+}
+
+/// Replies the proxy acts on instead of forwarding: redirects (MOVED, ASK), and errors that
+/// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING).
+pub(crate) fn is_redirect(frame: &[u8]) -> bool {
+    if frame.first() != Some(&b'-') {
+        return false;
+    }
+    // With the space: a MOVED or ASK without its arguments is passed through, not retried.
+    frame.starts_with(b"-MOVED ")
+        || frame.starts_with(b"-ASK ")
+        || ::topology::not_executed(cluster::error_kind(frame))
+}
