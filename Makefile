@@ -32,6 +32,7 @@ compat: deps
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	python3 scripts/modcycles.py crates/proxy/src
 
 fmt:
 	$(CARGO) fmt --all
