@@ -24,6 +24,7 @@ use crate::admin::client_list::{self, Filter, Kind};
 use crate::context::registry::{flag, ClientHandle, ClientView, Meta};
 use crate::reply::error;
 use crate::route::Local;
+use crate::session::exclusive::Intake;
 use crate::session::local;
 use crate::session::Session;
 use crate::worker::Worker;
@@ -102,7 +103,7 @@ impl Session {
         let bit = |on: bool, f: u32| if on { f } else { 0 };
         let flags = bit(self.pubsub.is_some(), flag::PUBSUB)
             | bit(self.tx.is_some(), flag::MULTI)
-            | bit(self.serial, flag::BLOCKED)
+            | bit(matches!(self.intake, Intake::Serial), flag::BLOCKED)
             | bit(!self.out.is_empty(), flag::WRITABLE);
         live.flags.store(flags, Relaxed);
         let (sub, ssub) = self.pubsub.as_ref().map_or((0, 0), |p| p.counts());

@@ -29,6 +29,25 @@ use crate::route::PubSubTarget;
 use crate::session::queue::Entry;
 use crate::session::Session;
 
+/// What the session does with the requests its client sends next: one state, not a flag
+/// per reason to stop. (`draining`, the input being finished, and `input_stalled`, complete
+/// requests left unparsed, are facts about the socket and the buffer, kept beside it.)
+#[derive(Default)]
+pub(crate) enum Intake {
+    /// Parse and dispatch as they come, within backpressure.
+    #[default]
+    Open,
+    /// This request waits until every earlier one is answered and every pub/sub command
+    /// confirmed; nothing after it is parsed meanwhile.
+    Held(Held),
+    /// A request that has a connection to itself is in flight (a BLPOP, EXEC): nothing more
+    /// is parsed until it is answered, as Redis runs a client's commands one at a time.
+    Serial,
+    /// The big request at the parser's head is streamed once the requests before it are
+    /// answered (or a streamed one's reply is awaited): it must not be framed meanwhile.
+    UploadWaiting,
+}
+
 /// A request waiting for its turn, by kind.
 pub(crate) enum Held {
     /// Sent alone on one of the session's own connections.
@@ -82,7 +101,7 @@ impl Held {
 impl Session {
     /// Queue `held` to run alone once the requests before it are answered.
     pub(crate) fn hold(&mut self, held: Held) {
-        self.held = Some(held);
+        self.intake = Intake::Held(held);
         self.release_held();
     }
 
@@ -97,12 +116,19 @@ impl Session {
         if !self.settled() {
             return false;
         }
-        self.serial = false;
-        match self.held.take() {
-            Some(Held::PubSub(frame, target)) => self.send_pubsub(frame, target),
-            Some(Held::Local(req, cmd)) => self.run_mode_change(&req, cmd),
-            Some(Held::Exclusive(ex)) => self.run_exclusive(ex),
-            None => return false,
+        let held = match std::mem::take(&mut self.intake) {
+            Intake::Held(held) => held,
+            // A waiting upload resumes from the parse loop; serial mode ends here.
+            Intake::UploadWaiting => {
+                self.intake = Intake::UploadWaiting;
+                return false;
+            }
+            Intake::Open | Intake::Serial => return false,
+        };
+        match held {
+            Held::PubSub(frame, target) => self.send_pubsub(frame, target),
+            Held::Local(req, cmd) => self.run_mode_change(&req, cmd),
+            Held::Exclusive(ex) => self.run_exclusive(ex),
         }
         true
     }
@@ -144,7 +170,7 @@ impl Session {
             ..Outgoing::new(ex.frame, self.cell.clone(), seq)
         };
         backend.send(out);
-        self.serial = true;
+        self.intake = Intake::Serial;
     }
 
     /// The session's dedicated connection to `addr`, opening it (and closing one to another
@@ -173,8 +199,11 @@ impl Session {
     /// confirmed, or a streamed upload waits for the requests before it: no further request
     /// is read (it might depend on the mode they leave).
     pub(crate) fn exclusive_busy(&self) -> bool {
-        self.held.is_some()
-            || self.pubsub_syncing()
-            || ((self.serial || self.upload_waiting) && self.cell.in_flight() > 0)
+        let waiting = match self.intake {
+            Intake::Open => false,
+            Intake::Held(_) => true,
+            Intake::Serial | Intake::UploadWaiting => self.cell.in_flight() > 0,
+        };
+        waiting || self.pubsub_syncing()
     }
 }

@@ -12,6 +12,7 @@ use tokio::io::AsyncWrite;
 use super::Session;
 use crate::backend::{advance, fill_slices};
 use crate::context::WorkerStats;
+use crate::session::exclusive::Intake;
 use crate::session::limits::TimerKind;
 use crate::session::redirect;
 use crate::session::upload::{Start, Step};
@@ -68,7 +69,8 @@ impl Session {
             return None;
         }
         // A blocked command may never answer: a departed client must not keep it.
-        let done = self.serial || (self.out.is_empty() && self.cell.in_flight() == 0);
+        let serial = matches!(self.intake, Intake::Serial);
+        let done = serial || (self.out.is_empty() && self.cell.in_flight() == 0);
         Some(if done { Poll::Ready(()) } else { Poll::Pending })
     }
 
@@ -78,7 +80,7 @@ impl Session {
         if !self.may_read() {
             // A big request waiting to be streamed must not arrive whole meanwhile, or it
             // would be framed after all: read only a little past its start.
-            let waiting_full = self.upload_waiting && self.read_buf.len() >= READ_CHUNK * 4;
+            let waiting_full = self.upload_waiting() && self.read_buf.len() >= READ_CHUNK * 4;
             if !self.exclusive_busy() || waiting_full {
                 return Some(Poll::Pending);
             }
@@ -165,11 +167,11 @@ impl Session {
     /// Parse every complete request and dispatch it. False when the client must be dropped
     /// without any reply (query buffer overflow, the cross-protocol guard).
     pub(super) fn parse_and_dispatch(&mut self) -> bool {
-        if self.upload_waiting && self.cell.in_flight() > 0 {
+        if self.upload_waiting() && self.cell.in_flight() > 0 {
             return true;
         }
         loop {
-            if self.resume_waiting_upload() && self.upload_waiting {
+            if self.resume_waiting_upload() && self.upload_waiting() {
                 return true;
             }
             match self.pump_upload() {

@@ -31,7 +31,7 @@ use crate::backend::{Backend, Outgoing};
 use crate::context::registry::ClientHandle;
 use crate::context::WorkerStats;
 use crate::route::{self, Local, Route};
-use crate::session::exclusive::Held;
+use crate::session::exclusive::{Held, Intake};
 use crate::session::fanout::Fanout;
 use crate::session::pubsub::PubSub;
 use crate::session::queue::{ClientCell, Entry};
@@ -72,15 +72,8 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(client.id = id, client.addr = %peer, "client connected");
     let client = crate::session::client::register(&worker, id, peer, &stream).await;
-    let mut session = Session::new(stream, worker.clone(), client);
+    let mut session = Session::new(stream, worker, client);
     poll_fn(|cx| session.poll(cx)).await;
-    session.cell.close();
-    session.leave_budget();
-    session.drop_dedicated();
-    session.forget_watch();
-    session.leave_pubsub();
-    worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
-    WorkerStats::bump(&worker.stats.connections_closed);
     tracing::debug!(client.id = id, "client closed");
 }
 
@@ -103,10 +96,8 @@ pub(crate) struct Session {
     pub(crate) input_stalled: bool,
     /// This session's own connection, for blocking commands and transactions.
     pub(crate) dedicated: Option<Rc<Backend>>,
-    /// An exclusive request waiting for the requests before it to be answered.
-    pub(crate) held: Option<Held>,
-    /// An exclusive request is in flight: read nothing more until it is answered.
-    pub(crate) serial: bool,
+    /// What happens to the requests the client sends next (`exclusive.rs`).
+    pub(crate) intake: Intake,
     /// MULTI in progress.
     pub(crate) tx: Option<Transaction>,
     /// The WATCH in force, if any, and the connection that carries it.
@@ -131,9 +122,20 @@ pub(crate) struct Session {
     pub(crate) client: ClientHandle,
     /// A big request being streamed to its node as it arrives (`upload.rs`).
     pub(crate) upload: Option<crate::session::upload::Upload>,
-    /// The request at the parser's head is to be streamed once the requests before it are
-    /// answered; it must not be parsed (framed) meanwhile.
-    pub(crate) upload_waiting: bool,
+}
+
+/// The session's end, however it ends: also when its task panics (the unwinding drops it),
+/// so the client count, the budget's charges and the node connections are never leaked.
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.cell.close();
+        self.leave_budget();
+        self.drop_dedicated();
+        self.forget_watch();
+        self.leave_pubsub();
+        self.worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
+        WorkerStats::bump(&self.worker.stats.connections_closed);
+    }
 }
 
 // === impl Session ===
@@ -164,8 +166,7 @@ impl Session {
             draining: false,
             input_stalled: false,
             dedicated: None,
-            held: None,
-            serial: false,
+            intake: Intake::Open,
             tx: None,
             watch: None,
             pubsub: None,
@@ -178,7 +179,6 @@ impl Session {
             slowlog,
             client,
             upload: None,
-            upload_waiting: false,
         }
     }
 

@@ -32,6 +32,7 @@ use bytes::Bytes;
 use crate::backend::{Backend, Outgoing};
 use crate::context::WorkerStats;
 use crate::route::Route;
+use crate::session::exclusive::Intake;
 use crate::session::queue::Entry;
 use crate::session::Session;
 
@@ -94,7 +95,7 @@ impl Session {
         if self.cell.in_flight() > 0 {
             // Framing it instead would let the next big request wait for this one in turn:
             // stop reading until the requests before it are answered (`exclusive_busy`).
-            self.upload_waiting = true;
+            self.intake = Intake::UploadWaiting;
             self.input_stalled = true;
             return Start::Wait;
         }
@@ -124,10 +125,16 @@ impl Session {
     /// The request the parser stopped at waited for the ones before it: stream it now if
     /// they are answered. True when it started (or still waits).
     pub(crate) fn resume_waiting_upload(&mut self) -> bool {
-        if !std::mem::take(&mut self.upload_waiting) {
+        if !matches!(self.intake, Intake::UploadWaiting) {
             return false;
         }
+        self.intake = Intake::Open;
         !matches!(self.try_start_upload(), Start::No)
+    }
+
+    /// A big request waits to be streamed (or a streamed one for its reply).
+    pub(crate) fn upload_waiting(&self) -> bool {
+        matches!(self.intake, Intake::UploadWaiting)
     }
 
     /// The conditions under which streaming keeps the client's order and checks intact.
@@ -137,7 +144,7 @@ impl Session {
             && self.tx.is_none()
             && self.watch.is_none()
             && self.pubsub.is_none()
-            && self.held.is_none()
+            && !matches!(self.intake, Intake::Held(_))
             && !self.draining
     }
 
@@ -192,7 +199,7 @@ impl Session {
         up.backend.send(self.outgoing(up.seq, last, false));
         // Nothing else may run before its reply. Wait as a waiting upload does, reading
         // only a little, so that a big request right behind it is streamed too.
-        self.upload_waiting = true;
+        self.intake = Intake::UploadWaiting;
         self.input_stalled = true;
         Step::Done
     }
