@@ -34,6 +34,7 @@ mod dispatch_wide;
 mod exclusive;
 mod fanout;
 mod info;
+mod keepalive;
 mod limits;
 mod local;
 pub mod metrics;

@@ -186,6 +186,7 @@ impl NodeConn {
     async fn connect_inner(addr: &str, auth: Option<&bytes::Bytes>) -> Result<NodeConn, String> {
         let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
+        crate::keepalive::enable(&stream);
         let mut conn = NodeConn {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),
