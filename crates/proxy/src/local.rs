@@ -50,6 +50,7 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
             resp::write_simple(&mut out, b"RESET");
         }
         Local::Slowlog => return crate::slowlog::command(req, shared),
+        Local::ClusterFlag => resp::write_simple(&mut out, b"OK"),
         Local::Info => resp::write_bulk(&mut out, crate::info::render(shared, req).as_bytes()),
         Local::ClusterKeyslot => {
             resp::write_int(&mut out, i64::from(cluster::key_slot(req.arg(2))))
@@ -281,6 +282,9 @@ mod tests {
             ),
             (&["CLUSTER", "KEYSLOT", "foo"], ":12182\r\n"),
             (&["CLUSTER", "MYID"], "$40\r\n"),
+            (&["ASKING"], "+OK\r\n"),
+            (&["READONLY"], "+OK\r\n"),
+            (&["READWRITE"], "+OK\r\n"),
         ];
         for (args, expected) in cases {
             let got = run_args(args, s);
