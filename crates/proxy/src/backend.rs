@@ -37,70 +37,31 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::backend_stats::NodeStats;
+use crate::patience::Patience;
 use crate::pending::ClientCell;
 use crate::topology::Topology;
 use crate::watchdog::Watchdog;
 
 mod replies;
+mod requests;
 mod task;
 mod writev;
 
+use requests::InFlight;
+pub(crate) use requests::Outgoing;
 use task::run;
 pub(crate) use writev::{advance, fill_slices};
-
-/// One request waiting to be written to the node.
-pub(crate) struct Outgoing {
-    pub frame: Bytes,
-    pub client: Rc<ClientCell>,
-    pub seq: u64,
-    /// Which part of a split request this is (0 when unsplit).
-    pub frag: u32,
-    /// Send `ASKING` right before this request, in the same write (ASK redirection).
-    pub asking: bool,
-    /// `frame` holds this many commands before the one whose reply the client gets (a
-    /// transaction sent as MULTI…EXEC): their replies are read and dropped.
-    pub skip: u32,
-    /// The request goes on in a later `Outgoing` (a streamed upload): this part is written
-    /// but owed no reply; the last part carries `false` and the reply's owner.
-    pub more: bool,
-}
-
-impl Outgoing {
-    /// A whole request, owed one reply: what most requests are.
-    pub(crate) fn new(frame: Bytes, client: Rc<ClientCell>, seq: u64) -> Outgoing {
-        Outgoing {
-            frame,
-            client,
-            seq,
-            frag: 0,
-            asking: false,
-            skip: 0,
-            more: false,
-        }
-    }
-}
-
-/// Who is owed the next reply read from the node.
-struct InFlight {
-    client: Option<Rc<ClientCell>>,
-    seq: u64,
-    frag: u32,
-}
-
-impl InFlight {
-    /// A reply nobody is owed (ASKING, AUTH, HELLO 3, a transaction's QUEUED): read, dropped.
-    const DISCARD: InFlight = InFlight {
-        client: None,
-        seq: 0,
-        frag: 0,
-    };
-}
 
 /// How a connection to a node is set up.
 pub(crate) struct Settings {
     pub connect_timeout: Duration,
     /// No reply for this long while requests are owed poisons the connection (0: never).
     pub request_timeout: Duration,
+    /// The same while a slow command is owed (`watchdog.rs`).
+    pub slow_timeout: Duration,
+    /// Read each request's patience from its frame (dedicated connections: few requests,
+    /// blocking ones among them); otherwise the sender says, by `send_with`.
+    pub patience_from_frame: bool,
     pub resp3: bool,
     /// A pre-encoded `AUTH` for the node, if the nodes require one.
     pub auth: Option<Bytes>,
@@ -125,7 +86,7 @@ static HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 /// The handle sessions hold; the connection task owns the socket.
 pub(crate) struct Backend {
     pub addr: Rc<str>,
-    queue: RefCell<VecDeque<Outgoing>>,
+    queue: RefCell<VecDeque<(Outgoing, Patience)>>,
     waker: RefCell<Option<Waker>>,
     running: Cell<bool>,
     /// Set by `close`: the connection task ends and drops the socket.
@@ -135,6 +96,8 @@ pub(crate) struct Backend {
     connect_timeout: Duration,
     /// No reply for this long while requests are owed poisons the connection (0: never).
     request_timeout: Duration,
+    slow_timeout: Duration,
+    patience_from_frame: bool,
     /// Told when this node cannot be reached, so a dead master is noticed without a MOVED.
     topology: Arc<Topology>,
     /// Speak RESP3 (HELLO 3 first on every new connection), for RESP3 clients.
@@ -155,6 +118,8 @@ impl Backend {
         let Settings {
             connect_timeout,
             request_timeout,
+            slow_timeout,
+            patience_from_frame,
             resp3,
             auth,
             node,
@@ -168,6 +133,8 @@ impl Backend {
             down_until: Cell::new(None),
             connect_timeout,
             request_timeout,
+            slow_timeout,
+            patience_from_frame,
             topology,
             resp3,
             auth,
@@ -178,6 +145,15 @@ impl Backend {
 
     /// Queue a request for the node; the connection task writes it on its next turn.
     pub(crate) fn send(self: &Rc<Self>, out: Outgoing) {
+        let patience = match self.patience_from_frame {
+            true => Patience::of_frame(&out.frame),
+            false => Patience::Normal,
+        };
+        self.send_with(out, patience);
+    }
+
+    /// `send`, for a request whose reply may take as long as `patience` allows.
+    pub(crate) fn send_with(self: &Rc<Self>, out: Outgoing, patience: Patience) {
         if let Some(until) = self.down_until.get() {
             if Instant::now() < until {
                 // An upload's leading part owes no reply: the upload answers (`upload.rs`).
@@ -189,7 +165,7 @@ impl Backend {
             }
             self.down_until.set(None);
         }
-        self.queue.borrow_mut().push_back(out);
+        self.queue.borrow_mut().push_back((out, patience));
         if !self.running.replace(true) {
             tokio::task::spawn_local(run(self.clone()));
         } else if let Some(w) = self.waker.borrow().as_ref() {
@@ -219,7 +195,7 @@ impl Backend {
 
     /// Fail every queued request with `reply` (nothing of them reached the node).
     fn fail_queued(&self, reply: &Bytes) {
-        let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
+        let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).map(|q| q.0).collect();
         // A streamed upload's leading parts owe nothing: its last part, or the upload
         // itself when the connection is gone, answers for the request.
         for out in queued.into_iter().filter(|out| !out.more) {
@@ -258,7 +234,7 @@ impl Conn {
             in_flight: VecDeque::new(),
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             framer: ReplyFramer::new(),
-            watchdog: Watchdog::new(backend.request_timeout),
+            watchdog: Watchdog::new(backend.request_timeout, backend.slow_timeout),
             reported_inflight: 0,
             streaming: None,
             backend,
@@ -309,7 +285,7 @@ impl Conn {
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<String> {
         let owed = !self.in_flight.is_empty() || self.streaming.is_some();
         if self.watchdog.poll_expired(cx, owed).is_ready() {
-            let ms = self.backend.request_timeout.as_millis();
+            let ms = self.watchdog.deadline().as_millis();
             return Poll::Ready(format!("no reply within {ms} ms"));
         }
         let owed = self.in_flight.len();
@@ -321,7 +297,7 @@ impl Conn {
 
     fn take_queued(&mut self) {
         let mut queue = self.backend.queue.borrow_mut();
-        for out in queue.drain(..) {
+        for (out, patience) in queue.drain(..) {
             if out.asking {
                 self.write_queue.push_back(Bytes::from_static(ASKING));
                 self.in_flight.push_back(InFlight::DISCARD);
@@ -337,6 +313,7 @@ impl Conn {
                 client: Some(out.client),
                 seq: out.seq,
                 frag: out.frag,
+                limit: self.watchdog.owe(patience),
             });
         }
     }

@@ -10,6 +10,7 @@ use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
 use crate::fanout::{Fanout, Merge, Part};
+use crate::patience::Patience;
 use crate::pending::Entry;
 use crate::router::error;
 use crate::scan::parse_cursor;
@@ -21,7 +22,7 @@ impl Session {
     /// Send every part of a split request; the reply queue merges them.
     pub(crate) fn fan_out(&mut self, fanout: Fanout) {
         let map = self.worker.topology().current();
-        self.fan_out_on(fanout, &map);
+        self.fan_out_on(fanout, &map, Patience::Normal);
     }
 
     /// A broadcast: one part per master of one snapshot of the map, sent with that same
@@ -29,12 +30,14 @@ impl Session {
     /// refresh in between skip a master (or send a part to nobody).
     pub(crate) fn broadcast(&mut self, req: &Request, merge: Merge) {
         let map = self.worker.topology().current();
-        self.fan_out_on(Fanout::broadcast(req, map.nodes().len(), merge), &map);
+        let patience = Patience::of_request(req);
+        let fanout = Fanout::broadcast(req, map.nodes().len(), merge);
+        self.fan_out_on(fanout, &map, patience);
     }
 
     /// Send every part as `map` says: a part with a slot to its master, a part without to
     /// the master of the same index.
-    fn fan_out_on(&mut self, mut fanout: Fanout, map: &SlotMap) {
+    fn fan_out_on(&mut self, mut fanout: Fanout, map: &SlotMap, patience: Patience) {
         let resp3 = self.resp3();
         let backends: Vec<Option<Rc<Backend>>> = fanout
             .parts
@@ -48,10 +51,18 @@ impl Session {
         for (part, backend) in fanout.parts.iter_mut().zip(&backends) {
             part.sent_to = backend.clone();
         }
-        self.send_parts(fanout, backends, map.version());
+        self.send_parts(fanout, backends, map.version(), patience);
     }
 
-    fn send_parts(&mut self, fanout: Fanout, backends: Vec<Option<Rc<Backend>>>, map_version: u64) {
+    /// Send the parts, each owed a reply within `patience` (`watchdog.rs`); the entry
+    /// remembers the map version it was routed with.
+    fn send_parts(
+        &mut self,
+        fanout: Fanout,
+        backends: Vec<Option<Rc<Backend>>>,
+        map_version: u64,
+        patience: Patience,
+    ) {
         let frames: Vec<Bytes> = fanout.parts.iter().map(|p| p.frame.clone()).collect();
         let mut entry = Entry::ready(Bytes::new());
         entry.reply = None;
@@ -63,15 +74,11 @@ impl Session {
             match backend {
                 Some(b) => {
                     let client = self.cell.clone();
-                    b.send(Outgoing {
-                        frame,
-                        client,
-                        seq,
+                    let out = Outgoing {
                         frag,
-                        asking: false,
-                        skip: 0,
-                        more: false,
-                    });
+                        ..Outgoing::new(frame, client, seq)
+                    };
+                    b.send_with(out, patience);
                 }
                 None => {
                     let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
@@ -113,6 +120,7 @@ impl Session {
             Fanout::from_parts(vec![part], merge),
             vec![Some(backend)],
             map.version(),
+            Patience::Normal,
         );
     }
 
@@ -123,7 +131,7 @@ impl Session {
         let probe = Request::from_args(&[b"INFO", b"keyspace"]);
         let mut fanout = Fanout::broadcast(&probe, map.nodes().len(), Merge::InfoKeyspace);
         fanout.prefix = Bytes::from(own);
-        self.fan_out_on(fanout, &map);
+        self.fan_out_on(fanout, &map, Patience::Normal);
     }
 }
 

@@ -38,6 +38,7 @@ mod keepalive;
 mod limits;
 mod local;
 pub mod metrics;
+mod patience;
 mod pending;
 mod pubsub;
 mod redirect;

@@ -362,6 +362,7 @@ impl Session {
             parts: None,
             partial: Vec::new(),
         });
-        backend.send(Outgoing::new(frame, self.cell.clone(), seq));
+        let patience = crate::patience::Patience::of_request(&req);
+        backend.send_with(Outgoing::new(frame, self.cell.clone(), seq), patience);
     }
 }
