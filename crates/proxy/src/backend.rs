@@ -77,6 +77,9 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Bytes one connection moves in one poll before yielding: as much as a client's
 /// (`session::TURN_QUANTUM`), so a client can drain a streamed reply as fast as it arrives.
 const TURN_QUANTUM: usize = 4 * 1024 * 1024;
+/// Frames longer than this are not parsed for their patience: blocking commands and
+/// transactions are small, and a streamed upload's last piece is payload.
+const PARSE_MAX: usize = 64 * 1024;
 /// At most this many buffers per `writev`.
 const MAX_IOVECS: usize = 64;
 
@@ -145,7 +148,9 @@ impl Backend {
 
     /// Queue a request for the node; the connection task writes it on its next turn.
     pub(crate) fn send(self: &Rc<Self>, out: Outgoing) {
-        let patience = match self.patience_from_frame {
+        // A streamed upload's pieces are payload, not commands: not parsed (nor copied).
+        let parse = self.patience_from_frame && !out.more && out.frame.len() <= PARSE_MAX;
+        let patience = match parse && out.frame.first() == Some(&b'*') {
             true => Patience::of_frame(&out.frame),
             false => Patience::Normal,
         };
