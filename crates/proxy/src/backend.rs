@@ -59,9 +59,6 @@ pub(crate) struct Settings {
     pub request_timeout: Duration,
     /// The same while a slow command is owed (`watchdog.rs`).
     pub slow_timeout: Duration,
-    /// Read each request's patience from its frame (dedicated connections: few requests,
-    /// blocking ones among them); otherwise the sender says, by `send_with`.
-    pub patience_from_frame: bool,
     pub resp3: bool,
     /// A pre-encoded `AUTH` for the node, if the nodes require one.
     pub auth: Option<Bytes>,
@@ -100,7 +97,6 @@ pub(crate) struct Backend {
     /// No reply for this long while requests are owed poisons the connection (0: never).
     request_timeout: Duration,
     slow_timeout: Duration,
-    patience_from_frame: bool,
     /// Told when this node cannot be reached, so a dead master is noticed without a MOVED.
     topology: Arc<Topology>,
     /// Speak RESP3 (HELLO 3 first on every new connection), for RESP3 clients.
@@ -122,7 +118,6 @@ impl Backend {
             connect_timeout,
             request_timeout,
             slow_timeout,
-            patience_from_frame,
             resp3,
             auth,
             node,
@@ -137,7 +132,6 @@ impl Backend {
             connect_timeout,
             request_timeout,
             slow_timeout,
-            patience_from_frame,
             topology,
             resp3,
             auth,
@@ -146,10 +140,12 @@ impl Backend {
         })
     }
 
-    /// Queue a request for the node; the connection task writes it on its next turn.
+    /// Queue a request for the node, reading its patience from its frame: for the paths off
+    /// the hot one (dedicated and pub/sub connections, redirects), where a blocking or slow
+    /// command may come without its sender knowing. The hot paths use `send_with`.
     pub(crate) fn send(self: &Rc<Self>, out: Outgoing) {
         // A streamed upload's pieces are payload, not commands: not parsed (nor copied).
-        let parse = self.patience_from_frame && !out.more && out.frame.len() <= PARSE_MAX;
+        let parse = !out.more && out.frame.len() <= PARSE_MAX;
         let patience = match parse && out.frame.first() == Some(&b'*') {
             true => Patience::of_frame(&out.frame),
             false => Patience::Normal,
@@ -157,7 +153,8 @@ impl Backend {
         self.send_with(out, patience);
     }
 
-    /// `send`, for a request whose reply may take as long as `patience` allows.
+    /// Queue a request whose reply may take as long as `patience` allows; the connection
+    /// task writes it on its next turn.
     pub(crate) fn send_with(self: &Rc<Self>, out: Outgoing, patience: Patience) {
         if let Some(until) = self.down_until.get() {
             if Instant::now() < until {

@@ -106,27 +106,22 @@ impl Worker {
         if let Some(b) = pool.backends.borrow().get(addr) {
             return b.clone();
         }
-        let backend = self.make_backend(addr, resp3, false);
+        let backend = self.new_backend(addr, resp3);
         pool.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
         backend
     }
 
-    /// A connection not shared with anyone (a session's dedicated or pub/sub one). Each
-    /// request's deadline is read from its frame: a blocking command may rightly wait as long
-    /// as its own timeout says (`watchdog.rs`); a subscription owes no reply, so none.
+    /// A new connection to `addr`: a pool's, or one not shared with anyone (a session's
+    /// dedicated or pub/sub one). Each request's deadline follows its command (`watchdog.rs`):
+    /// a blocking one may wait as long as its own timeout says; a subscription owes no reply.
     pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        self.make_backend(addr, resp3, true)
-    }
-
-    fn make_backend(&self, addr: &str, resp3: bool, dedicated: bool) -> Rc<Backend> {
         let cluster = &self.shared.config.cluster;
         let settings = Settings {
             connect_timeout: Duration::from_millis(cluster.connect_timeout_ms),
             request_timeout: Duration::from_millis(cluster.request_timeout_ms),
             slow_timeout: Duration::from_millis(cluster.slow_command_timeout_ms),
-            patience_from_frame: dedicated,
             resp3,
             auth: self.shared.backend_auth.clone(),
             node: self.stats.nodes.node(addr),

@@ -7,6 +7,8 @@
 //! - a blocking command on a paused node fails after its own timeout plus the request
 //!   timeout instead of waiting for ever; on a live node it keeps its own timeout.
 //!
+//! - a slow command keeps its longer deadline when it is resent after MOVED.
+//!
 //! Time bounds are generous ceilings (seconds), far from the deadlines under test.
 
 mod common;
@@ -16,6 +18,8 @@ use std::time::{Duration, Instant};
 use common::{text, Client, Harness};
 use proxy::Proxy;
 use resp::Value;
+use testkit::reply::{self, slot_of};
+use testkit::{FakeNode, Range, Reply};
 
 /// A script that keeps its node busy for about a second.
 const BUSY_1S: &str = "local function now() local t = redis.call('TIME') \
@@ -132,5 +136,33 @@ fn dedicated_requests_on_live_nodes_keep_their_own_time() {
     assert_eq!(text(&c.call(&["EVAL", BUSY_1S, "1", "{d}k"])), "QUEUED");
     let exec = c.call(&["EXEC"]);
     assert_eq!(exec, Value::Array(vec![Value::Integer(1)]), "{exec:?}");
+    proxy.shutdown();
+}
+
+/// Node a owns every slot but answers EVAL with MOVED to node b, which takes 1 s to run it.
+#[test]
+fn a_slow_command_keeps_its_deadline_when_redirected() {
+    let b = FakeNode::start(|args, _| match args[0].to_ascii_uppercase().as_slice() {
+        b"EVAL" => Reply::Delayed(Duration::from_secs(1), reply::simple("done")),
+        _ => Reply::Default,
+    });
+    let b_addr = b.addr();
+    let a = FakeNode::start(
+        move |args, _| match args[0].to_ascii_uppercase().as_slice() {
+            b"EVAL" => Reply::Bytes(reply::moved(slot_of(&args[3]), b_addr)),
+            _ => Reply::Default,
+        },
+    );
+    let map = vec![Range::new(0, 16383, a.addr(), &a.id)];
+    a.set_slots(map.clone());
+    b.set_slots(map);
+    let mut config = proxy::Config::default();
+    config.proxy.listen = "127.0.0.1:0".into();
+    config.proxy.threads = 1;
+    config.cluster.seeds = vec![a.addr().to_string()];
+    config.cluster.request_timeout_ms = 300;
+    let proxy = Proxy::start(config).expect("proxy starts");
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["EVAL", "busy", "1", "k"])), "done");
     proxy.shutdown();
 }
