@@ -65,8 +65,13 @@ pub struct ClusterConfig {
     /// Connect timeout towards a Redis node.
     pub connect_timeout_ms: u64,
     /// A node that owes replies and sends none for this long is treated as failed: its
-    /// connection is closed and the requests on it fail (0 disables).
+    /// connection is closed and the requests on it fail (0 disables every deadline below).
     pub request_timeout_ms: u64,
+    /// The same while a slow command (KEYS, FLUSHALL, EVAL, SCRIPT, FUNCTION, DEBUG, SAVE,
+    /// MIGRATE, SORT…) is owed on the connection: the node is busy, not dead, and the other
+    /// clients' requests queued behind it must not fail for it. Below `request_timeout_ms`
+    /// it counts as equal. Blocking commands get their own timeout plus `request_timeout_ms`.
+    pub slow_command_timeout_ms: u64,
     /// MOVED/ASK hops followed for one request before the client gets the redirect error.
     pub max_redirects: u8,
     /// How the topology is read: `slots` (CLUSTER SLOTS, the default) or `shards`
@@ -146,6 +151,7 @@ impl Default for ClusterConfig {
             periodic_refresh_ms: 10_000,
             connect_timeout_ms: 1000,
             request_timeout_ms: 5000,
+            slow_command_timeout_ms: 60_000,
             max_redirects: ::topology::MAX_REDIRECTS,
             topology_command: "slots".into(),
             backend_user: String::new(),

@@ -25,6 +25,8 @@ mod backend;
 mod budget;
 pub mod config;
 mod context;
+mod keepalive;
+mod patience;
 mod reply;
 mod route;
 mod session;

@@ -23,7 +23,8 @@ pub use ::topology::{Topology, TopologyStats};
 
 use crate::config::ClusterConfig;
 
-/// How long one connect or CLUSTER SLOTS round trip may take before the node is skipped.
+/// How long one connect (with its AUTH) or one CLUSTER SLOTS round trip may take before the
+/// node is skipped.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connections to nodes the refresher keeps open between refreshes, at most.
 const MAX_KEPT_CONNECTIONS: usize = 8;
@@ -173,12 +174,19 @@ struct NodeConn {
 }
 
 impl NodeConn {
+    /// Dial and authenticate, all within one `QUERY_TIMEOUT`: a node that accepts and then
+    /// never answers AUTH would otherwise hold the refresher (and bootstrap, and shutdown,
+    /// which waits for the refresher) for ever.
     async fn connect(addr: &str, auth: Option<&bytes::Bytes>) -> Result<NodeConn, String> {
-        let stream = tokio::time::timeout(QUERY_TIMEOUT, TcpStream::connect(addr))
+        tokio::time::timeout(QUERY_TIMEOUT, Self::connect_inner(addr, auth))
             .await
-            .map_err(|_| "connect timed out".to_string())?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| "connect or AUTH timed out".to_string())?
+    }
+
+    async fn connect_inner(addr: &str, auth: Option<&bytes::Bytes>) -> Result<NodeConn, String> {
+        let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
+        crate::keepalive::enable(&stream);
         let mut conn = NodeConn {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),

@@ -104,25 +104,22 @@ impl Worker {
         if let Some(b) = pool.backends.borrow().get(addr) {
             return b.clone();
         }
-        let timeout = Duration::from_millis(self.shared.config.cluster.request_timeout_ms);
-        let backend = self.make_backend(addr, resp3, timeout);
+        let backend = self.new_backend(addr, resp3);
         pool.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
         backend
     }
 
-    /// A connection not shared with anyone (a session's dedicated or pub/sub one): no
-    /// request timeout, since a blocking command or a subscription may rightly wait forever.
+    /// A new connection to `addr`: a pool's, or one not shared with anyone (a session's
+    /// dedicated or pub/sub one). Each request's deadline follows its command (`watchdog.rs`):
+    /// a blocking one may wait as long as its own timeout says; a subscription owes no reply.
     pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        self.make_backend(addr, resp3, Duration::ZERO)
-    }
-
-    fn make_backend(&self, addr: &str, resp3: bool, request_timeout: Duration) -> Rc<Backend> {
         let cluster = &self.shared.config.cluster;
         let settings = Settings {
             connect_timeout: Duration::from_millis(cluster.connect_timeout_ms),
-            request_timeout,
+            request_timeout: Duration::from_millis(cluster.request_timeout_ms),
+            slow_timeout: Duration::from_millis(cluster.slow_command_timeout_ms),
             resp3,
             auth: self.shared.backend_auth.clone(),
             node: self.stats.nodes.node(addr),

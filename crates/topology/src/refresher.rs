@@ -89,7 +89,11 @@ impl Topology {
             self.wanted
                 .store(false, std::sync::atomic::Ordering::Release);
             last = Instant::now();
-            self.refresh_once(&mut source).await;
+            // Each query has its own timeout; shutdown need not wait for them either.
+            tokio::select! {
+                _ = self.refresh_once(&mut source) => {}
+                _ = &mut shutdown => return,
+            }
         }
     }
 

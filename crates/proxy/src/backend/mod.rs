@@ -38,19 +38,20 @@ use tokio::time::Instant;
 
 use crate::backend::stats::NodeStats;
 use crate::backend::watchdog::Watchdog;
+use crate::patience::Patience;
 use crate::topology::Topology;
 
 pub(crate) mod bigbuf;
-mod outgoing;
 mod replies;
+mod requests;
 pub(crate) mod sink;
 pub(crate) mod stats;
 mod task;
 pub(crate) mod watchdog;
 mod writev;
 
-use outgoing::InFlight;
-pub(crate) use outgoing::Outgoing;
+use requests::InFlight;
+pub(crate) use requests::Outgoing;
 pub(crate) use sink::ReplySink;
 use task::run;
 pub(crate) use writev::{advance, fill_slices};
@@ -60,6 +61,8 @@ pub(crate) struct Settings {
     pub connect_timeout: Duration,
     /// No reply for this long while requests are owed poisons the connection (0: never).
     pub request_timeout: Duration,
+    /// The same while a slow command is owed (`watchdog.rs`).
+    pub slow_timeout: Duration,
     pub resp3: bool,
     /// A pre-encoded `AUTH` for the node, if the nodes require one.
     pub auth: Option<Bytes>,
@@ -75,6 +78,9 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Bytes one connection moves in one poll before yielding: as much as a client's
 /// (`session::TURN_QUANTUM`), so a client can drain a streamed reply as fast as it arrives.
 const TURN_QUANTUM: usize = 4 * 1024 * 1024;
+/// Frames longer than this are not parsed for their patience: blocking commands and
+/// transactions are small, and a streamed upload's last piece is payload.
+const PARSE_MAX: usize = 64 * 1024;
 /// At most this many buffers per `writev`.
 const MAX_IOVECS: usize = 64;
 
@@ -84,7 +90,7 @@ static HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 /// The handle sessions hold; the connection task owns the socket.
 pub(crate) struct Backend {
     pub addr: Rc<str>,
-    queue: RefCell<VecDeque<Outgoing>>,
+    queue: RefCell<VecDeque<(Outgoing, Patience)>>,
     waker: RefCell<Option<Waker>>,
     running: Cell<bool>,
     /// Set by `close`: the connection task ends and drops the socket.
@@ -94,6 +100,7 @@ pub(crate) struct Backend {
     connect_timeout: Duration,
     /// No reply for this long while requests are owed poisons the connection (0: never).
     request_timeout: Duration,
+    slow_timeout: Duration,
     /// Told when this node cannot be reached, so a dead master is noticed without a MOVED.
     topology: Arc<Topology>,
     /// Speak RESP3 (HELLO 3 first on every new connection), for RESP3 clients.
@@ -117,6 +124,7 @@ impl Backend {
         let Settings {
             connect_timeout,
             request_timeout,
+            slow_timeout,
             resp3,
             auth,
             node,
@@ -130,6 +138,7 @@ impl Backend {
             down_until: Cell::new(None),
             connect_timeout,
             request_timeout,
+            slow_timeout,
             topology,
             resp3,
             auth,
@@ -157,8 +166,22 @@ impl Backend {
         out.client.deliver(out.seq, out.frag, reply);
     }
 
-    /// Queue a request for the node; the connection task writes it on its next turn.
+    /// Queue a request for the node, reading its patience from its frame: for the paths off
+    /// the hot one (dedicated and pub/sub connections, redirects), where a blocking or slow
+    /// command may come without its sender knowing. The hot paths use `send_with`.
     pub(crate) fn send(self: &Rc<Self>, out: Outgoing) {
+        // A streamed upload's pieces are payload, not commands: not parsed (nor copied).
+        let parse = !out.more && out.frame.len() <= PARSE_MAX;
+        let patience = match parse && out.frame.first() == Some(&b'*') {
+            true => Patience::of_frame(&out.frame),
+            false => Patience::Normal,
+        };
+        self.send_with(out, patience);
+    }
+
+    /// Queue a request whose reply may take as long as `patience` allows; the connection
+    /// task writes it on its next turn.
+    pub(crate) fn send_with(self: &Rc<Self>, out: Outgoing, patience: Patience) {
         if let Some(until) = self.down_until.get() {
             if Instant::now() < until {
                 // An upload's leading part owes no reply: the upload answers (`upload.rs`).
@@ -170,7 +193,7 @@ impl Backend {
             }
             self.down_until.set(None);
         }
-        self.queue.borrow_mut().push_back(out);
+        self.queue.borrow_mut().push_back((out, patience));
         if !self.running.replace(true) {
             tokio::task::spawn_local(run(self.clone()));
         } else if let Some(w) = self.waker.borrow().as_ref() {
@@ -200,7 +223,7 @@ impl Backend {
 
     /// Fail every queued request with `reply` (nothing of them reached the node).
     fn fail_queued(&self, reply: &Bytes) {
-        let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).collect();
+        let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).map(|q| q.0).collect();
         // A streamed upload's leading parts owe nothing: its last part, or the upload
         // itself when the connection is gone, answers for the request.
         for out in queued.into_iter().filter(|out| !out.more) {
@@ -239,7 +262,7 @@ impl Conn {
             in_flight: VecDeque::new(),
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             framer: ReplyFramer::new(),
-            watchdog: Watchdog::new(backend.request_timeout),
+            watchdog: Watchdog::new(backend.request_timeout, backend.slow_timeout),
             reported_inflight: 0,
             streaming: None,
             backend,
@@ -290,7 +313,7 @@ impl Conn {
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<String> {
         let owed = !self.in_flight.is_empty() || self.streaming.is_some();
         if self.watchdog.poll_expired(cx, owed).is_ready() {
-            let ms = self.backend.request_timeout.as_millis();
+            let ms = self.watchdog.deadline().as_millis();
             return Poll::Ready(format!("no reply within {ms} ms"));
         }
         let owed = self.in_flight.len();
@@ -302,7 +325,7 @@ impl Conn {
 
     fn take_queued(&mut self) {
         let mut queue = self.backend.queue.borrow_mut();
-        for out in queue.drain(..) {
+        for (out, patience) in queue.drain(..) {
             if out.asking {
                 self.write_queue.push_back(Bytes::from_static(ASKING));
                 self.in_flight.push_back(InFlight::DISCARD);
@@ -318,6 +341,7 @@ impl Conn {
                 client: Some(out.client),
                 seq: out.seq,
                 frag: out.frag,
+                limit: self.watchdog.owe(patience),
             });
         }
     }

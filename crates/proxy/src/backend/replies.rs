@@ -18,8 +18,7 @@
 
 use std::rc::Rc;
 
-use super::ReplySink;
-use super::{node_error, Conn};
+use super::{node_error, Conn, InFlight, ReplySink};
 
 /// Bulk replies at least this big are streamed.
 const STREAM_MIN: usize = crate::backend::bigbuf::BIG;
@@ -62,7 +61,7 @@ impl Conn {
         let Some(total) = self.stream_candidate() else {
             return false;
         };
-        let Some(owner) = self.in_flight.pop_front() else {
+        let Some(owner) = self.pop_owner() else {
             return false;
         };
         let Some(client) = owner.client else {
@@ -87,6 +86,13 @@ impl Conn {
         (total >= STREAM_MIN && client.may_stream_reply(owner.seq, owner.frag)).then_some(total)
     }
 
+    /// Who is owed the reply that just arrived; the watchdog forgets its deadline.
+    fn pop_owner(&mut self) -> Option<InFlight> {
+        let owner = self.in_flight.pop_front()?;
+        self.watchdog.paid(owner.limit);
+        Some(owner)
+    }
+
     /// The connection broke: a client holding part of a reply must be closed.
     pub(super) fn abandon_stream(&mut self) {
         if let Some(s) = self.streaming.take() {
@@ -109,7 +115,7 @@ impl Conn {
             let frame = self.read_buf.split_to(len).freeze();
             crate::backend::bigbuf::retire(&mut self.read_buf, len);
             self.watchdog.progress();
-            let Some(owner) = self.in_flight.pop_front() else {
+            let Some(owner) = self.pop_owner() else {
                 match self.backend.sink.borrow().as_ref() {
                     Some(client) => client.push_frame(Rc::as_ptr(&self.backend) as usize, frame),
                     None => return Err("reply without a request (stream out of step)".into()),

@@ -25,6 +25,8 @@ pub(super) async fn run(backend: Rc<Backend>) {
             Err(_) => return connect_failed(&backend, "connect timed out"),
         };
     let _ = stream.set_nodelay(true);
+    // Every kind of backend connection comes through here: shared, dedicated and pub/sub.
+    crate::keepalive::enable(&stream);
     backend.node.connected();
     tracing::debug!(node = %backend.addr, "backend connected");
     let mut conn = Conn::new(backend.clone(), stream);

@@ -61,6 +61,10 @@ pub(crate) enum Local {
     ClusterMyid,
     /// SLOWLOG GET/LEN/RESET/HELP: the proxy's own log, whatever `allow_admin_commands` says.
     Slowlog,
+    /// ASKING, READONLY, READWRITE: a node's per-connection cluster flags. Answered `+OK`
+    /// here: on a shared connection ASKING's one-shot flag would serve another client's
+    /// next command, and the proxy routes every read to masters whatever READONLY says.
+    ClusterFlag,
 }
 
 /// Decide where `req` goes. Administrative commands are refused unless `allow_admin`.
@@ -223,6 +227,7 @@ fn local_command(name: &str) -> Option<Local> {
         "cluster|nodes" => Local::ClusterNodes,
         "cluster|info" => Local::ClusterInfo,
         "cluster|myid" => Local::ClusterMyid,
+        "asking" | "readonly" | "readwrite" => Local::ClusterFlag,
         n if n == "client" || n.starts_with("client|") => Local::Client,
         n if n.starts_with("slowlog|") => Local::Slowlog,
         _ => return None,

@@ -51,6 +51,7 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
             resp::write_simple(&mut out, b"RESET");
         }
         Local::Slowlog => return crate::admin::slowlog::command(req, shared),
+        Local::ClusterFlag => resp::write_simple(&mut out, b"OK"),
         Local::Info => {
             resp::write_bulk(&mut out, crate::admin::info::render(shared, req).as_bytes())
         }
@@ -285,6 +286,9 @@ mod tests {
             ),
             (&["CLUSTER", "KEYSLOT", "foo"], ":12182\r\n"),
             (&["CLUSTER", "MYID"], "$40\r\n"),
+            (&["ASKING"], "+OK\r\n"),
+            (&["READONLY"], "+OK\r\n"),
+            (&["READWRITE"], "+OK\r\n"),
         ];
         for (args, expected) in cases {
             let got = run_args(args, s);

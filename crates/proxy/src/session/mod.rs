@@ -277,10 +277,7 @@ impl Session {
             Route::Slot(slot) => self.forward(req, Some(slot)),
             Route::AnyNode => self.forward(req, None),
             Route::Split { keys, merge } => self.fan_out(Fanout::split(&req, &keys, merge)),
-            Route::Broadcast(merge) => {
-                let masters = self.worker.topology().current().nodes().len();
-                self.fan_out(Fanout::broadcast(&req, masters, merge));
-            }
+            Route::Broadcast(merge) => self.broadcast(&req, merge),
         }
     }
 
@@ -357,6 +354,7 @@ impl Session {
             parts: None,
             partial: Vec::new(),
         });
-        backend.send(Outgoing::new(frame, self.cell.clone(), seq));
+        let patience = crate::patience::Patience::of_request(&req);
+        backend.send_with(Outgoing::new(frame, self.cell.clone(), seq), patience);
     }
 }

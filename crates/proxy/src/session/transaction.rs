@@ -100,7 +100,7 @@ impl Session {
                 tx.slot = Some(slot);
                 None
             }
-            Route::AnyNode | Route::Local(Local::Ping | Local::Echo) => None,
+            Route::AnyNode | Route::Local(Local::Ping | Local::Echo | Local::ClusterFlag) => None,
             Route::Split { .. } => Some(Bytes::from_static(CROSSSLOT)),
             _ => Some(error(
                 "slotgate: this command cannot be used inside MULTI through the proxy",

@@ -5,9 +5,11 @@
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
+use cluster::slot_map::SlotMap;
 use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
+use crate::patience::Patience;
 use crate::reply::error;
 use crate::route::scan::parse_cursor;
 use crate::route::Merge;
@@ -18,30 +20,50 @@ use crate::session::Session;
 // === impl Session (multi-node requests) ===
 
 impl Session {
-    /// Send every part of a split or broadcast request; the reply queue merges them.
-    /// Parts without a slot go to the master of the same index.
-    pub(crate) fn fan_out(&mut self, mut fanout: Fanout) {
+    /// Send every part of a split request; the reply queue merges them.
+    pub(crate) fn fan_out(&mut self, fanout: Fanout) {
         let map = self.worker.topology().current();
+        self.fan_out_on(fanout, &map, Patience::Normal);
+    }
+
+    /// A broadcast: one part per master of one snapshot of the map, sent with that same
+    /// snapshot. Counting the masters in one read and addressing the parts in another let a
+    /// refresh in between skip a master (or send a part to nobody).
+    pub(crate) fn broadcast(&mut self, req: &Request, merge: Merge) {
+        let map = self.worker.topology().current();
+        let patience = Patience::of_request(req);
+        let fanout = Fanout::broadcast(req, map.nodes().len(), merge);
+        self.fan_out_on(fanout, &map, patience);
+    }
+
+    /// Send every part as `map` says: a part with a slot to its master, a part without to
+    /// the master of the same index.
+    fn fan_out_on(&mut self, mut fanout: Fanout, map: &SlotMap, patience: Patience) {
         let resp3 = self.resp3();
         let backends: Vec<Option<Rc<Backend>>> = fanout
             .parts
             .iter()
             .enumerate()
             .map(|(i, part)| match part.slot {
-                Some(slot) => self.worker.backend_for_slot(&map, slot, resp3),
-                None => map
-                    .nodes()
-                    .get(i)
-                    .map(|n| self.worker.backend_for_addr(&n.addr, resp3)),
+                Some(slot) => self.worker.backend_for_slot(map, slot, resp3),
+                None => part_addr(map, i, None).map(|a| self.worker.backend_for_addr(a, resp3)),
             })
             .collect();
         for (part, backend) in fanout.parts.iter_mut().zip(&backends) {
             part.sent_to = backend.clone();
         }
-        self.send_parts(fanout, backends, map.version());
+        self.send_parts(fanout, backends, map.version(), patience);
     }
 
-    fn send_parts(&mut self, fanout: Fanout, backends: Vec<Option<Rc<Backend>>>, map_version: u64) {
+    /// Send the parts, each owed a reply within `patience` (`watchdog.rs`); the entry
+    /// remembers the map version it was routed with.
+    fn send_parts(
+        &mut self,
+        fanout: Fanout,
+        backends: Vec<Option<Rc<Backend>>>,
+        map_version: u64,
+        patience: Patience,
+    ) {
         let frames: Vec<Bytes> = fanout.parts.iter().map(|p| p.frame.clone()).collect();
         let mut entry = Entry::ready(Bytes::new());
         entry.reply = None;
@@ -53,15 +75,11 @@ impl Session {
             match backend {
                 Some(b) => {
                     let client = self.cell.clone();
-                    b.send(Outgoing {
-                        frame,
-                        client,
-                        seq,
+                    let out = Outgoing {
                         frag,
-                        asking: false,
-                        skip: 0,
-                        more: false,
-                    });
+                        ..Outgoing::new(frame, client, seq)
+                    };
+                    b.send_with(out, patience);
                 }
                 None => {
                     let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
@@ -103,16 +121,77 @@ impl Session {
             Fanout::from_parts(vec![part], merge),
             vec![Some(backend)],
             map.version(),
+            Patience::Normal,
         );
     }
 
     /// INFO including the keyspace: the proxy's sections, then every master's keyspace summed.
     pub(crate) fn info_with_keyspace(&mut self, req: &Request) {
         let own = crate::admin::info::render(&self.worker.shared, req);
-        let masters = self.worker.topology().current().nodes().len();
+        let map = self.worker.topology().current();
         let probe = Request::from_args(&[b"INFO", b"keyspace"]);
-        let mut fanout = Fanout::broadcast(&probe, masters, Merge::InfoKeyspace);
+        let mut fanout = Fanout::broadcast(&probe, map.nodes().len(), Merge::InfoKeyspace);
         fanout.prefix = Bytes::from(own);
-        self.fan_out(fanout);
+        self.fan_out_on(fanout, &map, Patience::Normal);
+    }
+}
+
+/// The node part `index` goes to in `map`: its slot's master, or (no slot: a broadcast
+/// part) the master of the same index.
+fn part_addr(map: &SlotMap, index: usize, slot: Option<u16>) -> Option<&str> {
+    match slot {
+        Some(slot) => map.node_of(slot).map(|n| &*n.addr),
+        None => map.nodes().get(index).map(|n| &*n.addr),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cluster::slot_map::{NodeEntry, SlotRange};
+
+    fn map_of(masters: u16) -> SlotMap {
+        let per = 16384 / masters;
+        let ranges: Vec<SlotRange> = (0..masters)
+            .map(|i| SlotRange {
+                start: i * per,
+                end: if i + 1 == masters {
+                    16383
+                } else {
+                    (i + 1) * per - 1
+                },
+                master: NodeEntry {
+                    addr: format!("127.0.0.1:{}", 7000 + i),
+                    id: None,
+                    replicas: vec![],
+                },
+            })
+            .collect();
+        SlotMap::from_ranges(1, &ranges).unwrap()
+    }
+
+    fn targets<'m>(fanout: &Fanout, map: &'m SlotMap) -> Vec<Option<&'m str>> {
+        let parts = fanout.parts.iter().enumerate();
+        parts.map(|(i, p)| part_addr(map, i, p.slot)).collect()
+    }
+
+    /// R4: a broadcast sized by one map and addressed by another misses a master (a master
+    /// added by a refresh in between); sized and addressed by one snapshot, as
+    /// `Session::broadcast` now does, every master gets exactly one part.
+    #[test]
+    fn a_broadcast_reaches_every_master_of_its_snapshot() {
+        let req = Request::from_args(&[b"FLUSHALL"]);
+        let (before, after) = (map_of(3), map_of(4));
+        let sized_by_before = Fanout::broadcast(&req, before.nodes().len(), Merge::AllSucceeded);
+        let mixed = targets(&sized_by_before, &after);
+        assert!(!mixed.contains(&Some("127.0.0.1:7003")), "{mixed:?}");
+        for map in [&before, &after] {
+            let fanout = Fanout::broadcast(&req, map.nodes().len(), Merge::AllSucceeded);
+            let mut got: Vec<&str> = targets(&fanout, map).into_iter().flatten().collect();
+            got.sort();
+            let mut want: Vec<&str> = map.nodes().iter().map(|n| &*n.addr).collect();
+            want.sort();
+            assert_eq!(got, want);
+        }
     }
 }

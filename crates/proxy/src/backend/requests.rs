@@ -1,5 +1,5 @@
-//! What travels to a backend connection: a request's bytes with the sink owed its reply,
-//! and, once written, the record of who is owed the next reply read.
+//! What a backend connection carries: the requests sessions queue (`Outgoing`) and, once
+//! written, who is owed each reply (`InFlight`, in write order).
 
 use std::rc::Rc;
 
@@ -41,16 +41,19 @@ impl Outgoing {
 
 /// Who is owed the next reply read from the node.
 pub(super) struct InFlight {
-    pub(super) client: Option<Rc<dyn ReplySink>>,
-    pub(super) seq: u64,
-    pub(super) frag: u32,
+    pub client: Option<Rc<dyn ReplySink>>,
+    pub seq: u64,
+    pub frag: u32,
+    /// The watchdog's limit for this reply (`Watchdog::owe`), handed back when it comes.
+    pub limit: u32,
 }
 
 impl InFlight {
     /// A reply nobody is owed (ASKING, AUTH, HELLO 3, a transaction's QUEUED): read, dropped.
-    pub(super) const DISCARD: InFlight = InFlight {
+    pub const DISCARD: InFlight = InFlight {
         client: None,
         seq: 0,
         frag: 0,
+        limit: 0,
     };
 }

@@ -1,0 +1,188 @@
+//! How long a request may rightly keep its node busy before the proxy calls the node dead
+//! (see `watchdog.rs` for how the backend connection uses it).
+//!
+//! The command table has no flag for "slow": `fast` marks O(1) commands, and its absence
+//! covers SET and DEL as well as KEYS. So the slow commands are a short list, commands whose
+//! run time grows with the data or is the caller's to choose; blocking commands get the
+//! timeout their own arguments name.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use resp::{Parsed, Progress, Request, RequestParser};
+
+/// How long a request's reply may take, as the request's command tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Patience {
+    /// `cluster.request_timeout_ms`: almost every command.
+    #[default]
+    Normal,
+    /// `cluster.slow_command_timeout_ms`: a command in `SLOW`.
+    Slow,
+    /// A blocking command's own timeout; the node may stay silent that long plus
+    /// `request_timeout_ms`.
+    Blocks(Duration),
+    /// A blocking command with timeout 0: it may wait for ever (TCP keepalive still
+    /// notices a vanished node).
+    Unbounded,
+}
+
+/// Commands slow by nature: O(N) over the whole keyspace (KEYS, FLUSHALL and FLUSHDB, even
+/// ASYNC ones for simplicity), user code that runs as long as it likes (EVAL*, FCALL*, and
+/// SCRIPT/FUNCTION, whose LOAD compiles and FLUSH frees), and the admin and data movers
+/// whose run time is the data's (DEBUG, SAVE, MIGRATE, SORT).
+const SLOW: &[&str] = &[
+    "keys",
+    "flushall",
+    "flushdb",
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+    "script",
+    "function",
+    "debug",
+    "save",
+    "migrate",
+    "sort",
+    "sort_ro",
+];
+
+impl Patience {
+    /// The patience one request deserves. Cheap: a few length comparisons for most commands.
+    pub(crate) fn of_request(req: &Request) -> Patience {
+        let name = req.arg(0);
+        let named = |n: &&str| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name);
+        if SLOW.iter().any(named) {
+            return Patience::Slow;
+        }
+        blocking_timeout(req).map_or(Patience::Normal, |t| match t.is_zero() {
+            true => Patience::Unbounded,
+            false => Patience::Blocks(t),
+        })
+    }
+
+    /// The patience for a frame of one or more requests (a dedicated connection's: one
+    /// command, or MULTI…EXEC). In a transaction nothing blocks, so it is Slow if any queued
+    /// command is slow, else Normal.
+    pub(crate) fn of_frame(frame: &Bytes) -> Patience {
+        let requests = parse_all(frame);
+        match requests.as_slice() {
+            [one] => Patience::of_request(one),
+            many => match many
+                .iter()
+                .any(|r| Patience::of_request(r) == Patience::Slow)
+            {
+                true => Patience::Slow,
+                false => Patience::Normal,
+            },
+        }
+    }
+}
+
+/// Every complete request in `frame` (the proxy built or checked it: it parses).
+fn parse_all(frame: &Bytes) -> Vec<Request> {
+    let mut buf = BytesMut::from(&frame[..]);
+    let mut parser = RequestParser::default();
+    let mut out = Vec::new();
+    while let Ok(Progress::Done(parsed)) = parser.parse(&mut buf) {
+        if let Parsed::Request(req) = parsed {
+            out.push(req);
+        }
+    }
+    out
+}
+
+/// A blocking command's timeout (zero: none), or None when `req` does not block or its
+/// timeout does not parse (the node then refuses it at once).
+fn blocking_timeout(req: &Request) -> Option<Duration> {
+    let name = req.arg(0).to_ascii_lowercase();
+    let last = req.argc().checked_sub(1)?;
+    match name.as_slice() {
+        b"blpop" | b"brpop" | b"brpoplpush" | b"blmove" | b"bzpopmin" | b"bzpopmax" => {
+            seconds(req.arg(last))
+        }
+        b"blmpop" | b"bzmpop" if req.argc() > 1 => seconds(req.arg(1)),
+        b"xread" | b"xreadgroup" => {
+            let at = (1..last).find(|&i| req.arg(i).eq_ignore_ascii_case(b"block"))?;
+            let ms = resp::string2ll(req.arg(at + 1))?;
+            Some(Duration::from_millis(u64::try_from(ms).ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// Redis's blocking timeout: seconds, possibly fractional, never negative.
+fn seconds(arg: &[u8]) -> Option<Duration> {
+    let s: f64 = std::str::from_utf8(arg).ok()?.parse().ok()?;
+    (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(args: &[&str]) -> Patience {
+        let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+        Patience::of_request(&Request::from_args(&a))
+    }
+
+    #[test]
+    fn commands_get_the_patience_they_need() {
+        let secs = |s: f64| Patience::Blocks(Duration::from_secs_f64(s));
+        let cases: &[(&[&str], Patience)] = &[
+            (&["GET", "k"], Patience::Normal),
+            (&["SET", "k", "v"], Patience::Normal),
+            (&["KEYS", "*"], Patience::Slow),
+            (&["flushall", "ASYNC"], Patience::Slow),
+            (&["EVAL", "return 1", "0"], Patience::Slow),
+            (&["Script", "LOAD", "return 1"], Patience::Slow),
+            (&["BLPOP", "a", "b", "2.5"], secs(2.5)),
+            (&["BLPOP", "a", "0"], Patience::Unbounded),
+            (&["BLMPOP", "1", "1", "a", "LEFT"], secs(1.0)),
+            (&["BZPOPMIN", "z", "x"], Patience::Normal),
+            (&["XREAD", "BLOCK", "1500", "STREAMS", "s", "$"], secs(1.5)),
+            (&["XREAD", "STREAMS", "s", "0"], Patience::Normal),
+            (
+                &[
+                    "XREADGROUP",
+                    "GROUP",
+                    "g",
+                    "c",
+                    "BLOCK",
+                    "0",
+                    "STREAMS",
+                    "s",
+                    ">",
+                ],
+                Patience::Unbounded,
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(of(args), *want, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn a_transaction_is_slow_if_any_queued_command_is() {
+        let mut frame = BytesMut::new();
+        resp::encode_command(&mut frame, &[b"MULTI"]);
+        resp::encode_command(&mut frame, &[b"BLPOP", b"l", b"0"]);
+        resp::encode_command(&mut frame, &[b"EXEC"]);
+        assert_eq!(
+            Patience::of_frame(&frame.clone().freeze()),
+            Patience::Normal
+        );
+        let mut slow = BytesMut::new();
+        resp::encode_command(&mut slow, &[b"MULTI"]);
+        resp::encode_command(&mut slow, &[b"KEYS", b"*"]);
+        resp::encode_command(&mut slow, &[b"EXEC"]);
+        assert_eq!(Patience::of_frame(&slow.freeze()), Patience::Slow);
+        let mut one = BytesMut::new();
+        resp::encode_command(&mut one, &[b"BRPOP", b"l", b"3"]);
+        let want = Patience::Blocks(Duration::from_secs(3));
+        assert_eq!(Patience::of_frame(&one.freeze()), want);
+    }
+}
