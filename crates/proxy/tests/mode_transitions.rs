@@ -277,3 +277,23 @@ fn a_resp3_subscriber_gets_big_replies_whole_between_pushes() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     pubs.join().expect("publisher");
 }
+
+#[test]
+fn one_publishers_messages_arrive_in_order() {
+    let h = Harness::start(3, 0);
+    let mut sub = h.client();
+    let mut publisher = h.client();
+    assert_eq!(exchange(&mut sub, &["SUBSCRIBE ch"], 1).len(), 1);
+    let cmds: Vec<String> = (0..300).map(|i| format!("PUBLISH ch {i}")).collect();
+    let cmds: Vec<&str> = cmds.iter().map(String::as_str).collect();
+    let counts = exchange(&mut publisher, &cmds, cmds.len());
+    assert!(counts.iter().all(|c| c == ":1\r\n" || c == ":0\r\n"));
+    let got: Vec<String> = read_frames(&mut sub, 300);
+    let want: Vec<String> = (0..300)
+        .map(|i| {
+            let n = i.to_string();
+            format!("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n${}\r\n{n}\r\n", n.len())
+        })
+        .collect();
+    assert_eq!(got, want);
+}

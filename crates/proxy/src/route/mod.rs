@@ -189,6 +189,10 @@ fn pubsub_target(name: &str, req: &Request) -> Option<Route> {
                 b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
             )),
         },
+        // One publisher's messages on one channel take one path (the master of the
+        // channel's slot), so they arrive in the order sent, as from one Redis; any master
+        // would deliver them, but two masters' bus links race each other.
+        "publish" if req.argc() == 3 => Route::Slot(cluster::key_slot(req.arg(1))),
         _ => return None,
     })
 }

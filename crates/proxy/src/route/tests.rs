@@ -128,3 +128,12 @@ fn unknown_command_text_is_capped_at_128_bytes() {
     assert!(text.len() < 128 + 128 + 80, "{}", text.len());
     assert!(!text.contains("more"));
 }
+
+#[test]
+fn publish_goes_to_the_master_of_its_channels_slot() {
+    assert_eq!(
+        route_default(&req(&["PUBLISH", "news", "m"])),
+        Route::Slot(cluster::key_slot(b"news"))
+    );
+    assert!(refusal(route_default(&req(&["PUBLISH", "news"]))).contains("wrong number"));
+}
