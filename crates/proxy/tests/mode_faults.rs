@@ -54,3 +54,30 @@ fn a_subscriber_whose_connection_fails_is_closed_not_left_waiting() {
     let mut probe: Client = h.client();
     assert_eq!(exchange(&mut probe, &["PING"], 1), ["+PONG\r\n"]);
 }
+
+#[test]
+fn a_transaction_queue_is_bounded_like_the_query_buffer() {
+    let cluster = devcluster::Cluster::start(&devcluster::Options {
+        masters: 3,
+        replicas: 0,
+        dir: common::tempdir("tx-bound"),
+        ..Default::default()
+    })
+    .expect("cluster");
+    let proxy = common::start_proxy(&cluster, |c| c.limits.max_query_buffer_bytes = 256 * 1024);
+    let mut c = Client::connect(proxy.local_addr());
+    let value = "v".repeat(1024);
+    let set = format!("SET {{t}}k {value}");
+    let mut cmds = vec!["MULTI"];
+    cmds.extend(std::iter::repeat_n(set.as_str(), 400));
+    cmds.push("EXEC");
+    cmds.push("EXISTS {t}k");
+    let got = exchange(&mut c, &cmds, cmds.len());
+    assert_eq!(got[0], "+OK\r\n");
+    assert!(got[1..]
+        .iter()
+        .any(|r| r.contains("max_query_buffer_bytes")));
+    assert!(got[401].starts_with("-EXECABORT"), "{}", got[401]);
+    assert_eq!(got[402], ":0\r\n", "nothing applied");
+    proxy.shutdown();
+}

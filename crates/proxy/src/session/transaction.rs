@@ -31,6 +31,8 @@ use crate::session::Session;
 #[derive(Default)]
 pub(crate) struct Transaction {
     queued: Vec<Request>,
+    /// Bytes queued: bounded by `limits.max_query_buffer_bytes`, as the query buffer is.
+    bytes: usize,
     slot: Option<u16>,
     aborted: bool,
 }
@@ -90,7 +92,14 @@ impl Session {
 
     /// A command between MULTI and EXEC: check it as the node would, then queue it.
     pub(crate) fn queue_in_transaction(&mut self, req: Request, route: Route) {
+        let limit = self.worker.shared.config.limits.max_query_buffer_bytes;
         let Some(tx) = self.tx.as_mut() else { return };
+        if tx.bytes + req.raw().len() > limit {
+            // Held until EXEC, the queue would otherwise grow without bound.
+            tx.aborted = true;
+            let err = error("slotgate: transaction larger than limits.max_query_buffer_bytes");
+            return self.cell.push_ready(err);
+        }
         let reply = match route {
             Route::Refuse(err) => Some(err),
             Route::Slot(slot) if tx.slot.is_some_and(|s| s != slot) => {
@@ -112,6 +121,7 @@ impl Session {
                 self.cell.push(Entry::ready(err));
             }
             None => {
+                tx.bytes += req.raw().len();
                 tx.queued.push(req);
                 self.cell
                     .push(Entry::ready(Bytes::from_static(b"+QUEUED\r\n")));
