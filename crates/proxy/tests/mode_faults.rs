@@ -7,7 +7,7 @@ mod common;
 use std::io::Read;
 use std::time::Duration;
 
-use common::reference::{exchange, pipeline};
+use common::reference::{exchange, pipeline, read_frames};
 use common::slots::move_slot_of;
 use common::{Client, Harness};
 
@@ -80,4 +80,28 @@ fn a_transaction_queue_is_bounded_like_the_query_buffer() {
     assert!(got[401].starts_with("-EXECABORT"), "{}", got[401]);
     assert_eq!(got[402], ":0\r\n", "nothing applied");
     proxy.shutdown();
+}
+
+#[test]
+fn ssubscribe_on_a_stale_map_subscribes_at_the_new_owner() {
+    let h = Harness::start(3, 0);
+    let mut warm = h.client();
+    assert_eq!(exchange(&mut warm, &["SET {sc}k v"], 1), ["+OK\r\n"]);
+    // The slot moves behind the proxy's back: its map still names the old owner.
+    move_slot_of(&h.cluster, "{sc}k");
+    let mut sub = h.client();
+    let confirmation = exchange(&mut sub, &["SSUBSCRIBE {sc}ch"], 1);
+    assert_eq!(
+        confirmation,
+        ["*3\r\n$10\r\nssubscribe\r\n$6\r\n{sc}ch\r\n:1\r\n"]
+    );
+    let mut publisher = h.client();
+    assert_eq!(
+        exchange(&mut publisher, &["SPUBLISH {sc}ch hi"], 1),
+        [":1\r\n"]
+    );
+    assert_eq!(
+        read_frames(&mut sub, 1),
+        ["*3\r\n$8\r\nsmessage\r\n$6\r\n{sc}ch\r\n$2\r\nhi\r\n"]
+    );
 }
