@@ -105,3 +105,44 @@ fn ssubscribe_on_a_stale_map_subscribes_at_the_new_owner() {
         ["*3\r\n$8\r\nsmessage\r\n$6\r\n{sc}ch\r\n$2\r\nhi\r\n"]
     );
 }
+
+#[test]
+fn exec_answers_nil_when_the_watch_connection_was_lost() {
+    let h = Harness::start(3, 0);
+    let mut c0 = h.client();
+    assert_eq!(
+        exchange(&mut c0, &["SET wk 1", "WATCH wk"], 2),
+        ["+OK\r\n"; 2]
+    );
+    // The node drops the connection that holds the WATCH (a restart, a network blip).
+    let owner = h.cluster.owner_of(b"wk").expect("owner");
+    let clients = h.cluster.command(owner, &["CLIENT", "LIST"]).expect("list");
+    let line = clients
+        .lines()
+        .into_iter()
+        .find(|l| l.contains("cmd=watch"))
+        .expect("the watch connection");
+    let id = line
+        .split(' ')
+        .next()
+        .and_then(|f| f.strip_prefix("id="))
+        .expect("id");
+    let killed = h
+        .cluster
+        .command(owner, &["CLIENT", "KILL", "ID", id])
+        .expect("kill");
+    assert!(!killed.is_error(), "{killed:?}");
+    // Once the proxy has seen the loss (before that, EXEC would fail with "connection
+    // lost", also never unwatched), EXEC must answer nil.
+    let mut admin = h.client();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !exchange(&mut admin, &["INFO backends"], 1)[0].contains("conn_lost=1") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the proxy never saw the loss"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let got = exchange(&mut c0, &["MULTI", "SET wk mine", "EXEC", "GET wk"], 4);
+    assert_eq!(got, ["+OK\r\n", "+QUEUED\r\n", "*-1\r\n", "$1\r\n1\r\n"]);
+}

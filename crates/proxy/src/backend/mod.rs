@@ -115,6 +115,9 @@ pub(crate) struct Backend {
     /// Connections lost or failed so far: state the node kept per connection (a WATCH)
     /// is gone once this changes.
     breaks: Cell<u32>,
+    /// The node keeps state for this connection (a WATCH): requests queued when it breaks
+    /// are failed, never sent on a new connection.
+    keeps_state: Cell<bool>,
 }
 
 // === impl Backend ===
@@ -145,12 +148,18 @@ impl Backend {
             sink: RefCell::new(None),
             node,
             breaks: Cell::new(0),
+            keeps_state: Cell::new(false),
         })
     }
 
     /// How many times a connection of this backend broke or failed to connect.
     pub(crate) fn breaks(&self) -> u32 {
         self.breaks.get()
+    }
+
+    /// Mark the connection as holding state on the node (see `keeps_state`).
+    pub(crate) fn keep_state(&self) {
+        self.keeps_state.set(true);
     }
 
     fn note_break(&self) {

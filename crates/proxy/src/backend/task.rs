@@ -50,6 +50,12 @@ pub(super) async fn run(backend: Rc<Backend>) {
         backend.topology.request_refresh_now();
     }
     backend.running.set(false);
+    if backend.keeps_state.get() {
+        // What was queued relied on this connection's state (a WATCH): on a new one it
+        // would run without it. Fail it; the session decides what to tell its client.
+        let lost = node_error(&backend.addr, "connection lost before the request was sent");
+        return backend.fail_queued(&lost);
+    }
     // Requests queued after the last turn still deserve a connection.
     if !backend.closed.get() && !backend.queue.borrow().is_empty() && !backend.running.replace(true)
     {

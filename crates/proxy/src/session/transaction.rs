@@ -203,6 +203,7 @@ impl Session {
                 self.worker.new_backend(addr, resp3)
             }
         };
+        conn.keep_state();
         w.breaks = conn.breaks();
         w.conn = Some(conn.clone());
         conn
