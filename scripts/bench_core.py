@@ -12,7 +12,10 @@ without pipelining (P1) and with 16-deep pipelines (P16).
 Method:
 - Systems. slotgate (one worker thread) in front of a 3-master local Redis Cluster;
   nutcracker 0.5.0 at `-v 4` in front of 3 standalone redis-servers; one of those
-  redis-servers hit directly.
+  redis-servers hit directly. With --baseline BIN, a fourth system (named by
+  --baseline-name, default slotgate-base) is set up exactly like slotgate but entirely
+  from BIN: its own `BIN cluster up` cluster and its own `BIN proxy`, same flags. That
+  measures an older build beside the current one, e.g. to show a refactor costs nothing.
 - CPU per request. The on-CPU nanoseconds of the system under test, summed over its
   threads from /proc/<pid>/task/*/schedstat, read right before and right after a
   redis-benchmark run of a fixed request count, divided by that count. The same is
@@ -21,8 +24,10 @@ Method:
   system under test runs alone on CPU1. For "direct" the measured redis-server is moved
   to CPU1 for the duration of its runs and back to CPU0 afterwards.
 - Order. Keys are prepopulated through each system first. One discarded warm-up round,
-  then --reps rounds; within a round each workload runs on slotgate, twemproxy, direct in
-  turn, so drifts in machine load hit all three alike. Medians and min-max are reported.
+  then --reps rounds; within a round each workload runs on slotgate, (the baseline,)
+  twemproxy, direct in turn, so drifts in machine load hit all systems alike. Medians and
+  min-max are reported; a ratio between two systems (slotgate ÷ twemproxy, slotgate ÷
+  slotgate-base, ...) is the ratio of their medians.
 - Syscalls. `perf stat -e raw_syscalls:sys_enter` attached to the system under test.
   Counting tracepoints adds about 5-10% to the CPU of the traced process on this VM, so
   syscalls are counted in one extra interleaved round whose CPU figures are not used.
@@ -31,11 +36,13 @@ Method:
 
 Usage:
     python3 scripts/bench_core.py [--reps 5] [--requests N] [--quick] [--out DIR]
-                                  [--update-benchmarks-md]
+                                  [--update-benchmarks-md] [--slotgate BIN]
+                                  [--baseline BIN [--baseline-name NAME]]
 Results go to results/bench-core-YYYYmmdd-HHMMSS/ (results.md, results.json). Needs
 redis-server, redis-benchmark, nutcracker and taskset on PATH, perf for the syscall
-column, and target/release/slotgate (`cargo build --release -p slotgate`); without a
-working slotgate binary the other two systems are still measured.
+column, and target/release/slotgate (`cargo build --release -p slotgate`) or the binary
+given by --slotgate; without a working slotgate binary the other systems are still
+measured. Without --baseline, results are as before this option existed.
 """
 
 import argparse
@@ -72,6 +79,7 @@ PIPELINE = 16
 PREPOPULATE_REQUESTS = 500_000  # random SETs over the key space: about 99% of keys exist
 NUTCRACKER_MBUF = 16384  # nutcracker -m, fixed for every run
 SYSTEMS = ("slotgate", "twemproxy", "direct")
+DEFAULT_BASELINE_NAME = "slotgate-base"
 TARGETS = {"P1": 0.9, "P16": 0.7}  # slotgate CPU/req ÷ twemproxy CPU/req, at most
 DEFAULT_REQUESTS = 100_000
 QUICK_REQUESTS = 10_000
@@ -340,16 +348,18 @@ def start_twemproxy(procs, backends):
                   [bport for bport, _ in backends])
 
 
-def start_slotgate(procs):
-    """A 3-master, 0-replica cluster from `slotgate cluster up` and the proxy in front."""
-    if not os.access(SLOTGATE, os.X_OK):
-        raise BenchError(f"{SLOTGATE} not found; build it with `cargo build --release -p slotgate`")
-    cluster_dir = os.path.join(procs.workdir, "cluster")
+def start_slotgate(procs, binary, name="slotgate"):
+    """A 3-master, 0-replica cluster from `binary cluster up` and `binary proxy` in front,
+    as the system `name` (slotgate, or a baseline build set up exactly alike)."""
+    if not os.access(binary, os.X_OK):
+        raise BenchError(f"{binary} not found; build it with `cargo build --release -p slotgate`")
+    cluster_dir = os.path.join(procs.workdir, "cluster" if name == "slotgate"
+                               else f"cluster-{name}")
     base = free_cluster_base(3)
-    procs.on_close(subprocess.run, [SLOTGATE, "cluster", "down", "--dir", cluster_dir],
+    procs.on_close(subprocess.run, [binary, "cluster", "down", "--dir", cluster_dir],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # The nodes inherit the CPU0 affinity of `cluster up`.
-    up = subprocess.run(["taskset", "-c", str(LOADGEN_CPU), SLOTGATE, "cluster", "up",
+    up = subprocess.run(["taskset", "-c", str(LOADGEN_CPU), binary, "cluster", "up",
                          "--masters", "3", "--replicas", "0", "--port", str(base),
                          "--dir", cluster_dir],
                         capture_output=True, text=True, timeout=120, start_new_session=True)
@@ -364,11 +374,11 @@ def start_slotgate(procs):
     master_pids = [redis_pid(p) for p in master_ports]
     port = free_port()
     env = dict(os.environ, RUST_LOG="warn")
-    proc = procs.start("slotgate-proxy", [SLOTGATE, "proxy", "--listen", f"127.0.0.1:{port}",
-                                          "--seed", seed.group(1), "--threads", "1"],
+    proc = procs.start(f"{name}-proxy", [binary, "proxy", "--listen", f"127.0.0.1:{port}",
+                                         "--seed", seed.group(1), "--threads", "1"],
                        cpu=SUT_CPU, env=env)
-    wait_ready(port, proc, "slotgate proxy")
-    return System("slotgate", port, proc.pid, master_pids, master_ports)
+    wait_ready(port, proc, f"{name} proxy")
+    return System(name, port, proc.pid, master_pids, master_ports)
 
 
 @contextlib.contextmanager
@@ -524,6 +534,7 @@ def prepopulate(system):
 
 def run_round(systems, workloads, phase, rep, workdir, runs):
     """Each workload on each live system in turn; a failing system is dropped."""
+    width = max([10] + [len(s.name) for s in systems])
     for workload in workloads:
         for system in systems:
             if system.failed:
@@ -535,7 +546,7 @@ def run_round(systems, workloads, phase, rep, workdir, runs):
                 print(f"  {system.name} FAILED, dropped from the benchmark: {e}", flush=True)
                 continue
             runs.append(run)
-            print(f"  {phase:8} {rep:>2} {workload.name:8} {system.name:10}"
+            print(f"  {phase:8} {rep:>2} {workload.name:8} {system.name:{width}}"
                   f" {run.sut_cpu_us:6.2f} µs/req   loadgen {run.loadgen_cpu_us:5.2f}"
                   f"  backends {fmt(run.backend_cpu_us):>5}"
                   + (f"  syscalls {run.syscalls:5.2f}" if run.syscalls is not None else "")
@@ -545,8 +556,9 @@ def run_round(systems, workloads, phase, rep, workdir, runs):
 # ---------------------------------------------------------------------------- reporting
 
 
-def summarize(runs, systems, workloads):
-    """Per (system, workload): medians and ranges over the reps; ratios between systems."""
+def summarize(runs, systems, workloads, baseline=None):
+    """Per (system, workload): medians and ranges over the reps; ratios between systems,
+    each the ratio of their medians. `baseline`: the name of a baseline slotgate, if any."""
     rows = []
     for workload in workloads:
         for system in systems:
@@ -593,19 +605,23 @@ def summarize(runs, systems, workloads):
             "target_vs_twemproxy": target,
             "meets_target": None if vs_twemproxy is None else vs_twemproxy <= target,
         })
+        if baseline:
+            ratios[-1]["slotgate_over_baseline"] = ratio("slotgate", baseline, workload.name)
     return rows, ratios
 
 
-def unequal_load_notes(rows):
+def unequal_load_notes(rows, baseline=None):
     """CPU per request falls as load rises (more batching), so a proxy comparison is
     fair only when both proxies ran at about the same request rate."""
     notes = []
     rps = {(r["system"], r["workload"]): r.get("rps_median") for r in rows}
+    peers = ["twemproxy"] + ([baseline] if baseline else [])
     for workload in dict.fromkeys(r["workload"] for r in rows):
-        a, b = rps.get(("slotgate", workload)), rps.get(("twemproxy", workload))
-        if a and b and max(a, b) / min(a, b) > 1.15:
-            notes.append(f"{workload}: slotgate ran at {a:,.0f} rps and twemproxy at {b:,.0f}; "
-                         "at unequal load their CPU per request is not strictly comparable")
+        for peer in peers:
+            a, b = rps.get(("slotgate", workload)), rps.get((peer, workload))
+            if a and b and max(a, b) / min(a, b) > 1.15:
+                notes.append(f"{workload}: slotgate ran at {a:,.0f} rps and {peer} at {b:,.0f}; "
+                             "at unequal load their CPU per request is not strictly comparable")
     return notes
 
 
@@ -644,16 +660,24 @@ def markdown(meta, rows, ratios):
             f"| {fmt(r['syscalls_per_req'])} | {fmt(r['rss_mib'], '.1f')} "
             f"| {fmt(r['loadgen_cpu_us_median'])} | {fmt(r['backend_cpu_us_median'])} "
             f"| {fmt(r['rps_median'], ',.0f')} |")
+    baseline = meta.get("baseline")
+    extra = f" slotgate ÷ {baseline['name']} |" if baseline else ""
     out += ["", "| Workload | slotgate ÷ twemproxy | target | slotgate ÷ direct "
-                "| twemproxy ÷ direct |", "|---|---|---|---|---|"]
+                "| twemproxy ÷ direct |" + extra,
+            "|---|---|---|---|---|" + ("---|" if baseline else "")]
     for r in ratios:
         verdict = {True: "met", False: "**missed**", None: "n/a"}[r["meets_target"]]
         out.append(f"| {r['workload']} | {fmt(r['slotgate_over_twemproxy'])} "
                    f"| ≤ {r['target_vs_twemproxy']} ({verdict}) "
-                   f"| {fmt(r['slotgate_over_direct'])} | {fmt(r['twemproxy_over_direct'])} |")
+                   f"| {fmt(r['slotgate_over_direct'])} | {fmt(r['twemproxy_over_direct'])} |"
+                   + (f" {fmt(r['slotgate_over_baseline'], '.3f')} |" if baseline else ""))
     out += ["", "Pinning (Cpus_allowed_list): " + ", ".join(
         f"{name} {cpus}" for name, cpus in meta["pinning"].items()) + ".",
             "Versions: " + "; ".join(f"{k}: {v}" for k, v in meta["versions"].items()) + "."]
+    if baseline:
+        out.append(f"Binaries: slotgate `{meta['slotgate_binary']}`; {baseline['name']} "
+                   f"`{baseline['binary']}` (its own cluster and proxy, set up like slotgate's); "
+                   f"slotgate ÷ {baseline['name']} is the ratio of the CPU µs/req medians.")
     if meta["notes"]:
         out += [""] + [f"- {note}" for note in meta["notes"]]
     return "\n".join(out) + "\n"
@@ -727,7 +751,23 @@ def parse_args():
     p.add_argument("--out", help="results directory (default results/bench-core-<date>)")
     p.add_argument("--update-benchmarks-md", action="store_true",
                    help="replace the bench-core section of BENCHMARKS.md with this run")
+    p.add_argument("--slotgate", metavar="BIN",
+                   help="the slotgate binary under test (default target/release/slotgate)")
+    p.add_argument("--baseline", metavar="BIN",
+                   help="an older slotgate binary, measured as one more system in the same "
+                        "interleaved rounds, with its own cluster and proxy from BIN")
+    p.add_argument("--baseline-name", default=DEFAULT_BASELINE_NAME, metavar="NAME",
+                   help=f"name of the --baseline system in the results "
+                        f"(default {DEFAULT_BASELINE_NAME})")
     args = p.parse_args()
+    for given in (args.slotgate, args.baseline):  # named explicitly: must exist
+        if given and not os.access(given, os.X_OK):
+            p.error(f"{given} is not an executable file")
+    args.slotgate = os.path.abspath(args.slotgate or SLOTGATE)
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
+        if args.baseline_name in SYSTEMS or not re.fullmatch(r"[\w.-]+", args.baseline_name):
+            p.error(f"--baseline-name must be a plain name other than {', '.join(SYSTEMS)}")
     if args.quick:
         args.reps, args.requests = 1, QUICK_REQUESTS
     if args.reps < 1 or args.requests < 1000:
@@ -744,16 +784,21 @@ def workloads_for(requests):
             Workload(f"P{PIPELINE}-SET", "set", PIPELINE, p16)]
 
 
-def start_systems(procs, notes):
-    """All three systems, slotgate first; a slotgate that cannot start is skipped."""
+def start_systems(procs, notes, args):
+    """All systems in round order: slotgate, the baseline (with --baseline), twemproxy,
+    direct. A slotgate or baseline that cannot start is skipped."""
     backends = [start_redis(procs, f"redis-{i}") for i in range(3)]
     direct_port, direct_proc = backends[0]
     systems = []
-    try:
-        systems.append(start_slotgate(procs))
-    except (BenchError, subprocess.TimeoutExpired) as e:
-        notes.append(" ".join(f"slotgate skipped: {e}".split()))
-        print(f"slotgate skipped: {e}", flush=True)
+    slotgates = [("slotgate", args.slotgate)]
+    if args.baseline:
+        slotgates.append((args.baseline_name, args.baseline))
+    for name, binary in slotgates:
+        try:
+            systems.append(start_slotgate(procs, binary, name))
+        except (BenchError, subprocess.TimeoutExpired) as e:
+            notes.append(" ".join(f"{name} skipped: {e}".split()))
+            print(f"{name} skipped: {e}", flush=True)
     systems.append(start_twemproxy(procs, backends))
     systems.append(System("direct", direct_port, direct_proc.pid, [], [direct_port],
                           moves_to_sut_cpu=True))
@@ -782,18 +827,23 @@ def main():
         "git": command_output(["git", "-C", REPO, "describe", "--always", "--dirty"]),
         "versions": {"redis-server": command_output(["redis-server", "--version"]),
                      "nutcracker": command_output(["nutcracker", "--version"]),
-                     "slotgate": command_output([SLOTGATE, "--version"])},
+                     "slotgate": command_output([args.slotgate, "--version"])},
         "loadavg_start": load, "reps": args.reps,
         "requests": {w.mode: w.requests for w in workloads},
         "clients": CLIENTS, "keyspace": KEYSPACE, "value_size": VALUE_SIZE,
         "nutcracker_mbuf": NUTCRACKER_MBUF, "notes": notes,
     }
+    baseline = args.baseline_name if args.baseline else None
+    if baseline:
+        meta["slotgate_binary"] = args.slotgate
+        meta["baseline"] = {"name": baseline, "binary": args.baseline}
+        meta["versions"][baseline] = command_output([args.baseline, "--version"])
     os.sched_setaffinity(0, {LOADGEN_CPU})
     workdir = tempfile.mkdtemp(prefix="bench-core-")
     procs = Processes(workdir)
     runs = []
     try:
-        systems = start_systems(procs, notes)
+        systems = start_systems(procs, notes, args)
         meta["pinning"] = {"redis-benchmark": str(LOADGEN_CPU), "this script": str(LOADGEN_CPU)}
         for s in systems:
             meta["pinning"][s.name] = allowed_cpus(s.sut_pid) + (
@@ -820,8 +870,8 @@ def main():
     meta["loadavg_end"] = os.getloadavg()
     meta["duration_s"] = round((datetime.datetime.now() - started).total_seconds(), 1)
     notes += [f"{s.name} dropped: {s.failed}" for s in systems if s.failed]
-    rows, ratios = summarize(runs, systems, workloads)
-    notes += unequal_load_notes(rows)
+    rows, ratios = summarize(runs, systems, workloads, baseline)
+    notes += unequal_load_notes(rows, baseline)
     table = markdown(meta, rows, ratios)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
