@@ -1,12 +1,46 @@
 //! Pub/sub through the proxy on a real 3-master cluster: channels, patterns and shard
-//! channels, for RESP2 and RESP3 clients.
+//! channels, for RESP2 and RESP3 clients. Before publishing, the tests wait (under a
+//! generous ceiling) until the nodes show the subscription, never for a fixed time.
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{text, Harness};
+use common::{text, wait_until, Client, Harness};
 use resp::Value;
+
+const CEILING: Duration = Duration::from_secs(30);
+
+/// `PUBSUB <sub> [args]` on each master, the integers of the replies summed: subscribers
+/// of each channel for NUMSUB/SHARDNUMSUB, pattern subscriptions for NUMPAT.
+fn counted_on(nodes: &[SocketAddr], sub: &str, args: &[&str]) -> Vec<i64> {
+    let mut total: Vec<i64> = Vec::new();
+    for &node in nodes {
+        let mut cmd = vec!["PUBSUB", sub];
+        cmd.extend_from_slice(args);
+        let counts: Vec<i64> = match Client::connect(node).call(&cmd) {
+            Value::Integer(n) => vec![n],
+            reply => reply
+                .as_array()
+                .unwrap_or_else(|| panic!("PUBSUB {sub}: {reply:?}"))
+                .iter()
+                .filter_map(Value::as_int)
+                .collect(),
+        };
+        total.resize(counts.len(), 0);
+        total.iter_mut().zip(counts).for_each(|(t, n)| *t += n);
+    }
+    total
+}
+
+/// Wait until every channel in `channels` has a subscriber on the masters.
+fn wait_subscribed(h: &Harness, sub: &str, channels: &[&str]) {
+    let masters = h.cluster.masters();
+    wait_until(CEILING, || {
+        counted_on(&masters, sub, channels).iter().all(|n| *n >= 1)
+    });
+}
 
 fn strings(v: &Value) -> Vec<String> {
     match v {
@@ -36,7 +70,8 @@ fn resp2_subscribers_get_messages_and_redis_subscribed_mode_rules() {
         strings(&sub.call(&["PSUBSCRIBE", "w*"])),
         s(&["psubscribe", "w*", ":3"])
     );
-    std::thread::sleep(Duration::from_millis(100));
+    wait_subscribed(&h, "NUMSUB", &["news", "sport"]);
+    wait_subscribed(&h, "NUMPAT", &[]);
     // Published through any node: the cluster bus delivers it.
     for _ in 0..3 {
         publisher.call(&["PUBLISH", "news", "hello"]);
@@ -82,7 +117,7 @@ fn resp3_subscribers_get_pushes_between_normal_replies() {
         "OK",
         "normal commands while subscribed"
     );
-    std::thread::sleep(Duration::from_millis(100));
+    wait_subscribed(&h, "NUMSUB", &["chat"]);
     publisher.call(&["PUBLISH", "chat", "hi"]);
     let push = sub.read().unwrap();
     assert!(matches!(push, Value::Push(_)), "a RESP3 push: {push:?}");
@@ -107,7 +142,7 @@ fn shard_channels_follow_their_slot() {
         cross,
         "-CROSSSLOT Keys in request don't hash to the same slot"
     );
-    std::thread::sleep(Duration::from_millis(100));
+    wait_subscribed(&h, "SHARDNUMSUB", &["{s}a", "{s}b"]);
     assert_eq!(text(&publisher.call(&["SPUBLISH", "{s}b", "m"])), ":1");
     assert_eq!(strings(&sub.read().unwrap()), s(&["smessage", "{s}b", "m"]));
 }
@@ -123,7 +158,7 @@ fn shard_subscriptions_survive_a_manual_failover() {
         strings(&sub.call(&["SSUBSCRIBE", "{fo}ch"])),
         s(&["ssubscribe", "{fo}ch", ":1"])
     );
-    std::thread::sleep(Duration::from_millis(100));
+    wait_subscribed(&h, "SHARDNUMSUB", &["{fo}ch"]);
     assert_eq!(
         text(&publisher.call(&["SPUBLISH", "{fo}ch", "before"])),
         ":1"
@@ -154,33 +189,25 @@ fn shard_subscriptions_survive_a_manual_failover() {
         .unwrap()
         .ok()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while h.cluster.owner_of(b"{fo}").unwrap() != replica {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "failover did not happen"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // Publish until a message gets through (the resubscription takes a moment).
-    let mut delivered = false;
+    wait_until(CEILING, || h.cluster.owner_of(b"{fo}").unwrap() == replica);
+    // Publish until a message gets through: the proxy resubscribes on the new master once it
+    // learns of the failover (a publish's MOVED may be what tells it). The ceiling is
+    // generous; each try waits up to a second for the delivery.
     sub.stream
-        .set_read_timeout(Some(Duration::from_millis(300)))
+        .set_read_timeout(Some(Duration::from_secs(1)))
         .unwrap();
-    for i in 0..30 {
+    let mut i = 0;
+    wait_until(CEILING, || {
+        i += 1;
         publisher.call(&["SPUBLISH", "{fo}ch", &format!("after{i}")]);
-        if let Some(frame) = sub.try_read() {
-            let got = strings(&frame);
-            assert_eq!(
-                got[0], "smessage",
-                "the client never sees the node's sunsubscribe: {got:?}"
-            );
-            delivered = true;
-            break;
-        }
-    }
-    assert!(
-        delivered,
-        "a message published after the failover was delivered"
-    );
+        let Some(frame) = sub.try_read() else {
+            return false;
+        };
+        let got = strings(&frame);
+        assert_eq!(
+            got[0], "smessage",
+            "the client never sees the node's sunsubscribe: {got:?}"
+        );
+        true
+    });
 }

@@ -91,8 +91,9 @@ fn client_run(addr: SocketAddr, id: usize, rounds: usize) -> Tally {
             let got = c.read().expect("the proxy answers every request");
             check(k, &text(&got), &mut tally);
         }
+        // A ceiling against hangs only (each fault costs about the 300 ms timeout).
         let took = started.elapsed();
-        assert!(took < Duration::from_secs(3), "round took {took:?}");
+        assert!(took < Duration::from_secs(30), "round took {took:?}");
     }
     tally
 }
@@ -136,8 +137,10 @@ fn no_crossed_replies_under_injected_faults() {
     proxy.shutdown();
 }
 
-/// A reply never sent: the request fails within about `request_timeout_ms`, with an error
-/// that says so, and the next request on the same client is served by a fresh connection.
+/// A reply never sent: the request fails once `request_timeout_ms` has passed (not before),
+/// with an error that names that timeout, and the next request on the same client is served
+/// by a fresh connection. No tight upper bound (slow CI VMs): the error text proves that the
+/// timeout, not something else, ended the wait; the ceiling only catches a hang.
 #[test]
 fn a_silent_node_fails_the_request_then_recovers() {
     let node = faulty_node();
@@ -146,9 +149,12 @@ fn a_silent_node_fails_the_request_then_recovers() {
     let started = Instant::now();
     let got = text(&c.call(&["GET", "hang:x"]));
     let took = started.elapsed();
-    assert!(got.starts_with('-'), "clean error: {got}");
     assert!(
-        took >= Duration::from_millis(250) && took < Duration::from_millis(1500),
+        got.starts_with('-') && got.contains("no reply within 300 ms"),
+        "clean timeout error: {got}"
+    );
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(20),
         "failed after {took:?}"
     );
     assert_eq!(text(&c.call(&["GET", "k"])), "val:k");

@@ -205,3 +205,18 @@ pub fn scrape_path(addr: SocketAddr, path: &str) -> String {
 pub fn scrape(addr: SocketAddr) -> String {
     scrape_path(addr, "/metrics")
 }
+
+/// Poll `condition` (every 20 ms) until it holds; panics, at the caller's line, if `ceiling`
+/// passes first. Returns how long it took. For tests: wait for a state, never for a time.
+#[track_caller]
+pub fn wait_until(ceiling: Duration, mut condition: impl FnMut() -> bool) -> Duration {
+    let started = std::time::Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < ceiling,
+            "condition still false after {ceiling:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    started.elapsed()
+}
