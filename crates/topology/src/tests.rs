@@ -1,3 +1,7 @@
+//! Every test runs on tokio's paused clock (`start_paused`): the refresher's waits and the
+//! scripted query latency are tokio time, so no assertion depends on wall-clock speed. (The
+//! one std clock involved, the 10 s MOVED patch TTL, is far from what any test spends.)
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -182,7 +186,7 @@ async fn a_moved_to_a_new_node_survives_a_lagging_refresh() {
     assert_eq!(topo.current().node_of(43).unwrap().addr, "a:1");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn bootstrap_reports_the_last_failure() {
     let mut script = Script::default();
     let none: &[String] = &[];
