@@ -10,6 +10,15 @@ use std::time::{Duration, Instant};
 
 use slotgate_client::{Client, Cmd, Config, Error, Pipeline, Value};
 
+/// `blocked_clients` in the node's INFO clients.
+fn blocked_clients(cluster: &devcluster::Cluster, node: std::net::SocketAddr) -> u64 {
+    let info = cluster.command(node, &["INFO", "clients"]).expect("INFO");
+    info.lines()
+        .iter()
+        .find_map(|l| l.strip_prefix("blocked_clients:")?.trim().parse().ok())
+        .expect("blocked_clients in INFO clients")
+}
+
 fn bulk(s: &str) -> Value {
     Value::BulkString(bytes::Bytes::copy_from_slice(s.as_bytes()))
 }
@@ -24,21 +33,31 @@ fn blpop_waits_on_its_own_connection() {
             c.set(format!("{{q}}k{i}"), i).await.expect("set");
         }
         let waiter = c.clone();
+        // BLPOP 0 never ends by itself: the GETs below can only complete if they do not
+        // wait behind it (ordering proves it, not a time bound; slow CI VMs).
         let pop = tokio::spawn(async move {
             let started = Instant::now();
-            let r = waiter.cmd(Cmd::new("BLPOP").arg("{q}list").arg(5)).await;
+            let r = waiter.cmd(Cmd::new("BLPOP").arg("{q}list").arg(0)).await;
             (r, started.elapsed())
         });
-        // Let the BLPOP reach the node, then hammer the same node.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let started = Instant::now();
-        for i in 0..100 {
-            let v = c.get(format!("{{q}}k{i}")).await.expect("get");
-            assert_eq!(v.as_deref(), Some(i.to_string().as_bytes()));
+        // Wait until the BLPOP is parked on the node, then hammer the same node.
+        let node = cluster.owner_of(b"{q}").expect("owner");
+        let ceiling = Instant::now() + Duration::from_secs(30);
+        while blocked_clients(&cluster, node) != 1 {
+            assert!(Instant::now() < ceiling, "the BLPOP never reached the node");
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let gets = started.elapsed();
+        let gets = async {
+            for i in 0..100 {
+                let v = c.get(format!("{{q}}k{i}")).await.expect("get");
+                assert_eq!(v.as_deref(), Some(i.to_string().as_bytes()));
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), gets)
+            .await
+            .expect("the GETs completed while the BLPOP was parked");
         assert!(!pop.is_finished(), "the BLPOP is still parked");
-        assert!(gets < Duration::from_millis(800), "GETs took {gets:?}");
+        assert_eq!(blocked_clients(&cluster, node), 1, "and still blocks");
         tokio::time::sleep(Duration::from_millis(900)).await;
         let pusher = c.clone();
         tokio::spawn(async move {

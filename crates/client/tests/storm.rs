@@ -46,7 +46,18 @@ fn a_migration_under_load_costs_few_refreshes_and_no_errors() {
     let start = Instant::now();
     std::thread::sleep(Duration::from_millis(200));
     common::migrate_slot(&cluster, cluster::key_slot(b"storm"), src, dst);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Keep the load on for at least 1.5 s after the migration and until it has done 1000
+    // more requests (slow CI VMs: a condition under a generous ceiling, not a fixed time).
+    let (migrated, ops_then) = (Instant::now(), ops.load(Ordering::Relaxed));
+    while migrated.elapsed() < Duration::from_millis(1500)
+        || ops.load(Ordering::Relaxed) < ops_then + 1000
+    {
+        assert!(
+            migrated.elapsed() < Duration::from_secs(30),
+            "the load stalled"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     stop.store(true, Ordering::Relaxed);
     for h in load {
         rt.block_on(h).expect("load task");
