@@ -11,6 +11,8 @@ use bytes::{Bytes, BytesMut};
 use proxy::{Config, Proxy};
 use resp::Value;
 
+pub mod migrate;
+
 /// A cluster and a proxy; both stop when dropped.
 pub struct Harness {
     pub proxy: Option<Proxy>,
