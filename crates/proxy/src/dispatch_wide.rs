@@ -5,10 +5,12 @@
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
+use cluster::slot_map::{SlotMap, Stamp};
 use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
 use crate::fanout::{Fanout, Merge, Part};
+use crate::order::Admit;
 use crate::pending::Entry;
 use crate::router::error;
 use crate::scan::parse_cursor;
@@ -21,6 +23,7 @@ impl Session {
     /// Parts without a slot go to the master of the same index.
     pub(crate) fn fan_out(&mut self, mut fanout: Fanout) {
         let map = self.worker.topology().current();
+        let stamp = map.stamp();
         let resp3 = self.resp3();
         let backends: Vec<Option<Rc<Backend>>> = fanout
             .parts
@@ -37,36 +40,49 @@ impl Session {
         for (part, backend) in fanout.parts.iter_mut().zip(&backends) {
             part.sent_to = backend.clone();
         }
-        self.send_parts(fanout, backends, map.version());
+        let stamp = crate::order::stable(stamp, &map);
+        self.send_parts(fanout, backends, &map, stamp);
     }
 
-    fn send_parts(&mut self, fanout: Fanout, backends: Vec<Option<Rc<Backend>>>, map_version: u64) {
-        let frames: Vec<Bytes> = fanout.parts.iter().map(|p| p.frame.clone()).collect();
+    /// Push the request's entry, then send each part (or queue it behind earlier requests
+    /// of its slot, `order.rs`); a part with no connection fails at once.
+    fn send_parts(
+        &mut self,
+        fanout: Fanout,
+        backends: Vec<Option<Rc<Backend>>>,
+        map: &SlotMap,
+        stamp: Option<Stamp>,
+    ) {
+        // Decided before the push: the entry's own parts must not count as in flight.
+        let admits: Vec<Admit> = (fanout.parts.iter().zip(&backends))
+            .map(|(part, b)| match b {
+                Some(b) => self.admit(stamp, part.slot, b),
+                None => Admit::Untracked,
+            })
+            .collect();
+        let parts: Vec<(Bytes, Option<u16>)> = fanout
+            .parts
+            .iter()
+            .map(|p| (p.frame.clone(), p.slot))
+            .collect();
         let mut entry = Entry::ready(Bytes::new());
         entry.reply = None;
-        entry.map_version = map_version;
+        entry.map_version = map.version();
         entry.fanout = Some(Box::new(fanout));
         let seq = self.cell.push(entry);
-        for (frag, (backend, frame)) in backends.into_iter().zip(frames).enumerate() {
+        let sends = backends.into_iter().zip(parts).zip(admits);
+        for (frag, ((backend, (frame, slot)), admit)) in sends.enumerate() {
             let frag = frag as u32;
-            match backend {
-                Some(b) => {
-                    let client = self.cell.clone();
-                    b.send(Outgoing {
-                        frame,
-                        client,
-                        seq,
-                        frag,
-                        asking: false,
-                        skip: 0,
-                        more: false,
-                    });
-                }
-                None => {
-                    let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
-                    self.cell.deliver(seq, frag, down);
-                }
-            }
+            let Some(b) = backend else {
+                let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
+                self.cell.deliver_unsent(seq, frag, down);
+                continue;
+            };
+            let out = Outgoing {
+                frag,
+                ..Outgoing::new(frame, self.cell.clone(), seq)
+            };
+            self.send_admitted(admit, out, &b, slot);
         }
     }
 
@@ -101,7 +117,8 @@ impl Session {
         self.send_parts(
             Fanout::from_parts(vec![part], merge),
             vec![Some(backend)],
-            map.version(),
+            &map,
+            None,
         );
     }
 

@@ -37,6 +37,7 @@ mod info;
 mod limits;
 mod local;
 pub mod metrics;
+mod order;
 mod pending;
 mod pubsub;
 mod redirect;

@@ -122,6 +122,8 @@ pub(crate) struct ClientCell {
     /// reply each request is expected to bring. Released an average share per entry popped,
     /// the remainder when the queue empties or closes, so it always returns to zero.
     inflight_charge: Cell<usize>,
+    /// Execution order: lanes of tracked requests, and the requests waiting their turn.
+    order: RefCell<crate::order::Order>,
 }
 
 // === impl ClientCell ===
@@ -149,6 +151,7 @@ impl ClientCell {
             candidate: Default::default(),
             no_evict: Default::default(),
             inflight_charge: Default::default(),
+            order: Default::default(),
         })
     }
 
@@ -257,6 +260,11 @@ impl ClientCell {
     /// Wakes the session only when it can act: the head became ready, or a redirect needs
     /// following.
     pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
+        self.deliver_as(seq, frag, reply, true);
+    }
+
+    /// `deliver`; `sent`: the request was in flight (false: it never left its queue).
+    fn deliver_as(&self, seq: u64, frag: u32, reply: Bytes, sent: bool) {
         let mut q = self.queue.borrow_mut();
         // An evicted client is closing: what it is still owed would only add to the excess.
         if q.closed || self.evicted.get().is_some() {
@@ -280,6 +288,7 @@ impl ClientCell {
             (Some(f), false) => f.complete(frag as usize, reply),
         };
         let became_ready = ready.is_some() && !redirect;
+        let unblocked = sent && self.order_answered(entry, frag);
         if let Some(reply) = ready {
             self.budget.observe_reply(reply.len());
             self.add_queued(reply.len());
@@ -289,7 +298,7 @@ impl ClientCell {
             q.redirected.push((seq, frag));
         }
         drop(q);
-        if (idx == 0 && became_ready) || redirect {
+        if (idx == 0 && became_ready) || redirect || unblocked {
             self.wake();
         }
     }
@@ -401,6 +410,7 @@ impl ClientCell {
         self.sub_queued(self.queued_bytes.get());
         self.budget.release(self.inflight_charge.replace(0));
         self.waker.borrow_mut().take();
+        self.order().clear();
     }
 }
 
@@ -416,6 +426,7 @@ pub(crate) fn is_redirect(frame: &[u8]) -> bool {
         || ::topology::not_executed(cluster::error_kind(frame))
 }
 
+mod ordering;
 mod partial;
 #[cfg(test)]
 mod tests;

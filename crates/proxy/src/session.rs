@@ -343,6 +343,7 @@ impl Session {
     /// Send to the master of `slot` (or any master).
     fn forward(&mut self, req: Request, slot: Option<u16>) {
         let map = self.worker.topology().current();
+        let stamp = map.stamp();
         let backend = match slot {
             Some(slot) => self.worker.backend_for_slot(&map, slot, self.resp3()),
             None => self.worker.any_backend(&map, self.resp3()),
@@ -350,6 +351,7 @@ impl Session {
         let Some(backend) = backend else {
             return self.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
         };
+        let admit = self.admit(crate::order::stable(stamp, &map), slot, &backend);
         let frame = req.raw().clone();
         let seq = self.cell.push(Entry {
             reply: None,
@@ -365,6 +367,7 @@ impl Session {
             parts: None,
             partial: Vec::new(),
         });
-        backend.send(Outgoing::new(frame, self.cell.clone(), seq));
+        let out = Outgoing::new(frame, self.cell.clone(), seq);
+        self.send_admitted(admit, out, &backend, slot);
     }
 }
