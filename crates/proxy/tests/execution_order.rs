@@ -248,7 +248,7 @@ fn moved_round(h: &Harness, round: usize) {
 /// GET `k` from several connections until one answers: those on the other worker reach the
 /// old owner on a connection that the pause does not hold, get MOVED and patch the map.
 fn patch_map_from_another_worker(h: &Harness, k: &str) {
-    let mut others: Vec<Client> = (0..8).map(|_| h.client()).collect();
+    let mut others: Vec<Client> = (0..16).map(|_| h.client()).collect();
     for o in &mut others {
         o.stream
             .set_read_timeout(Some(Duration::from_millis(20)))

@@ -98,7 +98,10 @@ impl Session {
             let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
             return self.cell.deliver_unsent(w.seq, w.frag, down);
         };
-        record_sent_to(self, w.seq, w.frag, &backend);
+        // Routed by the map of now: a MOVED for it is news about that map, not an older one.
+        let routed = matches!(w.target, Target::Owner { .. });
+        let version = routed.then(|| self.worker.topology().current().version());
+        record_sent_to(self, w.seq, w.frag, &backend, version);
         backend.send(Outgoing {
             frame: w.frame,
             client: self.cell.clone(),
@@ -111,10 +114,20 @@ impl Session {
     }
 }
 
-/// Remember where the request (or part) went, so a further redirect can tell its origin.
-fn record_sent_to(session: &Session, seq: u64, frag: u32, backend: &Rc<Backend>) {
+/// Remember where the request (or part) went, so a further redirect can tell its origin,
+/// and the map version it was routed by, if routed again.
+fn record_sent_to(
+    session: &Session,
+    seq: u64,
+    frag: u32,
+    backend: &Rc<Backend>,
+    version: Option<u64>,
+) {
     session.cell.with_entry(seq, |e| match e.fanout.as_mut() {
-        None => e.sent_to = Some(backend.clone()),
+        None => {
+            e.sent_to = Some(backend.clone());
+            e.map_version = version.unwrap_or(e.map_version);
+        }
         Some(f) => {
             if let Some(part) = f.parts.get_mut(frag as usize) {
                 part.sent_to = Some(backend.clone());

@@ -82,3 +82,100 @@ impl ClientCell {
         slot.is_some_and(|s| order.answered(s))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use cluster::slot_map::{NodeEntry, SlotMap, SlotRange, Stamp};
+    use tokio::time::Instant;
+
+    use super::super::{ClientCell, Entry};
+    use crate::backend::{Backend, Settings};
+    use crate::order::{conn_id, Admit, RouteKey, Waiting};
+
+    /// A connection handle that is never used to send.
+    fn backend(addr: &str) -> Rc<Backend> {
+        let master = NodeEntry {
+            addr: addr.into(),
+            id: None,
+            replicas: Vec::new(),
+        };
+        let map = SlotMap::from_ranges(
+            1,
+            &[SlotRange {
+                start: 0,
+                end: 16383,
+                master,
+            }],
+        );
+        let topology = crate::topology::with_map(&Default::default(), map.unwrap());
+        let settings = Settings {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::ZERO,
+            resp3: false,
+            auth: None,
+            node: Arc::default(),
+        };
+        Backend::new(addr, settings, topology)
+    }
+
+    fn key(seq: u64) -> Option<RouteKey> {
+        let stamp = Stamp { map: 1, seq };
+        Some(RouteKey {
+            stamp,
+            resp3: false,
+        })
+    }
+
+    /// Push a request of slot 7 in flight on `to`.
+    fn sent(cell: &ClientCell, to: &Rc<Backend>) -> u64 {
+        cell.push(Entry {
+            reply: None,
+            slot: Some(7),
+            sent_to: Some(to.clone()),
+            ..Entry::ready(Bytes::new())
+        })
+    }
+
+    #[test]
+    fn a_route_change_counts_what_is_in_flight_and_replies_drain_it() {
+        let (cell, x, y) = (ClientCell::new(), backend("x:1"), backend("y:1"));
+        assert_eq!(cell.admit(key(0), 7, conn_id(&x)), Admit::Untracked);
+        let first = sent(&cell, &x);
+        assert_eq!(
+            cell.admit(key(0), 7, conn_id(&x)),
+            Admit::Untracked,
+            "same route"
+        );
+        let second = sent(&cell, &x);
+        assert_eq!(
+            cell.admit(key(2), 7, conn_id(&y)),
+            Admit::Wait,
+            "patched to y"
+        );
+        let third = cell.push(Entry {
+            reply: None,
+            slot: Some(7),
+            ..Entry::ready(Bytes::new())
+        });
+        cell.wait(Waiting::fresh(third, 0, 7, Bytes::new(), false));
+        cell.deliver(first, 0, Bytes::from_static(b"+OK\r\n"));
+        cell.deliver(second, 0, Bytes::from_static(b"-MOVED 7 y:1\r\n"));
+        let mut ready = Vec::new();
+        let now = Instant::now();
+        assert!(
+            cell.order().wants_pass(now),
+            "both answered: the third may go"
+        );
+        cell.order()
+            .release(now, |_| Some(y.clone()), conn_id, &mut ready);
+        assert_eq!(ready.len(), 1);
+        assert!(cell.order().is_active(), "the third is in flight on y");
+        cell.deliver(third, 0, Bytes::from_static(b"+OK\r\n"));
+        assert!(!cell.order().is_active(), "drained: untracked again");
+    }
+}
