@@ -32,11 +32,15 @@
 //!
 //! Cost: nothing is tracked while nothing was redirected and every request in flight was
 //! routed with the same map state (`SlotMap::stamp`: which map, which in-place patches) and
-//! protocol as the new one:
-//! then each slot's requests are all on its owner's connection and the rule holds without
-//! looking. That check is a few integer compares per request, no allocation. Tracking starts
-//! on a redirect or a routing change (one pass over the requests in flight) and stops as
-//! soon as nothing tracked is in flight or waiting.
+//! protocol as the new one. Then each slot's requests are all on its owner's connection and
+//! the rule holds without looking: a few integer compares per request, no allocation.
+//! Tracking starts on a redirect or a routing change (one pass over the requests in flight)
+//! and stops as soon as nothing tracked is in flight or waiting.
+//!
+//! Requests on the session's dedicated connection (blocking commands, transactions,
+//! streamed uploads) start only when nothing else of the client is in flight and nothing
+//! more is read until they end (`exclusive.rs`), so they are alone in their lane; their
+//! redirects and retries take the same queue.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
