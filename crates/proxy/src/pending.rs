@@ -273,7 +273,8 @@ impl ClientCell {
         let Some(idx) = seq.checked_sub(q.head_seq) else {
             return;
         };
-        let redirect = is_redirect(&reply);
+        // An answer for a request that never left is final: there is no node's word to follow.
+        let redirect = sent && is_redirect(&reply);
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
