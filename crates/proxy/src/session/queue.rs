@@ -129,6 +129,8 @@ pub(crate) struct ClientCell {
     /// reply each request is expected to bring. Released an average share per entry popped,
     /// the remainder when the queue empties or closes, so it always returns to zero.
     inflight_charge: Cell<usize>,
+    /// Execution order: lanes of tracked requests, and the requests waiting their turn.
+    order: RefCell<crate::session::order::Order>,
 }
 
 // === impl ClientCell ===
@@ -157,6 +159,7 @@ impl ClientCell {
             candidate: Default::default(),
             no_evict: Default::default(),
             inflight_charge: Default::default(),
+            order: Default::default(),
         })
     }
 
@@ -378,12 +381,14 @@ impl ClientCell {
         self.sub_queued(self.queued_bytes.get());
         self.budget.release(self.inflight_charge.replace(0));
         self.waker.borrow_mut().take();
+        self.order().clear();
     }
 }
 
 mod deliver;
 #[cfg(test)]
 use deliver::is_redirect;
+mod ordering;
 mod partial;
 #[cfg(test)]
 mod tests;

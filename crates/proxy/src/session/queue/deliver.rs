@@ -12,6 +12,11 @@ impl ClientCell {
     /// Wakes the session only when it can act: the head became ready, or a redirect needs
     /// following.
     pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
+        self.deliver_as(seq, frag, reply, true);
+    }
+
+    /// `deliver`; `sent`: the request was in flight (false: it never left its queue).
+    pub(super) fn deliver_as(&self, seq: u64, frag: u32, reply: Bytes, sent: bool) {
         let mut q = self.queue.borrow_mut();
         // An evicted client is closing: what it is still owed would only add to the excess.
         if q.closed || self.evicted.get().is_some() {
@@ -20,7 +25,8 @@ impl ClientCell {
         let Some(idx) = seq.checked_sub(q.head_seq) else {
             return;
         };
-        let redirect = is_redirect(&reply);
+        // An answer for a request that never left is final: there is no node's word to follow.
+        let redirect = sent && is_redirect(&reply);
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
@@ -35,6 +41,7 @@ impl ClientCell {
             (Some(f), false) => f.complete(frag as usize, reply),
         };
         let became_ready = ready.is_some() && !redirect;
+        let unblocked = sent && self.order_answered(entry, frag);
         if let Some(reply) = ready {
             self.budget.observe_reply(reply.len());
             self.add_queued(reply.len());
@@ -44,7 +51,7 @@ impl ClientCell {
             q.redirected.push((seq, frag));
         }
         drop(q);
-        if (idx == 0 && became_ready) || redirect {
+        if (idx == 0 && became_ready) || redirect || unblocked {
             self.wake();
         }
     }
