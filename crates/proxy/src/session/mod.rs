@@ -34,7 +34,7 @@ use crate::route::{self, Local, Route};
 use crate::session::exclusive::{Held, Intake};
 use crate::session::fanout::Fanout;
 use crate::session::pubsub::PubSub;
-use crate::session::queue::{ClientCell, Entry};
+use crate::session::queue::{ClientCell, Conn, Entry, Resend, Sent};
 use crate::session::transaction::Transaction;
 use crate::worker::Worker;
 use local::SessionInfo;
@@ -343,20 +343,9 @@ impl Session {
         };
         let admit = self.admit(crate::session::order::stable(stamp, &map), slot, &backend);
         let frame = req.raw().clone();
-        let seq = self.cell.push(Entry {
-            reply: None,
-            frame: Some(frame.clone()),
-            sent_to: Some(backend.clone()),
-            hops: 0,
-            retries: 0,
-            map_version: map.version(),
-            slot,
-            pinned: false,
-            sampled: None,
-            fanout: None,
-            parts: None,
-            partial: Vec::new(),
-        });
+        let mut sent = Sent::new(Resend::Frame(frame.clone()), &backend, slot, Conn::Shared);
+        sent.map_version = map.version();
+        let seq = self.cell.push(Entry::sent(sent));
         let out = Outgoing::new(frame, self.cell.clone(), seq);
         let patience = crate::patience::Patience::of_request(&req);
         self.send_admitted(admit, out, &backend, slot, patience);

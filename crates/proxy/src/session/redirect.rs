@@ -31,7 +31,7 @@ use topology::Backoff;
 use crate::backend::Backend;
 use crate::context::WorkerStats;
 use crate::session::order::{Target, Waiting};
-use crate::session::queue::Entry;
+use crate::session::queue::{Conn, Entry, Kind as EntryKind, Sent};
 use crate::session::Session;
 use crate::worker::Worker;
 
@@ -100,7 +100,13 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         return;
     };
     count_and_learn(&session.worker, &plan);
-    let pinned = session.cell.with_entry(seq, |e| e.pinned).unwrap_or(false);
+    let pinned = session
+        .cell
+        .with_entry(
+            seq,
+            |e| matches!(&e.kind, EntryKind::Sent(s) if s.conn == Conn::Own),
+        )
+        .unwrap_or(false);
     let resp3 = plan.resp3.unwrap_or(session.resp3());
     let (target, delay) = match plan.kind {
         Kind::Moved { .. } | Kind::Ask => (Target::Node(plan.addr.into()), None),
@@ -151,25 +157,12 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
 /// Decide for a whole request or for one of its parts. A part whose redirect is not followed
 /// is complete with that error as its reply (and may complete the whole request).
 fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
-    let map_version = entry.map_version;
-    let pinned = entry.pinned;
-    let Some(fanout) = entry.fanout.as_mut() else {
-        let frame = entry.frame.clone().or_else(|| {
-            let parts = entry.parts.as_deref()?;
-            Some(crate::session::upload::join(parts))
-        });
-        let hop = Hop {
-            reply: &mut entry.reply,
-            frame,
-            sent_to: &entry.sent_to,
-            hops: &mut entry.hops,
-            retries: &mut entry.retries,
-        };
-        let mut plan = plan(hop, max_redirects, map_version, pinned)?;
-        plan.slot = plan.slot.or(entry.slot);
-        plan.key_slot = entry.slot;
-        return Some(plan);
+    let fanout = match &mut entry.kind {
+        EntryKind::Local => return None,
+        EntryKind::Sent(sent) => return plan_sent(&mut entry.reply, sent, max_redirects),
+        EntryKind::Fanout(fanout) => fanout,
     };
+    let map_version = fanout.map_version;
     let part = fanout.parts.get_mut(frag as usize)?;
     let frame = Some(part.frame.clone());
     let hop = Hop {
@@ -187,6 +180,22 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
     let final_reply = part.reply.take()?;
     entry.reply = fanout.complete(frag as usize, final_reply);
     None
+}
+
+/// Decide for a request sent whole.
+fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, max_redirects: u8) -> Option<Plan> {
+    let hop = Hop {
+        reply,
+        frame: sent.resend_frame(),
+        sent_to: &sent.sent_to,
+        hops: &mut sent.hops,
+        retries: &mut sent.retries,
+    };
+    let own = sent.conn == Conn::Own;
+    let mut plan = plan(hop, max_redirects, sent.map_version, own)?;
+    plan.slot = plan.slot.or(sent.slot);
+    plan.key_slot = sent.slot;
+    Some(plan)
 }
 
 /// Decide whether to follow the reply in `hop`; on yes, clear it and count the hop or retry.

@@ -81,11 +81,9 @@ impl Session {
             .iter()
             .map(|p| (p.frame.clone(), p.slot))
             .collect();
-        let mut entry = Entry::ready(Bytes::new());
-        entry.reply = None;
-        entry.map_version = map.version();
-        entry.fanout = Some(Box::new(fanout));
-        let seq = self.cell.push(entry);
+        let mut fanout = fanout;
+        fanout.map_version = map.version();
+        let seq = self.cell.push(Entry::fanout(fanout));
         let sends = backends.into_iter().zip(parts).zip(admits);
         for (frag, ((backend, (frame, slot)), admit)) in sends.enumerate() {
             let frag = frag as u32;

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::{conn_id, Admit, RouteKey, Target, Waiting};
 use crate::backend::{Backend, Outgoing};
 use crate::patience::Patience;
+use crate::session::queue::Kind;
 use crate::session::Session;
 
 // === impl Session (execution order) ===
@@ -126,12 +127,13 @@ fn record_sent_to(
     backend: &Rc<Backend>,
     version: Option<u64>,
 ) {
-    session.cell.with_entry(seq, |e| match e.fanout.as_mut() {
-        None => {
-            e.sent_to = Some(backend.clone());
-            e.map_version = version.unwrap_or(e.map_version);
+    session.cell.with_entry(seq, |e| match &mut e.kind {
+        Kind::Local => {}
+        Kind::Sent(s) => {
+            s.sent_to = Some(backend.clone());
+            s.map_version = version.unwrap_or(s.map_version);
         }
-        Some(f) => {
+        Kind::Fanout(f) => {
             if let Some(part) = f.parts.get_mut(frag as usize) {
                 part.sent_to = Some(backend.clone());
             }

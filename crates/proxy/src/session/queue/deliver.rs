@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::ClientCell;
+use super::{ClientCell, Kind};
 use crate::backend::ReplySink;
 
 impl ClientCell {
@@ -30,15 +30,15 @@ impl ClientCell {
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
-        let ready = match (&mut entry.fanout, redirect) {
-            (None, _) => Some(reply),
-            (Some(f), true) => {
+        let ready = match (&mut entry.kind, redirect) {
+            (Kind::Fanout(f), true) => {
                 if let Some(part) = f.parts.get_mut(frag as usize) {
                     part.reply = Some(reply);
                 }
                 None
             }
-            (Some(f), false) => f.complete(frag as usize, reply),
+            (Kind::Fanout(f), false) => f.complete(frag as usize, reply),
+            (_, _) => Some(reply),
         };
         let became_ready = ready.is_some() && !redirect;
         let unblocked = sent && self.order_answered(entry, frag);

@@ -5,7 +5,7 @@ use std::cell::RefMut;
 
 use bytes::Bytes;
 
-use super::{ClientCell, Entry};
+use super::{ClientCell, Entry, Kind};
 use crate::session::order::{conn_id, Admit, ConnId, Order, RouteKey, Waiting};
 
 impl ClientCell {
@@ -39,14 +39,14 @@ impl ClientCell {
             return;
         }
         for entry in &q.entries {
-            match &entry.fanout {
-                None => {
-                    if let (None, Some(slot), Some(b)) = (&entry.reply, entry.slot, &entry.sent_to)
-                    {
+            match &entry.kind {
+                Kind::Local => {}
+                Kind::Sent(s) => {
+                    if let (None, Some(slot), Some(b)) = (&entry.reply, s.slot, &s.sent_to) {
                         order.track(slot, conn_id(b));
                     }
                 }
-                Some(f) => {
+                Kind::Fanout(f) => {
                     for p in &f.parts {
                         if let (None, Some(slot), Some(b)) = (&p.reply, p.slot, &p.sent_to) {
                             order.track(slot, conn_id(b));
@@ -75,11 +75,7 @@ impl ClientCell {
         if !order.is_active() {
             return false;
         }
-        let slot = match &entry.fanout {
-            None => entry.slot,
-            Some(f) => f.parts.get(frag as usize).and_then(|p| p.slot),
-        };
-        slot.is_some_and(|s| order.answered(s))
+        entry.slot_of(frag).is_some_and(|s| order.answered(s))
     }
 }
 
@@ -93,7 +89,7 @@ mod tests {
     use cluster::slot_map::{NodeEntry, SlotMap, SlotRange, Stamp};
     use tokio::time::Instant;
 
-    use super::super::{ClientCell, Entry};
+    use super::super::{ClientCell, Conn, Entry, Resend, Sent};
     use crate::backend::{Backend, Settings};
     use crate::session::order::{conn_id, Admit, RouteKey, Waiting};
 
@@ -134,12 +130,12 @@ mod tests {
 
     /// Push a request of slot 7 in flight on `to`.
     fn sent(cell: &ClientCell, to: &Rc<Backend>) -> u64 {
-        cell.push(Entry {
-            reply: None,
-            slot: Some(7),
-            sent_to: Some(to.clone()),
-            ..Entry::ready(Bytes::new())
-        })
+        cell.push(Entry::sent(Sent::new(
+            Resend::Never,
+            to,
+            Some(7),
+            Conn::Shared,
+        )))
     }
 
     #[test]
@@ -158,11 +154,9 @@ mod tests {
             Admit::Wait,
             "patched to y"
         );
-        let third = cell.push(Entry {
-            reply: None,
-            slot: Some(7),
-            ..Entry::ready(Bytes::new())
-        });
+        let mut unsent = Sent::new(Resend::Never, &y, Some(7), Conn::Shared);
+        unsent.sent_to = None;
+        let third = cell.push(Entry::sent(unsent));
         cell.wait(Waiting::fresh(third, 0, 7, Bytes::new(), false));
         cell.deliver(first, 0, Bytes::from_static(b"+OK\r\n"));
         cell.deliver(second, 0, Bytes::from_static(b"-MOVED 7 y:1\r\n"));
