@@ -9,7 +9,7 @@
 //! Invariant: every value stored in `slots` is either `UNASSIGNED` or an index into `nodes`;
 //! `nodes` never changes after construction, so a patch can only point at a node already known.
 
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{fence, AtomicU16, AtomicU64, Ordering};
 
 use resp::Value;
 
@@ -58,7 +58,23 @@ pub struct SlotMap {
     version: u64,
     nodes: Vec<NodeEntry>,
     slots: Box<[AtomicU16]>,
+    /// Unique per instance in this process (a copy made by `with_master` gets its own).
+    id: u64,
+    /// Seqlock over in-place patches: odd while a `patch` is writing, +2 per patch. Lets a
+    /// reader tell that two routings saw the same slots (`Stamp`) without a lock.
+    seq: AtomicU64,
 }
+
+/// Which state of which map a routing saw: two stable routings with equal stamps sent every
+/// slot to the same master. See `SlotMap::stamp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp {
+    pub map: u64,
+    pub seq: u64,
+}
+
+/// Source of `SlotMap::id`.
+static NEXT_MAP_ID: AtomicU64 = AtomicU64::new(1);
 
 // === impl SlotMap ===
 
@@ -99,6 +115,8 @@ impl SlotMap {
             version,
             nodes,
             slots,
+            id: NEXT_MAP_ID.fetch_add(1, Ordering::Relaxed),
+            seq: AtomicU64::new(0),
         };
         if map.assigned() == 0 {
             return Err(TopologyError::Empty);
@@ -129,6 +147,25 @@ impl SlotMap {
         self.version
     }
 
+    /// Taken before routing by this map; `stamp_after` after. The routing saw exactly the
+    /// state this names when both are equal (no patch ran in between, none was half done),
+    /// so two such routings with equal stamps agree on every slot: a seqlock read.
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            map: self.id,
+            seq: self.seq.load(Ordering::Acquire),
+        }
+    }
+
+    /// The closing read of `stamp` (after the slot loads). Unstable if it differs.
+    pub fn stamp_after(&self) -> Stamp {
+        fence(Ordering::Acquire);
+        Stamp {
+            map: self.id,
+            seq: self.seq.load(Ordering::Relaxed),
+        }
+    }
+
     /// The masters, indexed as `node_index` returns.
     pub fn nodes(&self) -> &[NodeEntry] {
         &self.nodes
@@ -157,10 +194,32 @@ impl SlotMap {
     pub fn patch(&self, slot: u16, addr: &str) -> bool {
         match (self.index_of(addr), self.slots.get(usize::from(slot))) {
             (Some(idx), Some(cell)) => {
+                // Seqlock write: take it (odd), store, release it (+1 more). Patches come from
+                // MOVED replies only, so the spin against another patch is rare and short.
+                let seq = self.lock_seq();
+                fence(Ordering::Release);
                 cell.store(idx, Ordering::Relaxed);
+                self.seq.store(seq + 2, Ordering::Release);
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Wait for an even sequence and make it odd; returns the even value taken.
+    fn lock_seq(&self) -> u64 {
+        loop {
+            let seq = self.seq.load(Ordering::Relaxed);
+            let odd = seq + 1;
+            if seq.is_multiple_of(2)
+                && self
+                    .seq
+                    .compare_exchange_weak(seq, odd, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return seq;
+            }
+            std::hint::spin_loop();
         }
     }
 
@@ -185,6 +244,8 @@ impl SlotMap {
             version: self.version,
             nodes,
             slots,
+            id: NEXT_MAP_ID.fetch_add(1, Ordering::Relaxed),
+            seq: AtomicU64::new(0),
         }
     }
 

@@ -11,97 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::migrate::{admin, info, Move};
 use common::{text, Client, Harness};
 use devcluster::Cluster;
 use resp::Value;
-use testkit::reply::slot_of;
-
-/// Run `args` on `addr`, panicking on a Redis error (setup steps must not fail).
-fn admin(cluster: &Cluster, addr: SocketAddr, args: &[&str]) -> String {
-    let reply = cluster.command(addr, args).expect("node reachable");
-    assert!(!reply.is_error(), "{args:?} on {addr}: {reply:?}");
-    reply.as_text().unwrap_or_default()
-}
-
-fn id_of(cluster: &Cluster, addr: SocketAddr) -> String {
-    admin(cluster, addr, &["CLUSTER", "MYID"])
-}
-
-/// A slot being moved from `src` to `dst`.
-struct Move<'a> {
-    cluster: &'a Cluster,
-    slot: String,
-    src: SocketAddr,
-    dst: SocketAddr,
-}
-
-impl<'a> Move<'a> {
-    /// Mark the slot of `tag` importing on another master and migrating on its owner.
-    fn begin(cluster: &'a Cluster, tag: &str) -> Move<'a> {
-        let src = cluster.owner_of(tag.as_bytes()).expect("owner");
-        let dst = *cluster.masters().iter().find(|a| **a != src).expect("dst");
-        let slot = slot_of(tag.as_bytes()).to_string();
-        let m = Move {
-            cluster,
-            slot,
-            src,
-            dst,
-        };
-        admin(
-            cluster,
-            dst,
-            &[
-                "CLUSTER",
-                "SETSLOT",
-                &m.slot,
-                "IMPORTING",
-                &id_of(cluster, src),
-            ],
-        );
-        admin(
-            cluster,
-            src,
-            &[
-                "CLUSTER",
-                "SETSLOT",
-                &m.slot,
-                "MIGRATING",
-                &id_of(cluster, dst),
-            ],
-        );
-        m
-    }
-
-    /// Move these keys' data to `dst` (the slot stays migrating).
-    fn migrate(&self, keys: &[String]) {
-        let port = self.dst.port().to_string();
-        let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
-        args.extend(keys.iter().map(String::as_str));
-        admin(self.cluster, self.src, &args);
-    }
-
-    /// End the migration: the slot belongs to `dst` on every master (target first).
-    fn finish(&self) {
-        let dst_id = id_of(self.cluster, self.dst);
-        let mut masters = self.cluster.masters();
-        masters.sort_by_key(|a| (*a != self.dst, *a == self.src));
-        for m in masters {
-            admin(
-                self.cluster,
-                m,
-                &["CLUSTER", "SETSLOT", &self.slot, "NODE", &dst_id],
-            );
-        }
-    }
-}
-
-/// `key:value` from the proxy's INFO, as a number.
-fn info(c: &mut Client, key: &str) -> u64 {
-    let all = text(&c.call(&["INFO", "everything"]));
-    let line = all.lines().find_map(|l| l.strip_prefix(&format!("{key}:")));
-    line.and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("INFO has no {key}"))
-}
 
 /// CLUSTER SLOTS calls summed over the masters (`INFO commandstats`).
 fn cluster_slots_calls(cluster: &Cluster) -> u64 {

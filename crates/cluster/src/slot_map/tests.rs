@@ -92,6 +92,39 @@ fn patch_repoints_only_to_known_masters() {
 }
 
 #[test]
+fn stamps_tell_routings_apart_across_patches_and_copies() {
+    let map = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
+    let before = map.stamp();
+    assert_eq!(map.stamp_after(), before, "no patch: a stable routing");
+    assert!(map.patch(42, "127.0.0.1:7002"));
+    let after = map.stamp();
+    assert_ne!(after, before, "a patch changes the stamp");
+    assert!(after.seq.is_multiple_of(2), "no patch is half done");
+    assert!(!map.patch(43, "127.0.0.1:9999"));
+    assert_eq!(map.stamp(), after, "a refused patch changes nothing");
+    let copy = map.with_master("127.0.0.1:7009");
+    assert_ne!(copy.stamp().map, map.stamp().map, "a copy is another map");
+    let twin = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
+    assert_ne!(twin.stamp(), before, "same version, another instance");
+}
+
+#[test]
+fn patches_from_several_threads_all_count() {
+    let map = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u16 {
+            let map = &map;
+            s.spawn(move || {
+                for i in 0..500 {
+                    map.patch(t * 1000 + i, "127.0.0.1:7001");
+                }
+            });
+        }
+    });
+    assert_eq!(map.stamp().seq, 2 * 4 * 500);
+}
+
+#[test]
 fn compares_routes_and_cluster_identity() {
     let a = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
     let b = SlotMap::from_cluster_slots(2, &three_masters(), "127.0.0.1").unwrap();

@@ -26,7 +26,7 @@ use resp::Request;
 use crate::backend::{Backend, Outgoing};
 use crate::route::Local;
 use crate::route::PubSubTarget;
-use crate::session::queue::Entry;
+use crate::session::queue::{Conn, Entry, Resend, Sent};
 use crate::session::Session;
 
 /// What the session does with the requests its client sends next: one state, not a flag
@@ -157,14 +157,10 @@ impl Session {
                 }
             },
         };
-        let mut entry = Entry::ready(Bytes::new());
-        entry.reply = None;
-        entry.frame = ex.resend;
-        entry.sent_to = Some(backend.clone());
-        entry.map_version = map.version();
-        entry.pinned = true;
-        entry.slot = ex.slot;
-        let seq = self.cell.push(entry);
+        let resend = ex.resend.map_or(Resend::Never, Resend::Frame);
+        let mut sent = Sent::new(resend, &backend, ex.slot, Conn::Own);
+        sent.map_version = map.version();
+        let seq = self.cell.push(Entry::sent(sent));
         let out = Outgoing {
             skip: ex.skip,
             ..Outgoing::new(ex.frame, self.cell.clone(), seq)

@@ -43,6 +43,8 @@ pub(crate) struct Fanout {
     order: Vec<(u32, u32)>,
     /// Text placed before the merged part (INFO's own sections).
     pub prefix: Bytes,
+    /// Slot-map version the parts were routed with.
+    pub map_version: u64,
 }
 
 // === impl Fanout ===
@@ -66,6 +68,7 @@ impl Fanout {
             parts,
             order,
             prefix: Bytes::new(),
+            map_version: 0,
         }
     }
 
@@ -77,6 +80,7 @@ impl Fanout {
             parts,
             order: Vec::new(),
             prefix: Bytes::new(),
+            map_version: 0,
         }
     }
 

@@ -42,7 +42,7 @@ impl Session {
     /// Replies first: follow redirects, move ready replies to `out`, write them. Some(poll)
     /// when this turn ends here (done, closed, yielding, or draining).
     pub(super) fn pump_output(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
-        redirect::follow(self);
+        redirect::follow(self, cx);
         self.out_bytes += self.cell.pop_ready(&mut self.out);
         self.record_samples();
         self.slowlog_record();

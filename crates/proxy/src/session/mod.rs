@@ -34,7 +34,7 @@ use crate::route::{self, Local, Route};
 use crate::session::exclusive::{Held, Intake};
 use crate::session::fanout::Fanout;
 use crate::session::pubsub::PubSub;
-use crate::session::queue::{ClientCell, Entry};
+use crate::session::queue::{ClientCell, Conn, Entry, Resend, Sent};
 use crate::session::transaction::Transaction;
 use crate::worker::Worker;
 use local::SessionInfo;
@@ -48,6 +48,7 @@ mod io;
 pub(crate) mod limits;
 pub(crate) mod local;
 mod mode;
+pub(crate) mod order;
 pub(crate) mod pubsub;
 pub(crate) mod queue;
 pub(crate) mod redirect;
@@ -332,6 +333,7 @@ impl Session {
     /// Send to the master of `slot` (or any master).
     fn forward(&mut self, req: Request, slot: Option<u16>) {
         let map = self.worker.topology().current();
+        let stamp = map.stamp();
         let backend = match slot {
             Some(slot) => self.worker.backend_for_slot(&map, slot, self.resp3()),
             None => self.worker.any_backend(&map, self.resp3()),
@@ -339,22 +341,13 @@ impl Session {
         let Some(backend) = backend else {
             return self.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
         };
+        let admit = self.admit(crate::session::order::stable(stamp, &map), slot, &backend);
         let frame = req.raw().clone();
-        let seq = self.cell.push(Entry {
-            reply: None,
-            frame: Some(frame.clone()),
-            sent_to: Some(backend.clone()),
-            hops: 0,
-            retries: 0,
-            map_version: map.version(),
-            slot,
-            pinned: false,
-            sampled: None,
-            fanout: None,
-            parts: None,
-            partial: Vec::new(),
-        });
+        let mut sent = Sent::new(Resend::Frame(frame.clone()), &backend, slot, Conn::Shared);
+        sent.map_version = map.version();
+        let seq = self.cell.push(Entry::sent(sent));
+        let out = Outgoing::new(frame, self.cell.clone(), seq);
         let patience = crate::patience::Patience::of_request(&req);
-        backend.send_with(Outgoing::new(frame, self.cell.clone(), seq), patience);
+        self.send_admitted(admit, out, &backend, slot, patience);
     }
 }

@@ -25,65 +25,12 @@ use std::task::Waker;
 
 use bytes::Bytes;
 
-use crate::backend::Backend;
 use crate::budget::Budget;
-use crate::session::fanout::Fanout;
 use crate::session::slowlog::Mark;
 
 /// What one request waiting for its reply costs besides the reply: its `Entry`, the
 /// backend's bookkeeping and its share of the client's read buffer.
 pub(crate) const ENTRY_COST: usize = std::mem::size_of::<Entry>() + 128;
-
-/// One request's place in its client's reply order.
-pub(crate) struct Entry {
-    /// The reply, once known. A redirect reply stays here until the session follows it.
-    pub reply: Option<Bytes>,
-    /// The request's bytes, kept while a redirect may still need to resend them (a
-    /// refcount, not a copy).
-    pub frame: Option<Bytes>,
-    /// The backend the request was last sent to: the host of an empty-host MOVED, and loop
-    /// detection.
-    pub sent_to: Option<Rc<Backend>>,
-    /// MOVED/ASK hops followed so far.
-    pub hops: u8,
-    /// TRYAGAIN retries so far.
-    pub retries: u8,
-    /// Slot-map version the request was routed with (a MOVED from an older map asks no refresh).
-    pub map_version: u64,
-    /// The slot its keys hash to, to route it again after a failover (None when keyless).
-    pub slot: Option<u16>,
-    /// Sent on the session's dedicated connection (a redirect must stay on one).
-    pub pinned: bool,
-    /// For a sampled request: its command index and when it was dispatched.
-    pub sampled: Option<(u16, std::time::Instant)>,
-    /// Set when the request went out as several parts (split by slot, or to every master).
-    pub fanout: Option<Box<Fanout>>,
-    /// A streamed upload's bytes, in the pieces it was forwarded in: joined into `frame`
-    /// only if a redirect must resend it.
-    pub parts: Option<Box<[Bytes]>>,
-    /// Pieces of a streamed reply that arrived before its end (`pending/partial.rs`).
-    pub partial: Vec<Bytes>,
-}
-
-impl Entry {
-    /// An entry whose reply is already known (local commands, refusals).
-    pub(crate) fn ready(reply: Bytes) -> Entry {
-        Entry {
-            reply: Some(reply),
-            frame: None,
-            sent_to: None,
-            hops: 0,
-            retries: 0,
-            map_version: 0,
-            slot: None,
-            pinned: false,
-            sampled: None,
-            fanout: None,
-            parts: None,
-            partial: Vec::new(),
-        }
-    }
-}
 
 /// The queue itself; see the module doc for the invariants.
 #[derive(Default)]
@@ -129,6 +76,8 @@ pub(crate) struct ClientCell {
     /// reply each request is expected to bring. Released an average share per entry popped,
     /// the remainder when the queue empties or closes, so it always returns to zero.
     inflight_charge: Cell<usize>,
+    /// Execution order: lanes of tracked requests, and the requests waiting their turn.
+    order: RefCell<crate::session::order::Order>,
 }
 
 // === impl ClientCell ===
@@ -157,6 +106,7 @@ impl ClientCell {
             candidate: Default::default(),
             no_evict: Default::default(),
             inflight_charge: Default::default(),
+            order: Default::default(),
         })
     }
 
@@ -378,12 +328,16 @@ impl ClientCell {
         self.sub_queued(self.queued_bytes.get());
         self.budget.release(self.inflight_charge.replace(0));
         self.waker.borrow_mut().take();
+        self.order().clear();
     }
 }
 
 mod deliver;
+mod entry;
 #[cfg(test)]
 use deliver::is_redirect;
+pub(crate) use entry::{Conn, Entry, Kind, Resend, Sent};
+mod ordering;
 mod partial;
 #[cfg(test)]
 mod tests;

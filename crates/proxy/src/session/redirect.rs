@@ -8,21 +8,30 @@
 //!
 //! TRYAGAIN: a multi-key command met a half-migrated slot and was refused before it ran, so
 //! resending is always safe: the same node again after a jittered, doubling delay.
+//! CLUSTERDOWN, MASTERDOWN, READONLY, LOADING: refused too; resent after the same delay to
+//! the slot's owner in the map of that moment (a failover may have changed it).
+//!
+//! Every resend goes through the client's ordered queue (`order.rs`): it leaves only when
+//! no earlier request of the client for its slot waits or is in flight elsewhere, and the
+//! delays wait on the session's one timer, so nothing is sent after the client left.
 //!
 //! A request follows at most `max_redirects` hops; after that its client gets the server's
 //! own redirect error text, unchanged. A malformed redirect is passed through unchanged too.
 
 use std::rc::Rc;
+use std::task::Context;
 use std::time::Duration;
 
 use bytes::Bytes;
 use cluster::redirect::{parse_redirect, Host, Redirect};
 use cluster::slot_map::{host_of, join_host_port};
+use tokio::time::Instant;
 use topology::Backoff;
 
-use crate::backend::{Backend, Outgoing};
+use crate::backend::Backend;
 use crate::context::WorkerStats;
-use crate::session::queue::Entry;
+use crate::session::order::{Target, Waiting};
+use crate::session::queue::{Conn, Entry, Kind as EntryKind, Sent};
 use crate::session::Session;
 use crate::worker::Worker;
 
@@ -48,6 +57,10 @@ struct Plan {
     addr: String,
     frame: Bytes,
     map_version: u64,
+    /// The slot that orders the request among its client's (None: keyless).
+    key_slot: Option<u16>,
+    /// The protocol of the connection it was on, for its resend.
+    resp3: Option<bool>,
 }
 
 /// Retries per request for "not executed" errors, paced by `Backoff::DEFAULT` (10 ms
@@ -64,15 +77,21 @@ struct Hop<'a> {
     retries: &'a mut u8,
 }
 
-/// Follow every redirect delivered to this session since the last turn.
-pub(crate) fn follow(session: &mut Session) {
+/// Follow every redirect delivered to this session since the last turn: each becomes a
+/// waiting request, released in the client's order (`order.rs`), with the retry timer.
+pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
     let mut pending = std::mem::take(&mut session.redirected);
     session.cell.take_redirected(&mut pending);
+    if !pending.is_empty() {
+        // Before any reply is cleared below: what has none now is what is in flight.
+        session.cell.start_ordering();
+    }
     for &(seq, frag) in &pending {
         follow_one(session, seq, frag);
     }
     pending.clear();
     session.redirected = pending;
+    session.release_waiting(cx);
 }
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
@@ -80,25 +99,35 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
     let Some(Some(plan)) = session.cell.with_entry(seq, |e| plan_entry(e, frag, max)) else {
         return;
     };
-    let worker = session.worker.clone();
-    count_and_learn(&worker, &plan);
-    let pinned = session.cell.with_entry(seq, |e| e.pinned).unwrap_or(false);
-    let backend = match pinned {
-        true => session.dedicated_for(&plan.addr),
-        false => worker.backend_for_addr(&plan.addr, session.info.protocol == 3),
+    count_and_learn(&session.worker, &plan);
+    let pinned = session
+        .cell
+        .with_entry(
+            seq,
+            |e| matches!(&e.kind, EntryKind::Sent(s) if s.conn == Conn::Own),
+        )
+        .unwrap_or(false);
+    let resp3 = plan.resp3.unwrap_or(session.resp3());
+    let (target, delay) = match plan.kind {
+        Kind::Moved { .. } | Kind::Ask => (Target::Node(plan.addr.into()), None),
+        Kind::Retry(delay) => (Target::Node(plan.addr.into()), Some(delay)),
+        Kind::Reroute(delay) => {
+            let fallback = Some(plan.addr.into());
+            (Target::Owner { fallback }, Some(delay))
+        }
     };
-    record_sent_to(session, seq, frag, &backend);
-    let asking = matches!(plan.kind, Kind::Ask);
-    let out = Outgoing {
-        frame: plan.frame,
-        client: session.cell.clone(),
+    session.cell.wait(Waiting {
         seq,
         frag,
-        asking,
-        skip: 0,
-        more: false,
-    };
-    send_planned(worker, backend, out, plan.kind, plan.slot);
+        slot: plan.key_slot,
+        route: plan.slot,
+        not_before: delay.map(|d| Instant::now() + d),
+        asking: matches!(plan.kind, Kind::Ask),
+        target,
+        frame: plan.frame,
+        pinned,
+        resp3,
+    });
 }
 
 /// Count the hop and, for MOVED, patch the shared map now so the next request for this
@@ -125,67 +154,15 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
     }
 }
 
-/// Remember where the request (or part) went, so a further redirect can tell its origin.
-fn record_sent_to(session: &Session, seq: u64, frag: u32, backend: &Rc<Backend>) {
-    session.cell.with_entry(seq, |e| match e.fanout.as_mut() {
-        None => e.sent_to = Some(backend.clone()),
-        Some(f) => {
-            if let Some(part) = f.parts.get_mut(frag as usize) {
-                part.sent_to = Some(backend.clone());
-            }
-        }
-    });
-}
-
-/// Send now, or after the retry delay from a timer so the session's turn is not held up.
-fn send_planned(
-    worker: Rc<Worker>,
-    backend: Rc<Backend>,
-    out: Outgoing,
-    kind: Kind,
-    slot: Option<u16>,
-) {
-    match kind {
-        Kind::Retry(delay) => {
-            tokio::task::spawn_local(async move {
-                tokio::time::sleep(delay).await;
-                backend.send(out);
-            });
-        }
-        Kind::Reroute(delay) => {
-            let resp3 = backend.resp3;
-            tokio::task::spawn_local(async move {
-                tokio::time::sleep(delay).await;
-                let map = worker.topology().current();
-                let target = slot.and_then(|s| worker.backend_for_slot(&map, s, resp3));
-                target.unwrap_or(backend).send(out);
-            });
-        }
-        _ => backend.send(out),
-    }
-}
-
 /// Decide for a whole request or for one of its parts. A part whose redirect is not followed
 /// is complete with that error as its reply (and may complete the whole request).
 fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
-    let map_version = entry.map_version;
-    let pinned = entry.pinned;
-    let Some(fanout) = entry.fanout.as_mut() else {
-        let frame = entry.frame.clone().or_else(|| {
-            let parts = entry.parts.as_deref()?;
-            Some(crate::session::upload::join(parts))
-        });
-        let hop = Hop {
-            reply: &mut entry.reply,
-            frame,
-            sent_to: &entry.sent_to,
-            hops: &mut entry.hops,
-            retries: &mut entry.retries,
-        };
-        let mut plan = plan(hop, max_redirects, map_version, pinned)?;
-        plan.slot = plan.slot.or(entry.slot);
-        return Some(plan);
+    let fanout = match &mut entry.kind {
+        EntryKind::Local => return None,
+        EntryKind::Sent(sent) => return plan_sent(&mut entry.reply, sent, max_redirects),
+        EntryKind::Fanout(fanout) => fanout,
     };
+    let map_version = fanout.map_version;
     let part = fanout.parts.get_mut(frag as usize)?;
     let frame = Some(part.frame.clone());
     let hop = Hop {
@@ -197,11 +174,28 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
     };
     if let Some(mut plan) = plan(hop, max_redirects, map_version, false) {
         plan.slot = plan.slot.or(part.slot);
+        plan.key_slot = part.slot;
         return Some(plan);
     }
     let final_reply = part.reply.take()?;
     entry.reply = fanout.complete(frag as usize, final_reply);
     None
+}
+
+/// Decide for a request sent whole.
+fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, max_redirects: u8) -> Option<Plan> {
+    let hop = Hop {
+        reply,
+        frame: sent.resend_frame(),
+        sent_to: &sent.sent_to,
+        hops: &mut sent.hops,
+        retries: &mut sent.retries,
+    };
+    let own = sent.conn == Conn::Own;
+    let mut plan = plan(hop, max_redirects, sent.map_version, own)?;
+    plan.slot = plan.slot.or(sent.slot);
+    plan.key_slot = sent.slot;
+    Some(plan)
 }
 
 /// Decide whether to follow the reply in `hop`; on yes, clear it and count the hop or retry.
@@ -238,6 +232,8 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64, pinned: bool) -> Opti
         addr,
         frame,
         map_version,
+        key_slot: None,
+        resp3: hop.sent_to.as_ref().map(|b| b.resp3),
     })
 }
 
@@ -278,5 +274,7 @@ fn plan_retry(hop: Hop<'_>, map_version: u64, reroute: bool) -> Option<Plan> {
         addr,
         frame,
         map_version,
+        key_slot: None,
+        resp3: hop.sent_to.as_ref().map(|b| b.resp3),
     })
 }

@@ -33,7 +33,7 @@ use crate::backend::{Backend, Outgoing};
 use crate::context::WorkerStats;
 use crate::route::Route;
 use crate::session::exclusive::Intake;
-use crate::session::queue::Entry;
+use crate::session::queue::{Conn, Entry, Kind, Resend, Sent};
 use crate::session::Session;
 
 /// Last arguments at least this big are streamed; smaller ones are cheap to frame whole.
@@ -103,13 +103,10 @@ impl Session {
         self.count_command(command);
         self.slowlog_arm(&tail.probe, command, false);
         let backend = self.dedicated_for(&addr);
-        let mut entry = Entry::ready(Bytes::new());
-        entry.reply = None;
-        entry.sent_to = Some(backend.clone());
-        entry.map_version = map.version();
-        entry.pinned = true;
-        entry.slot = Some(slot);
-        let seq = self.cell.push(entry);
+        // Never resent until its last piece is out (then its pieces are, `finish_upload`).
+        let mut sent = Sent::new(Resend::Never, &backend, Some(slot), Conn::Own);
+        sent.map_version = map.version();
+        let seq = self.cell.push(Entry::sent(sent));
         let head = self.parser.take_head(&mut self.read_buf, tail.head_len);
         self.upload = Some(Upload {
             backend,
@@ -194,8 +191,11 @@ impl Session {
         let last = Bytes::from_static(b"\r\n");
         let mut parts = up.parts;
         parts.push(last.clone());
-        self.cell
-            .with_entry(up.seq, |e| e.parts = Some(parts.into_boxed_slice()));
+        self.cell.with_entry(up.seq, |e| {
+            if let Kind::Sent(sent) = &mut e.kind {
+                sent.resend = Resend::Pieces(parts.into_boxed_slice());
+            }
+        });
         up.backend.send(self.outgoing(up.seq, last, false));
         // Nothing else may run before its reply. Wait as a waiting upload does, reading
         // only a little, so that a big request right behind it is streamed too.

@@ -5,7 +5,7 @@
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use cluster::slot_map::SlotMap;
+use cluster::slot_map::{SlotMap, Stamp};
 use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
@@ -14,6 +14,7 @@ use crate::reply::error;
 use crate::route::scan::parse_cursor;
 use crate::route::Merge;
 use crate::session::fanout::{Fanout, Part};
+use crate::session::order::Admit;
 use crate::session::queue::Entry;
 use crate::session::Session;
 
@@ -39,6 +40,7 @@ impl Session {
     /// Send every part as `map` says: a part with a slot to its master, a part without to
     /// the master of the same index.
     fn fan_out_on(&mut self, mut fanout: Fanout, map: &SlotMap, patience: Patience) {
+        let stamp = map.stamp();
         let resp3 = self.resp3();
         let backends: Vec<Option<Rc<Backend>>> = fanout
             .parts
@@ -52,40 +54,49 @@ impl Session {
         for (part, backend) in fanout.parts.iter_mut().zip(&backends) {
             part.sent_to = backend.clone();
         }
-        self.send_parts(fanout, backends, map.version(), patience);
+        let stamp = crate::session::order::stable(stamp, map);
+        self.send_parts(fanout, backends, map, stamp, patience);
     }
 
-    /// Send the parts, each owed a reply within `patience` (`watchdog.rs`); the entry
-    /// remembers the map version it was routed with.
+    /// Push the request's entry, then send each part (or queue it behind earlier requests
+    /// of its slot, `order.rs`), each owed a reply within `patience` (`watchdog.rs`); a
+    /// part with no connection fails at once.
     fn send_parts(
         &mut self,
         fanout: Fanout,
         backends: Vec<Option<Rc<Backend>>>,
-        map_version: u64,
+        map: &SlotMap,
+        stamp: Option<Stamp>,
         patience: Patience,
     ) {
-        let frames: Vec<Bytes> = fanout.parts.iter().map(|p| p.frame.clone()).collect();
-        let mut entry = Entry::ready(Bytes::new());
-        entry.reply = None;
-        entry.map_version = map_version;
-        entry.fanout = Some(Box::new(fanout));
-        let seq = self.cell.push(entry);
-        for (frag, (backend, frame)) in backends.into_iter().zip(frames).enumerate() {
+        // Decided before the push: the entry's own parts must not count as in flight.
+        let admits: Vec<Admit> = (fanout.parts.iter().zip(&backends))
+            .map(|(part, b)| match b {
+                Some(b) => self.admit(stamp, part.slot, b),
+                None => Admit::Untracked,
+            })
+            .collect();
+        let parts: Vec<(Bytes, Option<u16>)> = fanout
+            .parts
+            .iter()
+            .map(|p| (p.frame.clone(), p.slot))
+            .collect();
+        let mut fanout = fanout;
+        fanout.map_version = map.version();
+        let seq = self.cell.push(Entry::fanout(fanout));
+        let sends = backends.into_iter().zip(parts).zip(admits);
+        for (frag, ((backend, (frame, slot)), admit)) in sends.enumerate() {
             let frag = frag as u32;
-            match backend {
-                Some(b) => {
-                    let client = self.cell.clone();
-                    let out = Outgoing {
-                        frag,
-                        ..Outgoing::new(frame, client, seq)
-                    };
-                    b.send_with(out, patience);
-                }
-                None => {
-                    let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
-                    self.cell.deliver(seq, frag, down);
-                }
-            }
+            let Some(b) = backend else {
+                let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
+                self.cell.deliver_unsent(seq, frag, down);
+                continue;
+            };
+            let out = Outgoing {
+                frag,
+                ..Outgoing::new(frame, self.cell.clone(), seq)
+            };
+            self.send_admitted(admit, out, &b, slot, patience);
         }
     }
 
@@ -120,7 +131,8 @@ impl Session {
         self.send_parts(
             Fanout::from_parts(vec![part], merge),
             vec![Some(backend)],
-            map.version(),
+            &map,
+            None,
             Patience::Normal,
         );
     }

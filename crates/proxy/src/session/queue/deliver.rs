@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::ClientCell;
+use super::{ClientCell, Kind};
 use crate::backend::ReplySink;
 
 impl ClientCell {
@@ -12,6 +12,11 @@ impl ClientCell {
     /// Wakes the session only when it can act: the head became ready, or a redirect needs
     /// following.
     pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
+        self.deliver_as(seq, frag, reply, true);
+    }
+
+    /// `deliver`; `sent`: the request was in flight (false: it never left its queue).
+    pub(super) fn deliver_as(&self, seq: u64, frag: u32, reply: Bytes, sent: bool) {
         let mut q = self.queue.borrow_mut();
         // An evicted client is closing: what it is still owed would only add to the excess.
         if q.closed || self.evicted.get().is_some() {
@@ -20,21 +25,23 @@ impl ClientCell {
         let Some(idx) = seq.checked_sub(q.head_seq) else {
             return;
         };
-        let redirect = is_redirect(&reply);
+        // An answer for a request that never left is final: there is no node's word to follow.
+        let redirect = sent && is_redirect(&reply);
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
-        let ready = match (&mut entry.fanout, redirect) {
-            (None, _) => Some(reply),
-            (Some(f), true) => {
+        let ready = match (&mut entry.kind, redirect) {
+            (Kind::Fanout(f), true) => {
                 if let Some(part) = f.parts.get_mut(frag as usize) {
                     part.reply = Some(reply);
                 }
                 None
             }
-            (Some(f), false) => f.complete(frag as usize, reply),
+            (Kind::Fanout(f), false) => f.complete(frag as usize, reply),
+            (_, _) => Some(reply),
         };
         let became_ready = ready.is_some() && !redirect;
+        let unblocked = sent && self.order_answered(entry, frag);
         if let Some(reply) = ready {
             self.budget.observe_reply(reply.len());
             self.add_queued(reply.len());
@@ -44,7 +51,7 @@ impl ClientCell {
             q.redirected.push((seq, frag));
         }
         drop(q);
-        if (idx == 0 && became_ready) || redirect {
+        if (idx == 0 && became_ready) || redirect || unblocked {
             self.wake();
         }
     }

@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use super::ClientCell;
+use super::{ClientCell, Kind};
 
 impl ClientCell {
     /// Whether the reply owed to part `frag` of request `seq` may be streamed.
@@ -22,7 +22,7 @@ impl ClientCell {
         };
         q.entries
             .get(idx as usize)
-            .is_some_and(|e| e.fanout.is_none() && e.reply.is_none())
+            .is_some_and(|e| matches!(e.kind, Kind::Sent(_)) && e.reply.is_none())
     }
 
     /// One piece of request `seq`'s streamed reply; `total` is the reply's length when this

@@ -1,0 +1,142 @@
+//! The session's side of the ordering rule (`order.rs`): admitting new requests, and
+//! releasing waiting ones (resends and requests held for their turn) when the rule allows.
+
+use std::rc::Rc;
+use std::task::Context;
+
+use bytes::Bytes;
+use cluster::slot_map::Stamp;
+use tokio::time::Instant;
+
+use super::{conn_id, Admit, RouteKey, Target, Waiting};
+use crate::backend::{Backend, Outgoing};
+use crate::patience::Patience;
+use crate::session::queue::Kind;
+use crate::session::Session;
+
+// === impl Session (execution order) ===
+
+impl Session {
+    /// Whether a new request for `slot`, routed to `backend` by the map state `stamp`
+    /// (`super::stable`; None when a patch raced the routing), may be sent now.
+    pub(crate) fn admit(
+        &self,
+        stamp: Option<Stamp>,
+        slot: Option<u16>,
+        backend: &Rc<Backend>,
+    ) -> Admit {
+        let Some(slot) = slot else {
+            return Admit::Untracked;
+        };
+        let key = stamp.map(|stamp| RouteKey {
+            stamp,
+            resp3: backend.resp3,
+        });
+        self.cell.admit(key, slot, conn_id(backend))
+    }
+
+    /// Send a new request (or part) as `admit` decided: now, or once its turn comes.
+    pub(crate) fn send_admitted(
+        &self,
+        admit: Admit,
+        out: Outgoing,
+        backend: &Rc<Backend>,
+        slot: Option<u16>,
+        patience: Patience,
+    ) {
+        match (admit, slot) {
+            // Released later through `Backend::send`, which reads its patience again.
+            (Admit::Wait, Some(slot)) => {
+                let w = Waiting::fresh(out.seq, out.frag, slot, out.frame, backend.resp3);
+                self.cell.wait(w);
+            }
+            _ => backend.send_with(out, patience),
+        }
+    }
+
+    /// Send every waiting request the rule lets go, in sequence order, and keep the retry
+    /// timer armed for the next delay. Cheap when nothing is tracked.
+    pub(crate) fn release_waiting(&mut self, cx: &mut Context<'_>) {
+        let cell = self.cell.clone();
+        loop {
+            if !cell.order().is_active() {
+                return;
+            }
+            let now = Instant::now();
+            if !cell.order().wants_pass(now) {
+                if !cell.order().poll_timer(cx) {
+                    return;
+                }
+                continue;
+            }
+            let mut ready = Vec::new();
+            cell.order()
+                .release(now, |w| self.resolve(w), conn_id, &mut ready);
+            for (w, to) in ready {
+                self.send_released(w, to);
+            }
+        }
+    }
+
+    /// The connection a released request goes to, chosen when it goes (the map may have
+    /// changed while it waited).
+    fn resolve(&mut self, w: &Waiting) -> Option<Rc<Backend>> {
+        match &w.target {
+            Target::Node(addr) if w.pinned => Some(self.dedicated_for(addr)),
+            Target::Node(addr) => Some(self.worker.backend_for_addr(addr, w.resp3)),
+            Target::Owner { fallback } => {
+                let map = self.worker.topology().current();
+                let owner = w
+                    .route
+                    .and_then(|slot| self.worker.backend_for_slot(&map, slot, w.resp3));
+                owner.or_else(|| {
+                    let addr = fallback.as_ref()?;
+                    Some(self.worker.backend_for_addr(addr, w.resp3))
+                })
+            }
+        }
+    }
+
+    fn send_released(&self, w: Waiting, to: Option<Rc<Backend>>) {
+        let Some(backend) = to else {
+            let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
+            return self.cell.deliver_unsent(w.seq, w.frag, down);
+        };
+        // Routed by the map of now: a MOVED for it is news about that map, not an older one.
+        let routed = matches!(w.target, Target::Owner { .. });
+        let version = routed.then(|| self.worker.topology().current().version());
+        record_sent_to(self, w.seq, w.frag, &backend, version);
+        backend.send(Outgoing {
+            frame: w.frame,
+            client: self.cell.clone(),
+            seq: w.seq,
+            frag: w.frag,
+            asking: w.asking,
+            skip: 0,
+            more: false,
+        });
+    }
+}
+
+/// Remember where the request (or part) went, so a further redirect can tell its origin,
+/// and the map version it was routed by, if routed again.
+fn record_sent_to(
+    session: &Session,
+    seq: u64,
+    frag: u32,
+    backend: &Rc<Backend>,
+    version: Option<u64>,
+) {
+    session.cell.with_entry(seq, |e| match &mut e.kind {
+        Kind::Local => {}
+        Kind::Sent(s) => {
+            s.sent_to = Some(backend.clone());
+            s.map_version = version.unwrap_or(s.map_version);
+        }
+        Kind::Fanout(f) => {
+            if let Some(part) = f.parts.get_mut(frag as usize) {
+                part.sent_to = Some(backend.clone());
+            }
+        }
+    });
+}

@@ -1,0 +1,135 @@
+//! A reply-queue entry: one request's place in its client's reply order, and, by kind, what
+//! following its redirects needs (a local answer has nothing to follow; a whole request its
+//! connection and bytes; a fan-out its parts).
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use crate::backend::Backend;
+use crate::session::fanout::Fanout;
+
+/// One request's place in its client's reply order.
+pub(crate) struct Entry {
+    /// The reply, once known. A redirect reply stays here until the session follows it.
+    pub reply: Option<Bytes>,
+    /// Pieces of a streamed reply that arrived before its end (`queue/partial.rs`).
+    pub partial: Vec<Bytes>,
+    /// For a sampled request: its command index and when it was dispatched.
+    pub sampled: Option<(u16, std::time::Instant)>,
+    /// What the request is: what a redirect or a retry may do with it.
+    pub kind: Kind,
+}
+
+/// A request, by the way it went out.
+pub(crate) enum Kind {
+    /// Answered by the proxy itself, or refused: nothing went to a node.
+    Local,
+    /// Sent whole to one node.
+    Sent(Sent),
+    /// Sent as several parts (split by slot, or one per master), merged as they come.
+    Fanout(Box<Fanout>),
+}
+
+/// A request sent whole to one node, and what following its redirects needs.
+pub(crate) struct Sent {
+    /// What a redirect resends.
+    pub resend: Resend,
+    /// The connection it was last sent on: the host of an empty-host MOVED, loop detection.
+    pub sent_to: Option<Rc<Backend>>,
+    /// MOVED/ASK hops followed so far.
+    pub hops: u8,
+    /// Retries ("not executed" errors) so far.
+    pub retries: u8,
+    /// Slot-map version it was routed with (a MOVED from an older map asks no refresh).
+    pub map_version: u64,
+    /// The slot its keys hash to, to route it again after a failover (None when keyless).
+    pub slot: Option<u16>,
+    /// Which kind of connection carries it.
+    pub conn: Conn,
+}
+
+/// The connection a whole request travels on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Conn {
+    /// A worker's connection shared by every client: a redirect may take any other one.
+    Shared,
+    /// One of the session's own (dedicated, WATCH): a redirect stays on one, and a retry
+    /// from a timer is not possible, so "not executed" errors are passed through.
+    Own,
+}
+
+/// The bytes a redirect resends.
+pub(crate) enum Resend {
+    /// The request's own bytes (a refcount, not a copy).
+    Frame(Bytes),
+    /// A streamed upload's pieces, joined only if a redirect must resend them.
+    Pieces(Box<[Bytes]>),
+    /// Never resent (a transaction's MULTI…EXEC, an upload still arriving).
+    Never,
+}
+
+impl Sent {
+    /// A request just sent on `to` with the map of `map_version`.
+    pub(crate) fn new(resend: Resend, to: &Rc<Backend>, slot: Option<u16>, conn: Conn) -> Sent {
+        Sent {
+            resend,
+            sent_to: Some(to.clone()),
+            hops: 0,
+            retries: 0,
+            map_version: 0,
+            slot,
+            conn,
+        }
+    }
+
+    /// The bytes to resend, if it may be.
+    pub(crate) fn resend_frame(&self) -> Option<Bytes> {
+        match &self.resend {
+            Resend::Frame(frame) => Some(frame.clone()),
+            Resend::Pieces(parts) => Some(crate::session::upload::join(parts)),
+            Resend::Never => None,
+        }
+    }
+}
+
+impl Entry {
+    /// An entry whose reply is already known (local commands, refusals).
+    pub(crate) fn ready(reply: Bytes) -> Entry {
+        Entry {
+            reply: Some(reply),
+            partial: Vec::new(),
+            sampled: None,
+            kind: Kind::Local,
+        }
+    }
+
+    /// A request sent whole, waiting for its reply.
+    pub(crate) fn sent(sent: Sent) -> Entry {
+        Entry {
+            reply: None,
+            partial: Vec::new(),
+            sampled: None,
+            kind: Kind::Sent(sent),
+        }
+    }
+
+    /// A request sent as parts, waiting for them.
+    pub(crate) fn fanout(fanout: Fanout) -> Entry {
+        Entry {
+            reply: None,
+            partial: Vec::new(),
+            sampled: None,
+            kind: Kind::Fanout(Box::new(fanout)),
+        }
+    }
+
+    /// The slot of the request (or of part `frag` of a fan-out), if it has one.
+    pub(crate) fn slot_of(&self, frag: u32) -> Option<u16> {
+        match &self.kind {
+            Kind::Local => None,
+            Kind::Sent(s) => s.slot,
+            Kind::Fanout(f) => f.parts.get(frag as usize).and_then(|p| p.slot),
+        }
+    }
+}
