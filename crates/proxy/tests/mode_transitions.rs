@@ -224,6 +224,18 @@ fn watch_is_never_lost_silently() {
             ],
         ),
         (
+            "WATCH, HELLO 3, key untouched: EXEC runs in RESP3",
+            &[
+                step(0, &["WATCH {c3}k"], 1),
+                unchecked(0, &["HELLO 3"], 1),
+                step(
+                    0,
+                    &["MULTI", "SET {c3}k x", "HGETALL {c3}h", "EXEC", "GET {c3}k"],
+                    5,
+                ),
+            ],
+        ),
+        (
             "WATCH, UNWATCH, key touched: EXEC runs",
             &[
                 step(0, &["WATCH u1", "UNWATCH"], 2),
@@ -296,4 +308,51 @@ fn one_publishers_messages_arrive_in_order() {
         })
         .collect();
     assert_eq!(got, want);
+}
+
+#[test]
+fn shard_subscriptions_read_as_one_redis() {
+    let h = Harness::start(3, 0);
+    let r = Reference::start();
+    // Two shard channels on different masters: each node counts only its own.
+    let first = "{sa}x";
+    let other = (0..200)
+        .map(|i| format!("{{s{i}}}y"))
+        .find(|c| h.cluster.owner_of(c.as_bytes()).ok() != h.cluster.owner_of(b"{sa}x").ok())
+        .expect("a channel on another master");
+    let sub_first = format!("SSUBSCRIBE {first}");
+    let sub_other = format!("SSUBSCRIBE {other}");
+    let unsub_other = format!("SUNSUBSCRIBE {other}");
+    let (sub_first, sub_other, unsub_other) = (
+        [sub_first.as_str()],
+        [sub_other.as_str()],
+        [unsub_other.as_str()],
+    );
+    let cases: &[(&str, &[Step])] = &[
+        (
+            "shard confirmations count every shard channel of the client",
+            &[
+                step(0, &sub_first, 1),
+                step(0, &sub_other, 1),
+                step(0, &unsub_other, 1),
+            ],
+        ),
+        (
+            "PING in RESP2 shard-subscribed mode",
+            &[step(0, &sub_first, 1), step(0, &["PING", "PING x"], 2)],
+        ),
+        (
+            "HELLO 2 while subscribed in RESP3: RESP2 frames from then on",
+            &[
+                unchecked(0, &["HELLO 3"], 1),
+                step(0, &sub_first, 1),
+                unchecked(0, &["HELLO 2"], 1),
+                step(0, &sub_other, 1),
+                step(0, &["PING"], 1),
+            ],
+        ),
+    ];
+    for (name, steps) in cases {
+        same(&h, &r, name, steps);
+    }
 }

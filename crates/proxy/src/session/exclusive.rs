@@ -133,7 +133,7 @@ impl Session {
         true
     }
 
-    fn run_exclusive(&mut self, ex: Exclusive) {
+    fn run_exclusive(&mut self, mut ex: Exclusive) {
         let map = self.worker.topology().current();
         let addr = match ex.slot {
             Some(slot) => map.node_of(slot).map(|n| n.addr.clone()),
@@ -149,7 +149,10 @@ impl Session {
             Via::Watch => self.watch_connection(&addr),
             Via::Dedicated => self.dedicated_for(&addr),
             Via::WatchedExec => match self.watched_exec_connection(&addr) {
-                Some(conn) => conn,
+                Some(conn) => {
+                    self.hello_first(&conn, &mut ex);
+                    conn
+                }
                 None => {
                     let nil = self.exec_aborted();
                     self.cell.push(Entry::ready(nil));

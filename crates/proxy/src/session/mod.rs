@@ -50,6 +50,7 @@ pub(crate) mod local;
 mod mode;
 pub(crate) mod order;
 pub(crate) mod pubsub;
+mod push_shape;
 pub(crate) mod queue;
 pub(crate) mod redirect;
 pub(crate) mod resubscribe;

@@ -12,7 +12,6 @@ use bytes::Bytes;
 use resp::Request;
 
 use super::Session;
-use crate::route::PubSubTarget;
 use crate::route::{Local, Route};
 use crate::session::exclusive::Held;
 use crate::session::local::{self, SessionInfo};
@@ -37,7 +36,11 @@ impl Session {
             }
             _ => {
                 let shared = self.worker.shared.clone();
+                let before = self.info.protocol;
                 let reply = local::run(cmd, req, &mut self.info, &shared);
+                if let Some(p) = self.pubsub.as_mut() {
+                    p.switched |= self.info.protocol != before;
+                }
                 self.sync_name();
                 self.reply_now(reply);
             }
@@ -65,9 +68,9 @@ impl Session {
         match route {
             Route::Local(cmd @ (Local::Quit | Local::Reset)) => self.hold(Held::Local(req, cmd)),
             Route::PubSub(target) => self.pubsub_command(req, target),
-            Route::Local(Local::Ping) => {
-                self.hold(Held::PubSub(req.raw().clone(), PubSubTarget::Bus))
-            }
+            // Answered here in Redis's subscribed-mode shape: sent down a connection it would
+            // open one (the bus) that is not subscribed, and be answered `+PONG`.
+            Route::Local(Local::Ping) => self.reply_now(subscribed_pong(&req)),
             Route::Refuse(err) => self.reply_now(err),
             _ => {
                 let name = full_name(&req);
@@ -83,4 +86,14 @@ fn full_name(req: &Request) -> String {
         Some(spec) => spec.resolve(req.argc(), |i| req.arg(i)).name.to_string(),
         None => String::from_utf8_lossy(req.arg(0)).to_lowercase(),
     }
+}
+
+/// PING in RESP2 subscribed mode: `["pong", message or ""]`, as Redis answers it there.
+fn subscribed_pong(req: &Request) -> Bytes {
+    let mut out = bytes::BytesMut::new();
+    resp::write_array_header(&mut out, 2);
+    resp::write_bulk(&mut out, b"pong");
+    let msg: &[u8] = if req.argc() > 1 { req.arg(1) } else { b"" };
+    resp::write_bulk(&mut out, msg);
+    out.freeze()
 }

@@ -53,6 +53,10 @@ pub(crate) struct PubSub {
     /// Shard channels the node dropped (slot moved, failover) that the proxy is
     /// resubscribing without the client noticing.
     pub(crate) silent: Vec<Bytes>,
+    /// Shard channels confirmed, over every connection: the count Redis reports.
+    pub(crate) shard_confirmed: Vec<Bytes>,
+    /// The client switched protocol while subscribed: frames may need its type byte.
+    pub(crate) switched: bool,
 }
 
 /// The sync marker, and its answers in and out of RESP2 subscribed mode.
@@ -67,6 +71,13 @@ fn is_sync(frame: &[u8]) -> bool {
 // === impl PubSub ===
 
 impl PubSub {
+    /// Whether the subscription connection `source` speaks RESP3.
+    pub(crate) fn connection_resp3(&self, source: usize) -> Option<bool> {
+        let mut all = self.bus.iter().chain(self.shards.iter());
+        all.find(|c| Rc::as_ptr(c) as usize == source)
+            .map(|c| c.resp3)
+    }
+
     /// The subscriptions `conn` last confirmed.
     fn count_of(&self, conn: &Rc<Backend>) -> i64 {
         let id = Rc::as_ptr(conn) as usize;
@@ -213,14 +224,17 @@ impl Session {
                 }
                 continue;
             }
+            let mut frame = frame;
             if let Some(confirmed) = confirmation(&frame) {
                 self.record_count(source, confirmed.count);
                 if self.resubscribe_on_confirmation(&confirmed) {
                     continue;
                 }
+                frame = self.shard_total(&confirmed, frame);
             } else if self.resubscribe_on_moved(&frame) || self.resend_on_moved(&frame) {
                 continue;
             }
+            let frame = self.in_client_protocol(source, frame);
             bytes += frame.len();
             self.out.push_back(frame);
         }

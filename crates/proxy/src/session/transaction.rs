@@ -214,10 +214,7 @@ impl Session {
     pub(crate) fn watched_exec_connection(&mut self, addr: &str) -> Option<Rc<Backend>> {
         let w = self.watch.take()?;
         let conn = w.conn?;
-        let holds = !w.lost
-            && &*conn.addr == addr
-            && conn.resp3 == self.resp3()
-            && conn.breaks() == w.breaks;
+        let holds = !w.lost && &*conn.addr == addr && conn.breaks() == w.breaks;
         if !holds {
             conn.close();
             return None;
@@ -228,6 +225,21 @@ impl Session {
             }
         }
         Some(conn)
+    }
+
+    /// MULTI…EXEC for a WATCH connection opened in the other protocol (the client switched
+    /// with HELLO since): HELLO goes first on it, so EXEC's reply comes in the client's
+    /// protocol and the WATCH holds (HELLO does not unwatch). Its reply is skipped.
+    pub(crate) fn hello_first(&self, conn: &Backend, ex: &mut Exclusive) {
+        if conn.resp3 == self.resp3() {
+            return;
+        }
+        let proto: &[u8] = if self.resp3() { b"3" } else { b"2" };
+        let mut frame = BytesMut::new();
+        resp::encode_command(&mut frame, &[b"HELLO", proto]);
+        frame.extend_from_slice(&ex.frame);
+        ex.frame = frame.freeze();
+        ex.skip += 1;
     }
 
     /// EXEC's reply when a watched key was (or may have been) touched.
