@@ -117,6 +117,21 @@ fn pubsub_transitions_match_one_redis() {
             ],
         ),
         (
+            "PUBLISH counts the proxy's subscribers; one publisher's order across channels",
+            &[
+                step(0, &["SUBSCRIBE a b"], 2),
+                step(1, &["PSUBSCRIBE *"], 1),
+                step(
+                    2,
+                    &["PUBLISH b 1", "PUBLISH a 2", "PUBLISH b 3", "PUBLISH c 4"],
+                    4,
+                ),
+                step(0, &[], 3),
+                step(1, &[], 4),
+                step(0, &["UNSUBSCRIBE b", "EXEC"], 2),
+            ],
+        ),
+        (
             "RESP2 subscribed refusal names the subcommand",
             &[step(
                 0,

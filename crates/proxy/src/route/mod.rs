@@ -173,6 +173,9 @@ fn is_broadcast(spec: &CommandSpec) -> bool {
     )
 }
 
+/// The slot whose master is the home of classic pub/sub through the proxy (see `publish`).
+pub(crate) const PUBSUB_HOME_SLOT: u16 = 0;
+
 /// Pub/sub subscriptions: the bus for channels and patterns, the slot's owner for shard
 /// channels (which must all share one slot, as Redis requires).
 fn pubsub_target(name: &str, req: &Request) -> Option<Route> {
@@ -189,10 +192,11 @@ fn pubsub_target(name: &str, req: &Request) -> Option<Route> {
                 b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
             )),
         },
-        // One publisher's messages on one channel take one path (the master of the
-        // channel's slot), so they arrive in the order sent, as from one Redis; any master
-        // would deliver them, but two masters' bus links race each other.
-        "publish" if req.argc() == 3 => Route::Slot(cluster::key_slot(req.arg(1))),
+        // Classic pub/sub through the proxy has one home, the master of slot 0, where the
+        // sessions' bus connections subscribe too: a message reaches the proxy's
+        // subscribers while PUBLISH runs, in the order published, and PUBLISH counts them,
+        // as one Redis does. Elsewhere it would arrive later over the cluster bus.
+        "publish" if req.argc() == 3 => Route::Slot(PUBSUB_HOME_SLOT),
         _ => return None,
     })
 }

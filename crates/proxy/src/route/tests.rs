@@ -130,10 +130,10 @@ fn unknown_command_text_is_capped_at_128_bytes() {
 }
 
 #[test]
-fn publish_goes_to_the_master_of_its_channels_slot() {
+fn publish_goes_to_the_home_of_classic_pubsub() {
     assert_eq!(
         route_default(&req(&["PUBLISH", "news", "m"])),
-        Route::Slot(cluster::key_slot(b"news"))
+        Route::Slot(PUBSUB_HOME_SLOT)
     );
     assert!(refusal(route_default(&req(&["PUBLISH", "news"]))).contains("wrong number"));
 }

@@ -174,9 +174,13 @@ impl Session {
         if let Some(bus) = self.pubsub.as_ref().and_then(|p| p.bus.clone()) {
             return bus;
         }
+        // Classic pub/sub's home (`PUBSUB_HOME_SLOT`), where PUBLISH goes too; any master
+        // while slot 0 has none (its messages still arrive over the cluster bus).
         let map = self.worker.topology().current();
-        let n = map.nodes().len().max(1);
-        let addr = map.nodes()[self.info.id as usize % n].addr.clone();
+        let home = map
+            .node_of(crate::route::PUBSUB_HOME_SLOT)
+            .or(map.nodes().first());
+        let addr = home.map(|n| n.addr.clone()).unwrap_or_default();
         let bus = self.stream_connection(&addr);
         self.pubsub.get_or_insert_with(PubSub::default).bus = Some(bus.clone());
         bus
@@ -205,9 +209,14 @@ impl Session {
     /// A command Redis does not allow in RESP2 subscribed mode. Every confirmation before it
     /// is already out (a request is read only once they are), so the error goes in order.
     pub(crate) fn refuse_subscribed(&mut self, name: &str) {
-        let text = format!(
-            "-ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
+        let why = format!(
+            "Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
         );
+        // As Redis words any refused EXEC: the transaction is discarded too.
+        let text = match name {
+            "exec" => format!("-EXECABORT Transaction discarded because of: {why}\r\n"),
+            _ => format!("-ERR {why}\r\n"),
+        };
         self.reply_now(Bytes::from(text));
     }
 
