@@ -172,7 +172,7 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
         hops: &mut part.hops,
         retries: &mut part.retries,
     };
-    if let Some(mut plan) = plan(hop, max_redirects, map_version, false) {
+    if let Some(mut plan) = plan(hop, max_redirects, map_version) {
         plan.slot = plan.slot.or(part.slot);
         plan.key_slot = part.slot;
         return Some(plan);
@@ -191,32 +191,31 @@ fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, max_redirects: u8) -> O
         hops: &mut sent.hops,
         retries: &mut sent.retries,
     };
-    let own = sent.conn == Conn::Own;
-    let mut plan = plan(hop, max_redirects, sent.map_version, own)?;
+    let mut plan = plan(hop, max_redirects, sent.map_version)?;
     plan.slot = plan.slot.or(sent.slot);
     plan.key_slot = sent.slot;
     Some(plan)
 }
 
 /// Decide whether to follow the reply in `hop`; on yes, clear it and count the hop or retry.
-fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64, pinned: bool) -> Option<Plan> {
+fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
     let reply = hop.reply.as_ref()?;
     if reply.starts_with(b"-TRYAGAIN") {
         return plan_retry(hop, map_version, false);
     }
     if !reply.starts_with(b"-MOVED ") && !reply.starts_with(b"-ASK ") {
-        // A dedicated connection cannot be re-routed from a timer: pass the error through.
-        return if pinned {
-            None
-        } else {
-            plan_retry(hop, map_version, true)
-        };
+        // Not executed: routed again by slot after a fresh map, paced (a request on the
+        // session's own connection stays on one, `order/release.rs`).
+        return plan_retry(hop, map_version, true);
     }
     if let Some(node) = hop.sent_to.as_ref().map(|b| &b.node) {
         node.redirected();
     }
     if *hop.hops >= max_redirects {
-        return None;
+        // The slot keeps moving (a resharding in full swing, nodes not yet agreeing): the
+        // redirect is still "not executed", so wait for a fresh map and route by slot
+        // again, paced, while the retry budget lasts; only then the client gets it.
+        return plan_retry(hop, map_version, true);
     }
     let (kind, addr) = redirect_target(reply, hop.sent_to)?;
     let frame = hop.frame?;

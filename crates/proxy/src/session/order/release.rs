@@ -84,6 +84,15 @@ impl Session {
         match &w.target {
             Target::Node(addr) if w.pinned => Some(self.dedicated_for(addr)),
             Target::Node(addr) => Some(self.worker.backend_for_addr(addr, w.resp3)),
+            Target::Owner { fallback } if w.pinned => {
+                // A blocking command stays on the session's own connection, to the new owner.
+                let map = self.worker.topology().current();
+                let owner = w.route.and_then(|slot| map.node_of(slot));
+                let addr = owner
+                    .map(|n| n.addr.to_string())
+                    .or(fallback.as_deref().map(str::to_string))?;
+                Some(self.dedicated_for(&addr))
+            }
             Target::Owner { fallback } => {
                 let map = self.worker.topology().current();
                 let owner = w
