@@ -33,28 +33,21 @@ compat: deps
 # through the proxy vs one standalone redis-server, byte for byte; about 100 s plain, then
 # 30 s while slots move live and masters fail over. The seed is random and printed; a
 # failure prints a shrunk reproduction and its rerun line.
-# Families skipped because they fail on the current code (classes from runs of 300+ scripts):
-#   client  HELLO 3 then CLIENT GETNAME without a name: $-1 instead of RESP3 null `_`.
-#   hello   HELLO 3 / HELLO 2 mid-pipeline: requests on the RESP2 and RESP3 backend
-#           connections overtake each other (GETDEL k ; HELLO 3 ; SETNX k v -> SETNX ran
-#           first; SET big ; HELLO 3 ; ... ; SET small ; HELLO 3 ; GET -> the big value).
-#   watch   WATCH is lost across a blocking command or a HELLO (EXEC runs instead of nil).
-#   pubsub  PUBLISH counts one master's subscribers; after the last UNSUBSCRIBE (and on a
-#   shard   fresh connection) commands get "slotgate:refused"; RESP3 (un)subscribe
-#           confirmations come after later replies; RESP2 shard-subscribed PING/errors differ.
-#   reset   RESET overtakes pending (p|s)subscribe confirmations; RESET inside MULTI is
-#           refused; RESET does not clear WATCH; after RESET in RESP3 pub/sub mode every
-#           command gets "slotgate:refused".
-#   quit    QUIT inside MULTI is refused ("cannot be used inside MULTI").
-# Also skipped under chaos: multikey, tagged (MGET/DEL/MSETNX/LMOVE/2-key EVAL/BRPOP... get
-# -MOVED during a migration; KEYS misses keys), tx (EXECABORT when the pinned slot moves),
-# blocking (-UNBLOCKED from a failover reaches the client).
-DIFFTEST_SKIP ?= client,hello,watch,pubsub,shard,reset,quit
-DIFFTEST_CHAOS_SKIP ?= $(DIFFTEST_SKIP),multikey,tagged,tx,blocking
+# No family is skipped without chaos. Under chaos, transactions and WATCH are left out: a
+# transaction whose slot moves mid-way gets EXECABORT (nothing applied) and a WATCH the proxy
+# cannot vouch for after a move makes EXEC answer nil, where one Redis (which never moves a
+# slot) runs them: both documented in docs/commands.md. Pub/sub is left out of CI's chaos
+# too: a subscriber whose master fails over is disconnected (documented), and 1 script in
+# ~150 still showed a subscribed-mode PING answered +PONG after a failover. reset and quit
+# use MULTI too; multikey has KEYS, which can miss a key that is between two masters at
+# that instant (a broadcast sees each master at a different moment). `make soak CHAOS=1`
+# runs every family.
+DIFFTEST_SKIP ?=
+DIFFTEST_CHAOS_SKIP ?= tx,watch,pubsub,shard,reset,quit,multikey
 difftest: deps
 	$(CARGO) build -p slotgate
-	python3 scripts/difftest.py --seconds 100 --quiet --shrink-budget 60 --skip-families $(DIFFTEST_SKIP)
-	python3 scripts/difftest.py --seconds 30 --chaos --quiet --shrink-budget 30 --skip-families $(DIFFTEST_CHAOS_SKIP)
+	python3 scripts/difftest.py --seconds 100 --quiet --shrink-budget 60 $(if $(DIFFTEST_SKIP),--skip-families $(DIFFTEST_SKIP))
+	python3 scripts/difftest.py --seconds 30 --chaos --quiet --shrink-budget 30 $(if $(DIFFTEST_CHAOS_SKIP),--skip-families $(DIFFTEST_CHAOS_SKIP))
 
 # Every family, for as long as asked: make soak SECONDS=3600 [CHAOS=1] [FAMILIES=a,b]
 SECONDS ?= 600
