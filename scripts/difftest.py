@@ -1326,7 +1326,9 @@ class RunResult:
 
 
 def group_messages(msgs):
-    g = collections.OrderedDict()
+    # a plain dict: equality ignores the interleaving of different (publisher, channel) groups
+    # (OrderedDict's would not); only the order within one group must match
+    g = {}
     for kind, pat, ch, payload in msgs:
         pub = payload.split(b":", 1)[0]
         g.setdefault((kind, pat, ch, pub), []).append(payload)
@@ -2125,7 +2127,8 @@ def main():
     checker = Checker(env, args)
     log(f"difftest: seed {seed}; families {','.join(args.fams)}; reference"
         f" {env.ref.addr[1]}, proxy {env.proxy.addr[1]}, cluster {' '.join(env.masters)}"
-        f" (setup {time.monotonic() - t0:.1f}s)")
+        f" (setup {time.monotonic() - t0:.1f}s); binary {BIN} built"
+        f" {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(os.path.getmtime(BIN)))}")
 
     if args.repro:
         return repro(args, env, checker)
