@@ -353,6 +353,17 @@ fn shard_subscriptions_read_as_one_redis() {
             ],
         ),
         (
+            "PING with two arguments in shard-subscribed mode: Redis's arity error",
+            &[step(0, &sub_first, 1), step(0, &["PING a b", "PING"], 2)],
+        ),
+        (
+            "SUNSUBSCRIBE with only patterns subscribed stays in subscribed mode",
+            &[
+                step(0, &["PSUBSCRIBE ch*"], 1),
+                step(0, &["SUNSUBSCRIBE", "PING hi", "GET k"], 3),
+            ],
+        ),
+        (
             "PING in RESP2 shard-subscribed mode",
             &[step(0, &sub_first, 1), step(0, &["PING", "PING x"], 2)],
         ),

@@ -90,6 +90,9 @@ fn full_name(req: &Request) -> String {
 
 /// PING in RESP2 subscribed mode: `["pong", message or ""]`, as Redis answers it there.
 fn subscribed_pong(req: &Request) -> Bytes {
+    if req.argc() > 2 {
+        return crate::reply::error("wrong number of arguments for 'ping' command");
+    }
     let mut out = bytes::BytesMut::new();
     resp::write_array_header(&mut out, 2);
     resp::write_bulk(&mut out, b"pong");

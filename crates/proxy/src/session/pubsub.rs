@@ -41,8 +41,9 @@ use crate::session::Session;
 pub(crate) struct PubSub {
     bus: Option<Rc<Backend>>,
     pub(crate) shards: Vec<Rc<Backend>>,
-    /// (connection id, subscriptions it last confirmed)
-    counts: Vec<(usize, i64)>,
+    /// (connection id, shard kind, subscriptions it last confirmed): Redis counts shard
+    /// channels apart from channels and patterns, so one connection has two counts.
+    counts: Vec<(usize, bool, i64)>,
     /// Sync markers sent and not yet answered: the session reads no request meanwhile.
     syncs: u32,
     /// The last pub/sub command sent for the client: a `-MOVED` on a stream answers it
@@ -78,21 +79,27 @@ impl PubSub {
             .map(|c| c.resp3)
     }
 
-    /// The subscriptions `conn` last confirmed.
+    /// The shard subscriptions `conn` last confirmed.
     fn count_of(&self, conn: &Rc<Backend>) -> i64 {
         let id = Rc::as_ptr(conn) as usize;
         self.counts
             .iter()
-            .find(|(s, _)| *s == id)
-            .map_or(0, |(_, n)| *n)
+            .find(|(s, shard, _)| *s == id && *shard)
+            .map_or(0, |(_, _, n)| *n)
     }
 
     /// (channel and pattern subscriptions, shard channel subscriptions), for CLIENT LIST.
     pub(crate) fn counts(&self) -> (u32, u32) {
-        let confirmed: i64 = self.counts.iter().map(|(_, n)| *n).sum();
-        let shard = self.wanted.len() as i64;
-        let other = confirmed.saturating_sub(shard).max(0);
-        (u32::try_from(other).unwrap_or(u32::MAX), shard as u32)
+        let sum = |want: bool| -> u32 {
+            let n: i64 = self
+                .counts
+                .iter()
+                .filter(|c| c.1 == want)
+                .map(|c| c.2)
+                .sum();
+            u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+        };
+        (sum(false), sum(true))
     }
 }
 
@@ -235,7 +242,7 @@ impl Session {
             }
             let mut frame = frame;
             if let Some(confirmed) = confirmation(&frame) {
-                self.record_count(source, confirmed.count);
+                self.record_count(source, &confirmed);
                 if self.resubscribe_on_confirmation(&confirmed) {
                     continue;
                 }
@@ -252,7 +259,7 @@ impl Session {
             p.syncs == 0
                 && p.silent.is_empty()
                 && !p.counts.is_empty()
-                && p.counts.iter().all(|(_, n)| *n == 0)
+                && p.counts.iter().all(|(_, _, n)| *n == 0)
         }) {
             self.leave_pubsub();
         }
@@ -277,13 +284,18 @@ impl Session {
         true
     }
 
-    fn record_count(&mut self, source: usize, count: i64) {
+    fn record_count(&mut self, source: usize, c: &Confirmation) {
         let Some(p) = self.pubsub.as_mut() else {
             return;
         };
-        match p.counts.iter_mut().find(|(s, _)| *s == source) {
-            Some(entry) => entry.1 = count,
-            None => p.counts.push((source, count)),
+        let shard = matches!(c.kind.as_ref(), b"ssubscribe" | b"sunsubscribe");
+        match p
+            .counts
+            .iter_mut()
+            .find(|(s, k, _)| *s == source && *k == shard)
+        {
+            Some(entry) => entry.2 = c.count,
+            None => p.counts.push((source, shard, c.count)),
         }
     }
 
