@@ -40,10 +40,11 @@ compat: deps
 # too: a subscriber whose master fails over is disconnected (documented), and 1 script in
 # ~150 still showed a subscribed-mode PING answered +PONG after a failover. reset and quit
 # use MULTI too; multikey has KEYS, which can miss a key that is between two masters at
-# that instant (a broadcast sees each master at a different moment). `make soak CHAOS=1`
-# runs every family.
+# that instant (a broadcast sees each master at a different moment); tagged and blocking
+# can meet a slot bouncing between masters past the 5-hop redirect budget, whose MOVED then
+# reaches the client by design (topology.md T6). `make soak CHAOS=1` runs every family.
 DIFFTEST_SKIP ?=
-DIFFTEST_CHAOS_SKIP ?= tx,watch,pubsub,shard,reset,quit,multikey
+DIFFTEST_CHAOS_SKIP ?= tx,watch,pubsub,shard,reset,quit,multikey,tagged,blocking
 difftest: deps
 	$(CARGO) build -p slotgate
 	python3 scripts/difftest.py --seconds 100 --quiet --shrink-budget 60 $(if $(DIFFTEST_SKIP),--skip-families $(DIFFTEST_SKIP))

@@ -4,23 +4,7 @@
 
 mod common;
 
-use common::{text, Client, Harness};
-
-/// Calls of `cmdstat_<name>` summed over the masters (0 when absent).
-fn calls_on_masters(h: &Harness, name: &str) -> u64 {
-    let prefix = format!("cmdstat_{name}:calls=");
-    h.cluster
-        .masters()
-        .into_iter()
-        .map(|node| text(&Client::connect(node).call(&["INFO", "commandstats"])))
-        .filter_map(|stats| {
-            let rest = stats
-                .lines()
-                .find_map(|l| l.strip_prefix(prefix.as_str()))?;
-            rest.split(',').next()?.parse::<u64>().ok()
-        })
-        .sum()
-}
+use common::{calls_on_masters, text, Harness};
 
 #[test]
 fn asking_readonly_readwrite_are_answered_by_the_proxy() {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{text, wait_until, Client, Harness};
+use common::{calls_on_masters, text, wait_until, Client, Harness};
 
 /// A ceiling for waits whose condition normally holds within a second or two; generous,
 /// because slow, noisy CI VMs stretch everything.
@@ -258,22 +258,6 @@ fn a_paused_node_fails_requests_after_the_timeout_instead_of_hanging() {
     // Served again once the node resumed (it first works through its backlog).
     wait_until(CEILING, || text(&c.call(&["GET", "{p}k"])) == "v");
     proxy.shutdown();
-}
-
-/// Calls of `cmdstat_<name>` summed over the masters.
-fn calls_on_masters(h: &Harness, name: &str) -> u64 {
-    let prefix = format!("cmdstat_{name}:calls=");
-    h.cluster
-        .masters()
-        .into_iter()
-        .map(|node| text(&Client::connect(node).call(&["INFO", "commandstats"])))
-        .filter_map(|stats| {
-            let rest = stats
-                .lines()
-                .find_map(|l| l.strip_prefix(prefix.as_str()))?;
-            rest.split(',').next()?.parse::<u64>().ok()
-        })
-        .sum()
 }
 
 /// The topology can be read with CLUSTER SHARDS instead of CLUSTER SLOTS.

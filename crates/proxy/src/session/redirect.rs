@@ -212,10 +212,9 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
         node.redirected();
     }
     if *hop.hops >= max_redirects {
-        // The slot keeps moving (a resharding in full swing, nodes not yet agreeing): the
-        // redirect is still "not executed", so wait for a fresh map and route by slot
-        // again, paced, while the retry budget lasts; only then the client gets it.
-        return plan_retry(hop, map_version, true);
+        // The hop budget (topology.md T6, R13): a redirect loop ends here, with the node's
+        // own MOVED for the client, never a hot loop.
+        return None;
     }
     let (kind, addr) = redirect_target(reply, hop.sent_to)?;
     let frame = hop.frame?;

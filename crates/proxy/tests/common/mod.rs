@@ -107,23 +107,11 @@ impl Client {
 
     /// Read one reply (None when the server closed the connection cleanly).
     pub fn read(&mut self) -> Option<Value> {
-        let mut framer = resp::ReplyFramer::new();
-        loop {
-            if let Some(len) = framer.next_frame(&self.buf).expect("valid reply") {
-                let frame: Bytes = self.buf.split_to(len).freeze();
-                let (value, _) = resp::decode(&frame)
-                    .expect("valid reply")
-                    .expect("complete");
-                return Some(value);
-            }
-            let mut chunk = [0u8; 64 * 1024];
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return None,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
-                Err(e) => panic!("read failed: {e}"),
-            }
-        }
+        let frame = self.read_frame()?;
+        let (value, _) = resp::decode(&frame)
+            .expect("valid reply")
+            .expect("complete");
+        Some(value)
     }
 
     /// One reply's raw bytes (None when the server closed the connection).
@@ -220,4 +208,20 @@ pub fn wait_until(ceiling: Duration, mut condition: impl FnMut() -> bool) -> Dur
         std::thread::sleep(Duration::from_millis(20));
     }
     started.elapsed()
+}
+
+/// Calls of `cmdstat_<name>` summed over the masters (what reached the nodes).
+pub fn calls_on_masters(h: &Harness, name: &str) -> u64 {
+    let prefix = format!("cmdstat_{name}:calls=");
+    h.cluster
+        .masters()
+        .into_iter()
+        .map(|node| text(&Client::connect(node).call(&["INFO", "commandstats"])))
+        .filter_map(|stats| {
+            let rest = stats
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))?;
+            rest.split(',').next()?.parse::<u64>().ok()
+        })
+        .sum()
 }
