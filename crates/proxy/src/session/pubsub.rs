@@ -49,6 +49,8 @@ pub(crate) struct PubSub {
     /// The last pub/sub command sent for the client: a `-MOVED` on a stream answers it
     /// (SSUBSCRIBE on a stale map), and it is resent to the slot's owner.
     last_sent: Option<(Bytes, PubSubTarget)>,
+    /// MOVED replies followed for `last_sent`: bounded by `max_redirects`, like any redirect.
+    moved_resends: u8,
     /// Shard channels the client subscribed to and has not unsubscribed from.
     pub(crate) wanted: Vec<Bytes>,
     /// Shard channels the node dropped (slot moved, failover) that the proxy is
@@ -116,6 +118,9 @@ impl Session {
     pub(crate) fn pubsub_command(&mut self, req: Request, target: PubSubTarget) {
         if matches!(target, PubSubTarget::Shard(_)) {
             self.note_shard_command(&req);
+        }
+        if let Some(p) = self.pubsub.as_mut() {
+            p.moved_resends = 0;
         }
         self.hold(Held::PubSub(req.raw().clone(), target));
     }
@@ -275,6 +280,12 @@ impl Session {
         else {
             return false;
         };
+        let max = self.worker.shared.config.cluster.max_redirects;
+        let Some(p) = self.pubsub.as_mut().filter(|p| p.moved_resends < max) else {
+            // The hop budget is spent: the client gets the node's MOVED, never a hot loop.
+            return false;
+        };
+        p.moved_resends += 1;
         let Some((slot, addr)) = crate::session::resubscribe::moved_target(frame) else {
             return false;
         };
