@@ -235,7 +235,14 @@ fn serve(mut stream: TcpStream, state: &State, script: &Script, stop: &AtomicBoo
         match stream.read(&mut chunk) {
             Ok(0) => return,
             Ok(n) => conn.buf.extend_from_slice(&chunk[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(_) => return,
         }
         let (out, close) = conn.answer(state, script);

@@ -126,6 +126,8 @@ impl Client {
                 Ok(0) => return None,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                // A paused or resumed redis-server child sends SIGCHLD, which can cut a read short.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => panic!("read failed: {e}"),
             }
         }
@@ -143,6 +145,7 @@ impl Client {
             match self.stream.read(&mut chunk) {
                 Ok(0) => return None,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => return None,
             }
         }
@@ -164,6 +167,7 @@ impl Client {
                 Ok(0) => return (all, true),
                 Ok(n) => all.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (all, true),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => return (all, false),
             }
         }
