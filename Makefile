@@ -50,11 +50,14 @@ difftest: deps
 	python3 scripts/difftest.py --seconds 100 --quiet --shrink-budget 60 $(if $(DIFFTEST_SKIP),--skip-families $(DIFFTEST_SKIP))
 	python3 scripts/difftest.py --seconds 30 --chaos --quiet --shrink-budget 30 $(if $(DIFFTEST_CHAOS_SKIP),--skip-families $(DIFFTEST_CHAOS_SKIP))
 
-# Every family, for as long as asked: make soak SECONDS=3600 [CHAOS=1] [FAMILIES=a,b]
+# Every family, for as long as asked: make soak SECONDS=3600 [CHAOS=1] [FAMILIES=a,b] [JOBS=4]
+# (or SCRIPTS=10000 instead of SECONDS). JOBS copies, each with its own cluster and seed, overlap
+# their waits: one copy keeps a core about 15% busy.
 SECONDS ?= 600
+JOBS ?= 1
 soak: deps
 	$(CARGO) build -p slotgate
-	python3 scripts/difftest.py --seconds $(SECONDS) --quiet $(if $(CHAOS),--chaos) $(if $(FAMILIES),--families $(FAMILIES))
+	python3 scripts/difftest.py $(if $(SCRIPTS),--scripts $(SCRIPTS),--seconds $(SECONDS)) --jobs $(JOBS) --quiet $(if $(CHAOS),--chaos) $(if $(FAMILIES),--families $(FAMILIES))
 
 # What CI checks besides the tests.
 lint:

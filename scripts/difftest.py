@@ -2064,6 +2064,53 @@ def resolve_families(args):
     args.families_given = given
 
 
+def run_jobs(args):
+    """Runs `args.jobs` copies of this script, each with its own cluster and seed (base+i);
+    their lines are passed through prefixed, and their final counts summed."""
+    base = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1 << 30)
+    argv, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+            continue
+        if a in ("--jobs", "--seed", "--scripts"):
+            skip = True
+            continue
+        if a.startswith(("--jobs=", "--seed=", "--scripts=")):
+            continue
+        argv.append(a)
+    procs = []
+    for i in range(args.jobs):
+        extra = ["--seed", str(base + i)]
+        if args.scripts is not None:
+            extra += ["--scripts", str(args.scripts // args.jobs + (i < args.scripts % args.jobs))]
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + extra,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, bufsize=1))
+    totals = [0, 0]
+    lock = threading.Lock()
+
+    def pump(i, proc):
+        for line in proc.stdout:
+            m = re.match(r"difftest: (\d+) passed, (\d+) failed", line)
+            with lock:
+                if m:
+                    totals[0] += int(m.group(1))
+                    totals[1] += int(m.group(2))
+                sys.stdout.write(f"[job {i}] {line}")
+                sys.stdout.flush()
+
+    threads = [threading.Thread(target=pump, args=(i, p)) for i, p in enumerate(procs)]
+    for t in threads:
+        t.start()
+    codes = [p.wait() for p in procs]
+    for t in threads:
+        t.join()
+    log(f"difftest: {args.jobs} jobs, seeds {base}..{base + args.jobs - 1}")
+    log(f"difftest: {totals[0]} passed, {totals[1]} failed")
+    return 0 if totals[1] == 0 and not any(codes) else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -2096,7 +2143,12 @@ def main():
     ap.add_argument("--shrink-per-class", type=int, default=1,
                     help="discrepancies shrunk per class (the others are only counted)")
     ap.add_argument("--quiet", action="store_true", help="one line per failed script")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="run this many independent copies (own cluster, seed+i) at once and"
+                    " sum their counts: a run mostly waits on replies, so copies overlap")
     args = ap.parse_args()
+    if args.jobs > 1 and not args.repro:
+        return run_jobs(args)
     if args.list_families:
         for k, v in FAMILIES.items():
             print(f"{k:<10} {v}")
