@@ -211,3 +211,29 @@ fn shard_subscriptions_survive_a_manual_failover() {
         true
     });
 }
+
+/// RESET leaves subscribed mode at once, as on one Redis: a PUBLISH another client sends
+/// after the `+RESET` neither counts nor reaches the reset subscriber (closing the
+/// subscription connection would leave the node to drop it whenever it gets to it).
+#[test]
+fn reset_drops_subscriptions_before_it_is_answered() {
+    let h = Harness::start(3, 0);
+    let mut publisher = h.client();
+    for round in 0..100 {
+        let mut sub = h.client();
+        let proto = if round % 2 == 0 { "2" } else { "3" };
+        sub.call(&["HELLO", proto]);
+        sub.send_raw(b"SUBSCRIBE rs:a rs:b\r\nPSUBSCRIBE rs:*\r\nSSUBSCRIBE {rs}s\r\nRESET\r\n");
+        let frames: Vec<String> = (0..5).map(|_| text(&sub.read().unwrap())).collect();
+        assert_eq!(frames[4], "RESET", "round {round}: {frames:?}");
+        for channel in ["rs:a", "rs:b", "rs:c"] {
+            let n = publisher.call(&["PUBLISH", channel, "x"]);
+            assert_eq!(n, Value::Integer(0), "round {round}: {channel}");
+        }
+        assert_eq!(
+            text(&sub.call(&["PING"])),
+            "PONG",
+            "round {round}: nothing after RESET"
+        );
+    }
+}

@@ -42,6 +42,7 @@ use crate::patience::Patience;
 use crate::topology::Topology;
 
 pub(crate) mod bigbuf;
+mod refusal;
 mod replies;
 mod requests;
 pub(crate) mod sink;
@@ -50,8 +51,9 @@ mod task;
 pub(crate) mod watchdog;
 mod writev;
 
-use requests::InFlight;
+pub(crate) use refusal::is_redirect;
 pub(crate) use requests::Outgoing;
+use requests::{InFlight, Owed};
 pub(crate) use sink::ReplySink;
 use task::run;
 pub(crate) use writev::{advance, fill_slices};
@@ -259,6 +261,8 @@ struct Conn {
     reported_inflight: usize,
     /// A big bulk reply being passed on piece by piece (`backend/replies.rs`).
     streaming: Option<replies::ReplyStream>,
+    /// Why the transaction whose EXEC comes next was refused (`backend/refusal.rs`).
+    refusal: Option<Bytes>,
 }
 
 // === impl Conn ===
@@ -274,6 +278,7 @@ impl Conn {
             watchdog: Watchdog::new(backend.request_timeout, backend.slow_timeout),
             reported_inflight: 0,
             streaming: None,
+            refusal: None,
             backend,
         }
     }
@@ -330,29 +335,6 @@ impl Conn {
             .node
             .report_inflight(&mut self.reported_inflight, owed);
         Poll::Pending
-    }
-
-    fn take_queued(&mut self) {
-        let mut queue = self.backend.queue.borrow_mut();
-        for (out, patience) in queue.drain(..) {
-            if out.asking {
-                self.write_queue.push_back(Bytes::from_static(ASKING));
-                self.in_flight.push_back(InFlight::DISCARD);
-            }
-            for _ in 0..out.skip {
-                self.in_flight.push_back(InFlight::DISCARD);
-            }
-            self.write_queue.push_back(out.frame);
-            if out.more || self.backend.sink.borrow().is_some() {
-                continue;
-            }
-            self.in_flight.push_back(InFlight {
-                client: Some(out.client),
-                seq: out.seq,
-                frag: out.frag,
-                limit: self.watchdog.owe(patience),
-            });
-        }
     }
 
     /// Write as much of the queue as the socket takes. Returns bytes written.

@@ -18,7 +18,7 @@
 
 use std::rc::Rc;
 
-use super::{node_error, Conn, InFlight, ReplySink};
+use super::{node_error, Conn, InFlight, Owed, ReplySink};
 
 /// Bulk replies at least this big are streamed.
 const STREAM_MIN: usize = crate::backend::bigbuf::BIG;
@@ -64,13 +64,14 @@ impl Conn {
         let Some(owner) = self.pop_owner() else {
             return false;
         };
-        let Some(client) = owner.client else {
+        let Owed::Client { client, seq, .. } = owner.owed else {
             return false;
         };
+        self.refusal = None;
         self.framer.take_over();
         self.streaming = Some(ReplyStream {
             client,
-            seq: owner.seq,
+            seq,
             left: total,
             total,
         });
@@ -81,9 +82,10 @@ impl Conn {
     /// request whose client may take it in pieces.
     fn stream_candidate(&self) -> Option<usize> {
         let total = self.framer.pending_top_bulk()?;
-        let owner = self.in_flight.front()?;
-        let client = owner.client.as_ref()?;
-        (total >= STREAM_MIN && client.may_stream_reply(owner.seq, owner.frag)).then_some(total)
+        let Owed::Client { client, seq, frag } = &self.in_flight.front()?.owed else {
+            return None;
+        };
+        (total >= STREAM_MIN && client.may_stream_reply(*seq, *frag)).then_some(total)
     }
 
     /// Who is owed the reply that just arrived; the watchdog forgets its deadline.
@@ -122,15 +124,18 @@ impl Conn {
                 }
                 continue;
             };
-            match owner.client {
-                Some(client) => client.deliver(owner.seq, owner.frag, frame),
-                None if resp::is_error_frame(&frame) => {
+            match owner.owed {
+                Owed::Client { client, seq, frag } => {
+                    client.deliver(seq, frag, self.owed_reply(frame))
+                }
+                Owed::Queued => self.note_queued_reply(frame),
+                Owed::SetUp if resp::is_error_frame(&frame) => {
                     let text = String::from_utf8_lossy(&frame[..frame.len().min(120)])
                         .trim_end()
                         .to_string();
                     tracing::warn!(node = %self.backend.addr, error = %text, "connection set-up command failed");
                 }
-                None => {}
+                Owed::SetUp => {}
             }
         }
     }
@@ -148,9 +153,10 @@ impl Conn {
             &self.backend.addr,
             &format!("connection lost ({reason}); the command may or may not have run"),
         );
+        self.refusal = None;
         for owner in self.in_flight.drain(..) {
-            if let Some(client) = owner.client {
-                client.deliver(owner.seq, owner.frag, lost.clone());
+            if let Owed::Client { client, seq, frag } = owner.owed {
+                client.deliver(seq, frag, lost.clone());
             }
         }
         self.write_queue.clear();

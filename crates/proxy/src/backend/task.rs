@@ -33,12 +33,12 @@ pub(super) async fn run(backend: Rc<Backend>) {
     if let Some(auth) = &backend.auth {
         // First of all; its reply is dropped (a failure is logged, without the password).
         conn.write_queue.push_back(auth.clone());
-        conn.in_flight.push_back(InFlight::DISCARD);
+        conn.in_flight.push_back(InFlight::SET_UP);
     }
     if backend.resp3 {
         // Before anything else on this connection; its reply (a map) is dropped.
         conn.write_queue.push_back(Bytes::from_static(HELLO3));
-        conn.in_flight.push_back(InFlight::DISCARD);
+        conn.in_flight.push_back(InFlight::SET_UP);
     }
     let reason = poll_fn(|cx| conn.poll(cx)).await;
     tracing::info!(node = %backend.addr, %reason, "backend connection closed");

@@ -77,8 +77,8 @@ pub(crate) struct Exclusive {
     pub skip: u32,
     /// The slot that decides the node; None for any master.
     pub slot: Option<u16>,
-    /// Kept so a MOVED reply can resend it (None for a transaction).
-    pub resend: Option<Bytes>,
+    /// What a redirect resends.
+    pub resend: Resend,
     pub via: Via,
 }
 
@@ -87,7 +87,7 @@ impl Held {
     pub(crate) fn single(req: Request, slot: Option<u16>) -> Held {
         let frame = req.raw().clone();
         Held::Exclusive(Exclusive {
-            resend: Some(frame.clone()),
+            resend: Resend::Frame(frame.clone()),
             frame,
             skip: 0,
             slot,
@@ -160,8 +160,7 @@ impl Session {
                 }
             },
         };
-        let resend = ex.resend.map_or(Resend::Never, Resend::Frame);
-        let mut sent = Sent::new(resend, &backend, ex.slot, Conn::Own);
+        let mut sent = Sent::new(ex.resend, &backend, ex.slot, Conn::Own);
         sent.map_version = map.version();
         let seq = self.cell.push(Entry::sent(sent));
         let out = Outgoing {

@@ -106,6 +106,8 @@ pub(crate) struct Session {
     pub(crate) watch: Option<crate::session::transaction::Watch>,
     /// Subscription connections, while the client has subscriptions.
     pub(crate) pubsub: Option<PubSub>,
+    /// A RESET waiting for its subscription connections to drop their subscriptions.
+    pub(crate) reset_drain: Option<mode::ResetDrain>,
     /// Reused buffer for frames taken from the subscription connections.
     pub(crate) push_scratch: Vec<(usize, Bytes)>,
     /// Idle timeout or request deadline, armed only when it can fire.
@@ -172,6 +174,7 @@ impl Session {
             tx: None,
             watch: None,
             pubsub: None,
+            reset_drain: None,
             push_scratch: Vec::new(),
             timer: Default::default(),
             authenticated: !auth_required,

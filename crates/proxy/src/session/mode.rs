@@ -13,10 +13,41 @@ use resp::Request;
 
 use super::Session;
 use crate::route::{Local, Route};
-use crate::session::exclusive::Held;
+use crate::session::exclusive::{Held, Intake};
 use crate::session::local::{self, SessionInfo};
 
+/// RESET, sent on each subscription connection: the node drops its subscriptions at once
+/// and without a confirmation each, as for the client's own RESET.
+const RESET: &[u8] = b"*1\r\n$5\r\nRESET\r\n";
+
+/// A RESET of a subscribed client in progress. Closing the subscription connections would
+/// not do: a node drops a closed connection's subscriptions when it gets to it, so another
+/// client's PUBLISH right after `+RESET` could still count (and reach) this one. Each
+/// connection gets RESET first, and the client's `+RESET` waits for their sync markers.
+#[derive(Default)]
+pub(crate) struct ResetDrain {
+    /// Subscription connections whose `+RESET` came: what they send later is dropped.
+    done: Vec<usize>,
+}
+
 impl Session {
+    /// A frame from subscription connection `source` during a RESET: the node's `+RESET`
+    /// and anything after it are not the client's (it has left subscribed mode); messages
+    /// sent before it still are, as one Redis writes them before its `+RESET`.
+    pub(crate) fn reset_swallows(&mut self, source: usize, frame: &[u8]) -> bool {
+        let Some(drain) = self.reset_drain.as_mut() else {
+            return false;
+        };
+        if drain.done.contains(&source) {
+            return true;
+        }
+        if frame == b"+RESET\r\n" {
+            drain.done.push(source);
+            return true;
+        }
+        false
+    }
+
     /// Whether `cmd` changes the connection's mode and so must wait for what is in flight.
     pub(super) fn is_mode_change(cmd: Local) -> bool {
         matches!(cmd, Local::Quit | Local::Reset | Local::Hello)
@@ -29,6 +60,11 @@ impl Session {
                 self.info.quit = true;
                 self.draining = true;
                 self.reply_now(Bytes::from_static(b"+OK\r\n"));
+            }
+            Local::Reset if self.reset_drain.is_none() && self.send_to_all_pubsub(RESET) => {
+                // Answered once the nodes dropped the subscriptions: `reset_swallows`.
+                self.reset_drain = Some(ResetDrain::default());
+                self.intake = Intake::Held(Held::Local(req.clone(), cmd));
             }
             Local::Reset => {
                 self.reset();
@@ -51,7 +87,7 @@ impl Session {
     /// RESP2 with no name, NO-EVICT off, and the default user (so a proxy that requires a
     /// password requires it again).
     fn reset(&mut self) {
-        self.leave_pubsub();
+        self.leave_pubsub(); // also ends `reset_drain`
         self.tx = None;
         self.forget_watch();
         self.info = SessionInfo::new(self.info.id);

@@ -116,6 +116,8 @@ pub(crate) struct Waiting {
     pub asking: bool,
     /// On the session's dedicated connection.
     pub pinned: bool,
+    /// Replies before the one owed (a transaction's MULTI and queued commands).
+    pub skip: u32,
     /// The protocol of the connection it was routed to, kept for its resend.
     pub resp3: bool,
 }
@@ -133,6 +135,7 @@ impl Waiting {
             frame,
             asking: false,
             pinned: false,
+            skip: 0,
             resp3,
         }
     }

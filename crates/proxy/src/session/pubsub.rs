@@ -145,6 +145,24 @@ impl Session {
         self.pubsub.as_ref().is_some_and(|p| p.syncs > 0)
     }
 
+    /// Send `frame`, then a sync marker, on every open subscription connection.
+    pub(crate) fn send_to_all_pubsub(&mut self, frame: &'static [u8]) -> bool {
+        let Some(p) = self.pubsub.as_mut() else {
+            return false;
+        };
+        for conn in p.bus.iter().chain(p.shards.iter()) {
+            p.syncs += 1;
+            for bytes in [frame, SYNC_PING] {
+                conn.send(Outgoing::new(
+                    Bytes::from_static(bytes),
+                    self.cell.clone(),
+                    0,
+                ));
+            }
+        }
+        p.syncs > 0
+    }
+
     /// Send a frame, then a sync marker, on the subscription connection(s) for `target`,
     /// opening them as needed.
     pub(crate) fn send_pubsub(&mut self, frame: Bytes, target: PubSubTarget) {
@@ -245,6 +263,9 @@ impl Session {
                 }
                 continue;
             }
+            if self.reset_swallows(source, &frame) {
+                continue;
+            }
             let mut frame = frame;
             if let Some(confirmed) = confirmation(&frame) {
                 self.record_count(source, &confirmed);
@@ -312,6 +333,7 @@ impl Session {
 
     /// Close every subscription connection (end of subscribed mode, RESET, session end).
     pub(crate) fn leave_pubsub(&mut self) {
+        self.reset_drain = None;
         if let Some(p) = self.pubsub.take() {
             for conn in p.bus.iter().chain(p.shards.iter()) {
                 conn.close();
@@ -371,25 +393,5 @@ fn bulk_text(frame: &Bytes) -> Option<Bytes> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn recognises_confirmations_and_their_counts() {
-        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
-        let count = |f: &str| confirmation(&b(f)).map(|c| c.count);
-        assert_eq!(count("*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n"), Some(1));
-        assert_eq!(
-            count(">3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:0\r\n"),
-            Some(0)
-        );
-        assert_eq!(count("*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n"), Some(0));
-        assert_eq!(count("*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nx\r\n"), None);
-        assert_eq!(count("+PONG\r\n"), None);
-        let c = confirmation(&b("*3\r\n$12\r\nsunsubscribe\r\n$3\r\n{s}\r\n:0\r\n")).unwrap();
-        assert_eq!(
-            (&c.kind[..], &c.channel[..]),
-            (&b"sunsubscribe"[..], &b"{s}"[..])
-        );
-    }
-}
+#[path = "pubsub_tests.rs"]
+mod tests;

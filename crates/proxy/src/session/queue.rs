@@ -335,7 +335,7 @@ impl ClientCell {
 mod deliver;
 mod entry;
 #[cfg(test)]
-use deliver::is_redirect;
+use crate::backend::is_redirect;
 pub(crate) use entry::{Conn, Entry, Kind, Resend, Sent};
 mod ordering;
 mod partial;

@@ -15,8 +15,14 @@
 //! no earlier request of the client for its slot waits or is in flight elsewhere, and the
 //! delays wait on the session's one timer, so nothing is sent after the client left.
 //!
-//! A request follows at most `max_redirects` hops; after that its client gets the server's
-//! own redirect error text, unchanged. A malformed redirect is passed through unchanged too.
+//! A request follows at most `max_redirects` hops: two at once, each later one after a
+//! jittered, doubling delay and a refresh request, so nodes that bounce it between them have
+//! time to agree (topology.md R13). After the last, its client gets the server's own
+//! redirect error text, unchanged. A malformed redirect is passed through unchanged too.
+//!
+//! A transaction (`MULTI, cmd…, EXEC` in one write) refused by its node before anything ran
+//! comes back as the refusal itself (`backend/refusal.rs`) and is resent whole, the same way;
+//! after WATCH it cannot be (the WATCH is on the node that refused): EXEC answers nil.
 
 use std::rc::Rc;
 use std::task::Context;
@@ -28,10 +34,10 @@ use cluster::slot_map::{host_of, join_host_port};
 use tokio::time::Instant;
 use topology::Backoff;
 
-use crate::backend::Backend;
+use crate::backend::{is_redirect, Backend};
 use crate::context::WorkerStats;
 use crate::session::order::{Target, Waiting};
-use crate::session::queue::{Conn, Entry, Kind as EntryKind, Sent};
+use crate::session::queue::{Conn, Entry, Kind as EntryKind, Resend, Sent};
 use crate::session::Session;
 use crate::worker::Worker;
 
@@ -61,7 +67,16 @@ struct Plan {
     key_slot: Option<u16>,
     /// The protocol of the connection it was on, for its resend.
     resp3: Option<bool>,
+    /// Replies before the one owed (a transaction's), dropped again on the resend.
+    skip: u32,
+    /// A MOVED or ASK past `PACED_AFTER` hops waits this long (and asks for a refresh).
+    pace: Option<Duration>,
 }
+
+/// Hops followed at once; later ones are paced like retries (topology.md R13: nodes that
+/// bounce a request between them disagree until gossip or a failover settles, which takes
+/// longer than a few immediate round trips).
+const PACED_AFTER: u8 = 2;
 
 /// Retries per request for "not executed" errors, paced by `Backoff::DEFAULT` (10 ms
 /// doubling to 1 s, jittered): 1.6 to 3.3 s in all, enough to ride over a failover's
@@ -109,7 +124,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         .unwrap_or(false);
     let resp3 = plan.resp3.unwrap_or(session.resp3());
     let (target, delay) = match plan.kind {
-        Kind::Moved { .. } | Kind::Ask => (Target::Node(plan.addr.into()), None),
+        Kind::Moved { .. } | Kind::Ask => (Target::Node(plan.addr.into()), plan.pace),
         Kind::Retry(delay) => (Target::Node(plan.addr.into()), Some(delay)),
         Kind::Reroute(delay) => {
             let fallback = Some(plan.addr.into());
@@ -126,6 +141,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         target,
         frame: plan.frame,
         pinned,
+        skip: plan.skip,
         resp3,
     });
 }
@@ -133,6 +149,9 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
 /// Count the hop and, for MOVED, patch the shared map now so the next request for this
 /// slot goes straight to the new owner; a Reroute wants a fresh map before it fires.
 fn count_and_learn(worker: &Worker, plan: &Plan) {
+    if plan.pace.is_some() {
+        worker.topology().request_refresh_now();
+    }
     match plan.kind {
         Kind::Ask => WorkerStats::bump(&worker.stats.redirects_ask),
         Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
@@ -184,6 +203,11 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
 
 /// Decide for a request sent whole.
 fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, max_redirects: u8) -> Option<Plan> {
+    let skip = match sent.resend {
+        Resend::Transaction { watched: true, .. } => return settle_transaction(reply, sent, true),
+        Resend::Transaction { skip, .. } => skip,
+        _ => 0,
+    };
     let hop = Hop {
         reply,
         frame: sent.resend_frame(),
@@ -191,10 +215,30 @@ fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, max_redirects: u8) -> O
         hops: &mut sent.hops,
         retries: &mut sent.retries,
     };
-    let mut plan = plan(hop, max_redirects, sent.map_version)?;
+    let Some(mut plan) = plan(hop, max_redirects, sent.map_version) else {
+        return settle_transaction(reply, sent, false);
+    };
     plan.slot = plan.slot.or(sent.slot);
     plan.key_slot = sent.slot;
+    plan.skip = skip;
     Some(plan)
+}
+
+/// A transaction's refusal that is not followed (`backend/refusal.rs` put it in EXEC's
+/// place): after WATCH, EXEC answers nil, as when a watched key was touched (the WATCH is
+/// on the node that refused); past the hop or retry budget, the node's own EXECABORT.
+fn settle_transaction(reply: &mut Option<Bytes>, sent: &Sent, watched: bool) -> Option<Plan> {
+    let refused = matches!(sent.resend, Resend::Transaction { .. })
+        && reply.as_ref().is_some_and(|r| is_redirect(r));
+    if refused {
+        let resp3 = sent.sent_to.as_ref().is_some_and(|b| b.resp3);
+        *reply = Some(Bytes::from_static(match (watched, resp3) {
+            (true, true) => b"_\r\n",
+            (true, false) => b"*-1\r\n",
+            (false, _) => b"-EXECABORT Transaction discarded because of previous errors.\r\n",
+        }));
+    }
+    None
 }
 
 /// Decide whether to follow the reply in `hop`; on yes, clear it and count the hop or retry.
@@ -219,6 +263,8 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
     let (kind, addr) = redirect_target(reply, hop.sent_to)?;
     let frame = hop.frame?;
     *hop.reply = None;
+    let pace = (*hop.hops >= PACED_AFTER)
+        .then(|| Backoff::DEFAULT.delay(u32::from(*hop.hops - PACED_AFTER)));
     *hop.hops += 1;
     let slot = match kind {
         Kind::Moved { slot } => Some(slot),
@@ -232,6 +278,8 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
         map_version,
         key_slot: None,
         resp3: hop.sent_to.as_ref().map(|b| b.resp3),
+        skip: 0,
+        pace,
     })
 }
 
@@ -274,5 +322,7 @@ fn plan_retry(hop: Hop<'_>, map_version: u64, reroute: bool) -> Option<Plan> {
         map_version,
         key_slot: None,
         resp3: hop.sent_to.as_ref().map(|b| b.resp3),
+        skip: 0,
+        pace: None,
     })
 }

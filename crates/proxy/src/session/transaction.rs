@@ -24,7 +24,7 @@ use crate::backend::Backend;
 use crate::reply::error;
 use crate::route::{Local, Route, TxCommand};
 use crate::session::exclusive::{Exclusive, Held, Via};
-use crate::session::queue::Entry;
+use crate::session::queue::{Entry, Resend};
 use crate::session::Session;
 
 /// A MULTI in progress.
@@ -147,11 +147,17 @@ impl Session {
             Some(_) => Via::WatchedExec,
             None => Via::Dedicated,
         };
+        let frame = frame.freeze();
+        let resend = Resend::Transaction {
+            frame: frame.clone(),
+            skip,
+            watched: via == Via::WatchedExec,
+        };
         self.hold(Held::Exclusive(Exclusive {
-            frame: frame.freeze(),
+            frame,
             skip,
             slot: tx.slot,
-            resend: None,
+            resend,
             via,
         }));
     }

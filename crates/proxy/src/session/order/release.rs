@@ -121,7 +121,7 @@ impl Session {
             seq: w.seq,
             frag: w.frag,
             asking: w.asking,
-            skip: 0,
+            skip: w.skip,
             more: false,
         });
     }

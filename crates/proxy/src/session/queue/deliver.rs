@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::{ClientCell, Kind};
-use crate::backend::ReplySink;
+use crate::backend::{is_redirect, ReplySink};
 
 impl ClientCell {
     /// A backend's reply for part `frag` of request `seq` (part 0 of an unsplit request).
@@ -78,16 +78,4 @@ impl ReplySink for ClientCell {
     fn stream_lost(&self) {
         ClientCell::stream_lost(self)
     }
-}
-
-/// Replies the proxy acts on instead of forwarding: redirects (MOVED, ASK), and errors that
-/// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING).
-pub(crate) fn is_redirect(frame: &[u8]) -> bool {
-    if frame.first() != Some(&b'-') {
-        return false;
-    }
-    // With the space: a MOVED or ASK without its arguments is passed through, not retried.
-    frame.starts_with(b"-MOVED ")
-        || frame.starts_with(b"-ASK ")
-        || ::topology::not_executed(cluster::error_kind(frame))
 }

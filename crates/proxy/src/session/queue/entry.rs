@@ -65,7 +65,15 @@ pub(crate) enum Resend {
     Frame(Bytes),
     /// A streamed upload's pieces, joined only if a redirect must resend them.
     Pieces(Box<[Bytes]>),
-    /// Never resent (a transaction's MULTI…EXEC, an upload still arriving).
+    /// A transaction's `MULTI, cmd…, EXEC`, `skip` replies before EXEC's. Resent whole when
+    /// the node refused it before anything ran (`backend/refusal.rs`), unless `watched`: its
+    /// WATCH stayed on the node it went to, so EXEC answers nil (`session/redirect.rs`).
+    Transaction {
+        frame: Bytes,
+        skip: u32,
+        watched: bool,
+    },
+    /// Never resent (an upload still arriving).
     Never,
 }
 
@@ -88,6 +96,7 @@ impl Sent {
         match &self.resend {
             Resend::Frame(frame) => Some(frame.clone()),
             Resend::Pieces(parts) => Some(crate::session::upload::join(parts)),
+            Resend::Transaction { frame, .. } => Some(frame.clone()),
             Resend::Never => None,
         }
     }
