@@ -1944,7 +1944,7 @@ class Env:
             self.proxyproc = subprocess.Popen(
                 [BIN, "proxy", "--listen", f"127.0.0.1:{pport}", "--seed", self.seed,
                  "--threads", "2"],
-                stdout=logf, stderr=subprocess.STDOUT, env=dict(os.environ, RUST_LOG="warn"))
+                stdout=logf, stderr=subprocess.STDOUT, env=dict(os.environ, RUST_LOG=os.environ.get("DIFFTEST_PROXY_LOG", "warn")))
         wait_ping(raddr, self.refproc, "reference redis-server")
         wait_ping(("127.0.0.1", pport), self.proxyproc, "proxy")
         self.ref = Target("reference", raddr)
@@ -1994,6 +1994,8 @@ class Env:
                                capture_output=True, timeout=60)
             except (OSError, subprocess.TimeoutExpired) as e:
                 log(f"difftest: cluster down failed: {e}")
+        if os.environ.get("DIFFTEST_PROXY_LOG"):
+            shutil.copy(self.proxy_log, os.environ.get("DIFFTEST_KEEP_LOG", "/tmp/difftest-proxy.log"))
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -42,6 +42,9 @@ fn halves(a: &FakeNode, b: &FakeNode) -> Vec<Range> {
     map
 }
 
+/// The first send, `max_redirects` (5) hops, then `MAX_RETRIES` (9) paced ones.
+const MAX_GETS: usize = 1 + 5 + 9;
+
 /// A key whose slot is below 8192 (node a's half) and one above (node b's half).
 const LOW_KEY: &str = "foo{3}"; // slot of "3"
 const HIGH_KEY: &str = "foo"; // slot 12182
@@ -52,8 +55,9 @@ fn keys_are_in_the_expected_halves() {
     assert!(slot_of(HIGH_KEY.as_bytes()) >= 8192);
 }
 
-/// T6: a node that answers `MOVED <slot> <itself>` forever. The proxy follows at most
-/// `max_redirects` (5) hops, then passes the MOVED through; no hot loop, and it keeps serving.
+/// T6: a node that answers `MOVED <slot> <itself>` forever. The proxy follows
+/// `max_redirects` (5) hops, then at most `MAX_RETRIES` (9) more, paced like retries (2-3 s
+/// in all), then passes the MOVED through; no hot loop, and it keeps serving.
 #[test]
 fn moved_to_itself_ends_after_the_hop_budget() {
     let node = FakeNode::start(|args, st| match args[0].as_slice() {
@@ -66,9 +70,10 @@ fn moved_to_itself_ends_after_the_hop_budget() {
     let got = text(&c.call(&["GET", "k"]));
     assert!(got.starts_with("-MOVED "), "client gets the MOVED: {got}");
     std::thread::sleep(Duration::from_millis(300));
-    assert!(node.count("GET") <= 6, "GETs seen: {}", node.count("GET"));
-    // The map already says so: a MOVED to the known owner asks for no refresh.
-    assert!(node.count("CLUSTER SLOTS") <= 2, "no refresh storm");
+    assert!(node.count("GET") <= MAX_GETS, "GETs seen: {}", node.count("GET"));
+    // Paced hops ask for a refresh, which the topology service throttles.
+    let refreshes = node.count("CLUSTER SLOTS");
+    assert!(refreshes <= 8, "no refresh storm: {refreshes}");
     assert_eq!(
         text(&c.call(&["SET", "k", "v"])),
         "OK",
@@ -252,7 +257,7 @@ fn moved_with_empty_or_unknown_host() {
 }
 
 /// Two nodes bouncing a slot between them (A: MOVED to B, B: MOVED to A): the hop budget
-/// ends it; the client gets a MOVED error and the nodes saw at most 6 GETs in all.
+/// ends it (with the paced hops after it); the client gets a MOVED error, never a hot loop.
 #[test]
 fn moved_ping_pong_ends_after_the_hop_budget() {
     // B learns A's address once A is listening.
@@ -277,10 +282,8 @@ fn moved_ping_pong_ends_after_the_hop_budget() {
         "the last MOVED, not a hang: {got}"
     );
     std::thread::sleep(Duration::from_millis(200));
-    assert!(
-        a.count("GET") + b.count("GET") <= 6,
-        "bounded by the hop budget"
-    );
+    let gets = a.count("GET") + b.count("GET");
+    assert!(gets <= MAX_GETS, "bounded by the hop budget: {gets}");
     assert_eq!(
         text(&c.call(&["SET", LOW_KEY, "v"])),
         "OK",

@@ -15,10 +15,11 @@
 //! no earlier request of the client for its slot waits or is in flight elsewhere, and the
 //! delays wait on the session's one timer, so nothing is sent after the client left.
 //!
-//! A request follows at most `max_redirects` hops: two at once, each later one after a
-//! jittered, doubling delay and a refresh request, so nodes that bounce it between them have
-//! time to agree (topology.md R13). After the last, its client gets the server's own
-//! redirect error text, unchanged. A malformed redirect is passed through unchanged too.
+//! A request follows `max_redirects` hops: two at once, each later one after a jittered,
+//! doubling delay and a refresh request, so nodes that bounce it between them have time to
+//! agree (topology.md R13). Past that budget each hop counts as a retry (below), and when
+//! those are spent too, its client gets the server's own redirect error text, unchanged. A
+//! malformed redirect is passed through unchanged too.
 //!
 //! A transaction (`MULTI, cmd…, EXEC` in one write) refused by its node before anything ran
 //! comes back as the refusal itself (`backend/refusal.rs`) and is resent whole, the same way;
@@ -255,17 +256,27 @@ fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
     if let Some(node) = hop.sent_to.as_ref().map(|b| &b.node) {
         node.redirected();
     }
-    if *hop.hops >= max_redirects {
-        // The hop budget (topology.md T6, R13): a redirect loop ends here, with the node's
-        // own MOVED for the client, never a hot loop.
+    // Past the hop budget the nodes still disagree (a failover in the middle of a migration
+    // leaves one answering ASK and the other MOVED back, for seconds): each further hop
+    // costs a retry and waits as long, 2 to 3 s in all. Then the client gets the node's own
+    // redirect (topology.md T6, R13): never a hot loop.
+    let over = *hop.hops >= max_redirects;
+    if over && *hop.retries >= MAX_RETRIES {
         return None;
     }
     let (kind, addr) = redirect_target(reply, hop.sent_to)?;
     let frame = hop.frame?;
+    tracing::debug!(from = ?hop.sent_to.as_ref().map(|b| b.addr.clone()), %addr,
+        hops = *hop.hops, retries = *hop.retries, "following a redirect");
     *hop.reply = None;
-    let pace = (*hop.hops >= PACED_AFTER)
-        .then(|| Backoff::DEFAULT.delay(u32::from(*hop.hops - PACED_AFTER)));
-    *hop.hops += 1;
+    let pace = if over {
+        *hop.retries += 1;
+        Some(Backoff::DEFAULT.delay(u32::from(*hop.retries - 1)))
+    } else {
+        *hop.hops += 1;
+        let paced = hop.hops.saturating_sub(PACED_AFTER + 1);
+        (*hop.hops > PACED_AFTER).then(|| Backoff::DEFAULT.delay(u32::from(paced)))
+    };
     let slot = match kind {
         Kind::Moved { slot } => Some(slot),
         _ => None,
