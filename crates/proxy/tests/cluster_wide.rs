@@ -103,3 +103,19 @@ fn resp3_clients_get_resp3_replies_from_the_nodes_themselves() {
     let mut old = h.client();
     assert!(matches!(old.call(&["HGETALL", "h"]), Value::Array(_)));
 }
+
+/// KEYS during a migration names a key once, as one Redis does, even while the key is on
+/// both masters (MIGRATE restores it on the target before deleting it on the source).
+#[test]
+fn keys_names_a_key_on_two_masters_once() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    assert_eq!(text(&c.call(&["SET", "{kw}a", "1"])), "OK");
+    let moving = common::migrate::Move::begin(&h.cluster, "{kw}");
+    let mut target = Client::connect(moving.dst);
+    assert_eq!(text(&target.call(&["ASKING"])), "OK");
+    assert_eq!(text(&target.call(&["SET", "{kw}a", "1"])), "OK");
+    let keys = c.call(&["KEYS", "{kw}*"]);
+    assert_eq!(keys, Value::Array(vec![Value::BulkString("{kw}a".into())]));
+    moving.finish();
+}

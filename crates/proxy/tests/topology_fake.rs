@@ -70,7 +70,11 @@ fn moved_to_itself_ends_after_the_hop_budget() {
     let got = text(&c.call(&["GET", "k"]));
     assert!(got.starts_with("-MOVED "), "client gets the MOVED: {got}");
     std::thread::sleep(Duration::from_millis(300));
-    assert!(node.count("GET") <= MAX_GETS, "GETs seen: {}", node.count("GET"));
+    assert!(
+        node.count("GET") <= MAX_GETS,
+        "GETs seen: {}",
+        node.count("GET")
+    );
     // Paced hops ask for a refresh, which the topology service throttles.
     let refreshes = node.count("CLUSTER SLOTS");
     assert!(refreshes <= 8, "no refresh storm: {refreshes}");

@@ -95,9 +95,11 @@ pub(crate) fn concat(replies: &[&Bytes]) -> Bytes {
 }
 
 pub(crate) fn union(replies: &[&Bytes]) -> Bytes {
+    // A set beside the list: KEYS can bring a great many names.
+    let mut known = std::collections::HashSet::new();
     let mut seen: Vec<Bytes> = Vec::new();
     for el in replies.iter().filter_map(|r| array_elements(r)).flatten() {
-        if !seen.contains(&el) {
+        if known.insert(el.clone()) {
             seen.push(el);
         }
     }

@@ -33,6 +33,8 @@ pub(crate) struct Part {
     pub retries: u8,
     /// The slot of its keys, or None for a broadcast part (sent to master `index`).
     pub slot: Option<u16>,
+    /// Sent only once every first-round part is answered (`Fanout::twice`).
+    pub second: bool,
 }
 
 /// A request in flight as several parts.
@@ -45,6 +47,8 @@ pub(crate) struct Fanout {
     pub prefix: Bytes,
     /// Slot-map version the parts were routed with.
     pub map_version: u64,
+    /// Second-round parts (the last ones) not yet released (`Fanout::twice`).
+    second_round: usize,
 }
 
 // === impl Fanout ===
@@ -69,6 +73,7 @@ impl Fanout {
             order,
             prefix: Bytes::new(),
             map_version: 0,
+            second_round: 0,
         }
     }
 
@@ -81,6 +86,7 @@ impl Fanout {
             order: Vec::new(),
             prefix: Bytes::new(),
             map_version: 0,
+            second_round: 0,
         }
     }
 
@@ -94,9 +100,25 @@ impl Fanout {
                 hops: 0,
                 retries: 0,
                 slot: None,
+                second: false,
             })
             .collect::<Vec<_>>();
         Fanout::from_parts(parts, merge)
+    }
+
+    /// KEYS: every master read twice, the second round sent once the first is answered, and
+    /// the names merged without duplicates. A key being migrated is on its source until it
+    /// is on its target; each second-round read comes after every first-round one, so if
+    /// the source's first read missed the key, the target's second read has it. One round
+    /// reads the masters at unrelated moments and can miss it (or, with `Concat`, count it
+    /// twice), where one Redis never does.
+    pub(crate) fn twice(req: &Request, masters: usize) -> Fanout {
+        let mut fanout = Fanout::broadcast(req, masters * 2, Merge::Union);
+        fanout.parts[masters..]
+            .iter_mut()
+            .for_each(|p| p.second = true);
+        fanout.second_round = masters;
+        fanout
     }
 
     /// Record a final reply for part `frag`; returns the merged reply once every part is in.
@@ -105,7 +127,29 @@ impl Fanout {
         if part.reply.replace(reply).is_none() {
             self.remaining = self.remaining.saturating_sub(1);
         }
+        if self.second_round > 0 && self.remaining == self.second_round && self.first_failed() {
+            // The reply is that error whatever a second round would say.
+            self.parts.truncate(self.parts.len() - self.second_round);
+            (self.remaining, self.second_round) = (0, 0);
+        }
         (self.remaining == 0).then(|| self.merged())
+    }
+
+    fn first_failed(&self) -> bool {
+        let first = &self.parts[..self.parts.len() - self.second_round];
+        first
+            .iter()
+            .any(|p| p.reply.as_deref().is_some_and(resp::is_error_frame))
+    }
+
+    /// The second-round parts to send now, once: when every first-round part is answered.
+    pub(crate) fn release_second_round(&mut self) -> Option<std::ops::Range<u32>> {
+        if self.second_round == 0 || self.remaining != self.second_round {
+            return None;
+        }
+        let first = (self.parts.len() - self.second_round) as u32;
+        self.second_round = 0;
+        Some(first..self.parts.len() as u32)
     }
 
     fn merged(&self) -> Bytes {
@@ -158,6 +202,7 @@ fn slot_part(req: &Request, slot: u16, idxs: Vec<usize>, step: usize) -> Part {
         hops: 0,
         retries: 0,
         slot: Some(slot),
+        second: false,
     }
 }
 

@@ -37,6 +37,7 @@ use topology::Backoff;
 
 use crate::backend::{is_redirect, Backend};
 use crate::context::WorkerStats;
+use crate::session::fanout::Part;
 use crate::session::order::{Target, Waiting};
 use crate::session::queue::{Conn, Entry, Kind as EntryKind, Resend, Sent};
 use crate::session::Session;
@@ -54,6 +55,8 @@ enum Kind {
     /// CLUSTERDOWN, MASTERDOWN, READONLY, LOADING: not executed, and the slot's owner may be
     /// changing (failover). Ask for a refresh, wait, then route by slot again.
     Reroute(Duration),
+    /// Not a redirect: a second-round part (`Fanout::twice`), due now at its master.
+    Second,
 }
 
 /// A redirect or retry the session decided to follow.
@@ -126,6 +129,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
     let resp3 = plan.resp3.unwrap_or(session.resp3());
     let (target, delay) = match plan.kind {
         Kind::Moved { .. } | Kind::Ask => (Target::Node(plan.addr.into()), plan.pace),
+        Kind::Second => (Target::Node(plan.addr.into()), None),
         Kind::Retry(delay) => (Target::Node(plan.addr.into()), Some(delay)),
         Kind::Reroute(delay) => {
             let fallback = Some(plan.addr.into());
@@ -154,6 +158,7 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
         worker.topology().request_refresh_now();
     }
     match plan.kind {
+        Kind::Second => {}
         Kind::Ask => WorkerStats::bump(&worker.stats.redirects_ask),
         Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
         Kind::Reroute(_) => {
@@ -184,6 +189,10 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
     };
     let map_version = fanout.map_version;
     let part = fanout.parts.get_mut(frag as usize)?;
+    if part.second && part.reply.is_none() {
+        part.second = false;
+        return second_round(part, map_version);
+    }
     let frame = Some(part.frame.clone());
     let hop = Hop {
         reply: &mut part.reply,
@@ -200,6 +209,22 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
     let final_reply = part.reply.take()?;
     entry.reply = fanout.complete(frag as usize, final_reply);
     None
+}
+
+/// A second-round part, sent as it was routed (`Fanout::twice`).
+fn second_round(part: &Part, map_version: u64) -> Option<Plan> {
+    let to = part.sent_to.as_ref()?;
+    Some(Plan {
+        kind: Kind::Second,
+        slot: None,
+        addr: to.addr.to_string(),
+        frame: part.frame.clone(),
+        map_version,
+        key_slot: None,
+        resp3: Some(to.resp3),
+        skip: 0,
+        pace: None,
+    })
 }
 
 /// Decide for a request sent whole.

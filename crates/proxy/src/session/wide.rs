@@ -33,7 +33,13 @@ impl Session {
     pub(crate) fn broadcast(&mut self, req: &Request, merge: Merge) {
         let map = self.worker.topology().current();
         let patience = Patience::of_request(req);
-        let fanout = Fanout::broadcast(req, map.nodes().len(), merge);
+        let masters = map.nodes().len();
+        let fanout = match merge {
+            Merge::Concat if req.arg(0).eq_ignore_ascii_case(b"keys") => {
+                Fanout::twice(req, masters)
+            }
+            _ => Fanout::broadcast(req, masters, merge),
+        };
         self.fan_out_on(fanout, &map, patience);
     }
 
@@ -48,7 +54,12 @@ impl Session {
             .enumerate()
             .map(|(i, part)| match part.slot {
                 Some(slot) => self.worker.backend_for_slot(map, slot, resp3),
-                None => part_addr(map, i, None).map(|a| self.worker.backend_for_addr(a, resp3)),
+                None => {
+                    // Part `i` of a broadcast read twice goes to master `i % masters`.
+                    let index = i.checked_rem(map.nodes().len()).unwrap_or(i);
+                    let addr = part_addr(map, index, None);
+                    addr.map(|a| self.worker.backend_for_addr(a, resp3))
+                }
             })
             .collect();
         for (part, backend) in fanout.parts.iter_mut().zip(&backends) {
@@ -76,17 +87,20 @@ impl Session {
                 None => Admit::Untracked,
             })
             .collect();
-        let parts: Vec<(Bytes, Option<u16>)> = fanout
+        let parts: Vec<(Bytes, Option<u16>, bool)> = fanout
             .parts
             .iter()
-            .map(|p| (p.frame.clone(), p.slot))
+            .map(|p| (p.frame.clone(), p.slot, p.second))
             .collect();
         let mut fanout = fanout;
         fanout.map_version = map.version();
         let seq = self.cell.push(Entry::fanout(fanout));
         let sends = backends.into_iter().zip(parts).zip(admits);
-        for (frag, ((backend, (frame, slot)), admit)) in sends.enumerate() {
+        for (frag, ((backend, (frame, slot, second)), admit)) in sends.enumerate() {
             let frag = frag as u32;
+            if second && backend.is_some() {
+                continue; // sent once the first round is answered (`Fanout::twice`)
+            }
             let Some(b) = backend else {
                 let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
                 self.cell.deliver_unsent(seq, frag, down);
@@ -123,6 +137,7 @@ impl Session {
             hops: 0,
             retries: 0,
             slot: None,
+            second: false,
         };
         let merge = Merge::Scan {
             node: cursor.node,

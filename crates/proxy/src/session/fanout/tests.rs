@@ -103,3 +103,34 @@ fn no_command_shape_panics_the_router_or_the_split() {
         }
     }
 }
+
+#[test]
+fn keys_reads_every_master_twice_the_second_round_after_the_first() {
+    let r = req(&["KEYS", "*"]);
+    let mut f = Fanout::twice(&r, 2);
+    assert_eq!(f.parts.len(), 4);
+    assert_eq!(f.release_second_round(), None, "the first round is not in");
+    assert!(f.complete(1, b("*1\r\n$1\r\nb\r\n")).is_none());
+    assert_eq!(f.release_second_round(), None);
+    // A key moving from master 0 to master 1: master 0's first read already missed it.
+    assert!(f.complete(0, b("*0\r\n")).is_none());
+    assert_eq!(f.release_second_round(), Some(2..4));
+    assert_eq!(f.release_second_round(), None, "released once");
+    assert!(f.complete(2, b("*0\r\n")).is_none());
+    let merged = f.complete(3, b("*2\r\n$1\r\nb\r\n$1\r\nm\r\n")).unwrap();
+    assert_eq!(
+        &merged[..],
+        b"*2\r\n$1\r\nb\r\n$1\r\nm\r\n",
+        "each name once"
+    );
+}
+
+#[test]
+fn keys_with_a_failed_first_round_answers_the_error_without_a_second() {
+    let r = req(&["KEYS", "*"]);
+    let mut f = Fanout::twice(&r, 2);
+    assert!(f.complete(0, b("-ERR boom\r\n")).is_none());
+    let merged = f.complete(1, b("*0\r\n")).unwrap();
+    assert_eq!(&merged[..], b"-ERR boom\r\n");
+    assert_eq!(f.release_second_round(), None);
+}

@@ -30,6 +30,7 @@ impl ClientCell {
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
+        let mut second_round = None;
         let ready = match (&mut entry.kind, redirect) {
             (Kind::Fanout(f), true) => {
                 if let Some(part) = f.parts.get_mut(frag as usize) {
@@ -37,7 +38,11 @@ impl ClientCell {
                 }
                 None
             }
-            (Kind::Fanout(f), false) => f.complete(frag as usize, reply),
+            (Kind::Fanout(f), false) => {
+                let merged = f.complete(frag as usize, reply);
+                second_round = f.release_second_round();
+                merged
+            }
             (_, _) => Some(reply),
         };
         let became_ready = ready.is_some() && !redirect;
@@ -50,8 +55,12 @@ impl ClientCell {
         if redirect {
             q.redirected.push((seq, frag));
         }
+        // The session sends them as it follows redirects (`session/redirect.rs`).
+        let second = second_round.is_some();
+        q.redirected
+            .extend(second_round.into_iter().flatten().map(|i| (seq, i)));
         drop(q);
-        if (idx == 0 && became_ready) || redirect || unblocked {
+        if (idx == 0 && became_ready) || redirect || unblocked || second {
             self.wake();
         }
     }
