@@ -119,3 +119,28 @@ fn keys_names_a_key_on_two_masters_once() {
     assert_eq!(keys, Value::Array(vec![Value::BulkString("{kw}a".into())]));
     moving.finish();
 }
+
+/// KEYS runs in the client's order: after the writes pipelined before it, before the ones
+/// pipelined after it (its two rounds must not let a later write in between).
+#[test]
+fn keys_runs_between_the_writes_around_it() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    for round in 0..20 {
+        let (a, b) = (format!("ko{round}:a"), format!("ko{round}:b"));
+        let pattern = format!("ko{round}:*");
+        let script: [&[&str]; 4] = [
+            &["SET", &a, "v"],
+            &["KEYS", &pattern],
+            &["SET", &b, "v"],
+            &["DEL", &a],
+        ];
+        for cmd in script {
+            let args: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+            c.send(&args);
+        }
+        let replies: Vec<Value> = (0..4).map(|_| c.read().unwrap()).collect();
+        let keys = Value::Array(vec![Value::BulkString(a.clone().into())]);
+        assert_eq!(replies[1], keys, "round {round}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Requests that must wait for every earlier request of their client to be answered before
 //! they run: blocking commands (BLPOP, XREAD BLOCK…), WATCH and EXEC on the session's own
-//! connection, pub/sub commands, and the local commands that change the connection's mode
-//! (QUIT, RESET, HELLO).
+//! connection, pub/sub commands, KEYS (read in two rounds), and the local commands that
+//! change the connection's mode (QUIT, RESET, HELLO).
 //!
 //! ```text
 //!   request that changes or needs the connection ─▶ Held until every earlier request is
@@ -56,6 +56,9 @@ pub(crate) enum Held {
     PubSub(Bytes, PubSubTarget),
     /// A local command that changes the connection's mode (QUIT, RESET, HELLO).
     Local(Request, Local),
+    /// KEYS, read in two rounds (`Fanout::twice`): the client's later requests must not run
+    /// between them, nor its earlier ones after.
+    Keys(Request),
 }
 
 /// Which of the session's own connections an exclusive request uses.
@@ -129,6 +132,10 @@ impl Session {
             Held::PubSub(frame, target) => self.send_pubsub(frame, target),
             Held::Local(req, cmd) => self.run_mode_change(&req, cmd),
             Held::Exclusive(ex) => self.run_exclusive(ex),
+            Held::Keys(req) => {
+                self.keys_twice(&req);
+                self.intake = Intake::Serial;
+            }
         }
         true
     }

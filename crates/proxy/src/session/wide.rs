@@ -13,6 +13,7 @@ use crate::patience::Patience;
 use crate::reply::error;
 use crate::route::scan::parse_cursor;
 use crate::route::Merge;
+use crate::session::exclusive::Held;
 use crate::session::fanout::{Fanout, Part};
 use crate::session::order::Admit;
 use crate::session::queue::Entry;
@@ -32,15 +33,19 @@ impl Session {
     /// refresh in between skip a master (or send a part to nobody).
     pub(crate) fn broadcast(&mut self, req: &Request, merge: Merge) {
         let map = self.worker.topology().current();
+        if merge == Merge::Concat && req.arg(0).eq_ignore_ascii_case(b"keys") {
+            return self.hold(Held::Keys(req.clone()));
+        }
         let patience = Patience::of_request(req);
-        let masters = map.nodes().len();
-        let fanout = match merge {
-            Merge::Concat if req.arg(0).eq_ignore_ascii_case(b"keys") => {
-                Fanout::twice(req, masters)
-            }
-            _ => Fanout::broadcast(req, masters, merge),
-        };
+        let fanout = Fanout::broadcast(req, map.nodes().len(), merge);
         self.fan_out_on(fanout, &map, patience);
+    }
+
+    /// KEYS, once every earlier request is answered (`Held::Keys`).
+    pub(crate) fn keys_twice(&mut self, req: &Request) {
+        let map = self.worker.topology().current();
+        let fanout = Fanout::twice(req, map.nodes().len());
+        self.fan_out_on(fanout, &map, Patience::of_request(req));
     }
 
     /// Send every part as `map` says: a part with a slot to its master, a part without to
