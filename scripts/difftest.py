@@ -2102,10 +2102,22 @@ def run_jobs(args):
                 sys.stdout.write(f"[job {i}] {line}")
                 sys.stdout.flush()
 
+    def on_signal(signum, frame):
+        raise SystemExit(128 + signum)
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
     threads = [threading.Thread(target=pump, args=(i, p)) for i, p in enumerate(procs)]
     for t in threads:
         t.start()
-    codes = [p.wait() for p in procs]
+    try:
+        codes = [p.wait() for p in procs]
+    except SystemExit:
+        for p in procs:  # each copy tears its own cluster down on SIGTERM
+            p.terminate()
+        for p in procs:
+            p.wait()
+        raise
     for t in threads:
         t.join()
     log(f"difftest: {args.jobs} jobs, seeds {base}..{base + args.jobs - 1}")
