@@ -237,3 +237,27 @@ fn reset_drops_subscriptions_before_it_is_answered() {
         );
     }
 }
+
+/// Two shard channels of one slot, the slot moved behind the proxy's back: the node drops
+/// both, the proxy resubscribes them silently, and its stale map sends each SSUBSCRIBE to
+/// the old owner, which answers MOVED twice. The client sees none of it: no confirmation it
+/// did not ask for, and the next frame is the next message.
+#[test]
+fn a_moved_slot_resubscribes_its_shard_channels_once() {
+    let h = Harness::start(3, 0);
+    let mut publisher = h.client();
+    for round in 0..3 {
+        let mut sub = h.client();
+        let (a, b) = (format!("{{sm{round}}}a"), format!("{{sm{round}}}b"));
+        sub.call(&["SSUBSCRIBE", &a, &b]);
+        sub.read().unwrap();
+        wait_subscribed(&h, "SHARDNUMSUB", &[&a, &b]);
+        common::slots::move_slot_of(&h.cluster, &a);
+        // Resubscribed where the slot is now (SHARDNUMSUB counts on the owner only).
+        wait_subscribed(&h, "SHARDNUMSUB", &[&a, &b]);
+        std::thread::sleep(Duration::from_millis(300)); // let any stray confirmation come
+        assert_eq!(text(&publisher.call(&["SPUBLISH", &b, "m"])), ":1");
+        let next = strings(&sub.read().unwrap());
+        assert_eq!(next, s(&["smessage", &b, "m"]), "round {round}");
+    }
+}

@@ -54,8 +54,8 @@ pub(crate) struct PubSub {
     /// Shard channels the client subscribed to and has not unsubscribed from.
     pub(crate) wanted: Vec<Bytes>,
     /// Shard channels the node dropped (slot moved, failover) that the proxy is
-    /// resubscribing without the client noticing.
-    pub(crate) silent: Vec<Bytes>,
+    /// resubscribing without the client noticing, each with where its SSUBSCRIBE went.
+    pub(crate) silent: Vec<(Bytes, Rc<str>)>,
     /// Shard channels confirmed, over every connection: the count Redis reports.
     pub(crate) shard_confirmed: Vec<Bytes>,
     /// The client switched protocol while subscribed: frames may need its type byte.
@@ -273,7 +273,7 @@ impl Session {
                     continue;
                 }
                 frame = self.shard_total(&confirmed, frame);
-            } else if self.resubscribe_on_moved(&frame) || self.resend_on_moved(&frame) {
+            } else if self.resubscribe_on_moved(source, &frame) || self.resend_on_moved(&frame) {
                 continue;
             }
             let frame = self.in_client_protocol(source, frame);

@@ -14,6 +14,8 @@
 //! Messages published between the drop and the resubscription are lost, as they would be
 //! for any Redis client that resubscribes; messages after it are delivered.
 
+use std::rc::Rc;
+
 use bytes::{Bytes, BytesMut};
 use cluster::redirect::{parse_redirect, Host, Redirect};
 use cluster::slot_map::join_host_port;
@@ -48,49 +50,73 @@ impl Session {
         };
         match c.kind.as_ref() {
             b"sunsubscribe" if p.wanted.contains(&c.channel) => {
-                if !p.silent.contains(&c.channel) {
-                    p.silent.push(c.channel.clone());
-                }
                 self.worker.topology().request_refresh_now();
                 let slot = cluster::key_slot(&c.channel);
                 if let Some(conn) = self.shard_connection(slot) {
-                    conn.send(self.ssubscribe(&c.channel));
+                    conn.send(self.ssubscribe(&[&c.channel]));
+                    self.note_silent(&c.channel, &conn.addr);
                 }
                 true
             }
-            b"ssubscribe" if p.silent.contains(&c.channel) => {
-                p.silent.retain(|ch| ch != &c.channel);
+            b"ssubscribe" if p.silent.iter().any(|(ch, _)| ch == &c.channel) => {
+                p.silent.retain(|(ch, _)| ch != &c.channel);
                 true
             }
             _ => false,
         }
     }
 
-    /// True if `frame` is a MOVED answering a silent resubscription: followed and hidden.
-    pub(crate) fn resubscribe_on_moved(&mut self, frame: &Bytes) -> bool {
-        let silent = match self.pubsub.as_ref() {
-            Some(p) if !p.silent.is_empty() && frame.starts_with(b"-MOVED ") => p.silent.clone(),
-            _ => return false,
+    /// Remember that `channel` is being resubscribed at `addr` (once per channel).
+    fn note_silent(&mut self, channel: &Bytes, addr: &Rc<str>) {
+        let p = self.pubsub.get_or_insert_with(PubSub::default);
+        match p.silent.iter_mut().find(|(ch, _)| ch == channel) {
+            Some(entry) => entry.1 = addr.clone(),
+            None => p.silent.push((channel.clone(), addr.clone())),
+        }
+    }
+
+    /// True if `frame`, from subscription connection `source`, is a MOVED answering a
+    /// silent resubscription: followed and hidden. Only the channels of that slot whose
+    /// SSUBSCRIBE went to that connection's node are sent again, in one SSUBSCRIBE: each of
+    /// their MOVED replies would otherwise resend them all, and the node would confirm each
+    /// channel once per resend (extra confirmations the client never asked for).
+    pub(crate) fn resubscribe_on_moved(&mut self, source: usize, frame: &Bytes) -> bool {
+        let Some(p) = self.pubsub.as_ref() else {
+            return false;
         };
+        if p.silent.is_empty() || !frame.starts_with(b"-MOVED ") {
+            return false;
+        }
         let Some((slot, addr)) = moved_target(frame) else {
             return false;
         };
+        let from = p.shards.iter().find(|c| Rc::as_ptr(c) as usize == source);
+        let from = from.map(|c| c.addr.clone());
+        let again: Vec<Bytes> = p
+            .silent
+            .iter()
+            .filter(|(ch, to)| cluster::key_slot(ch) == slot && Some(to) == from.as_ref())
+            .map(|(ch, _)| ch.clone())
+            .collect();
         let version = self.worker.topology().current().version();
         self.worker.topology().learn_moved(slot, &addr, version);
-        let conn = self.stream_connection(&addr);
-        self.pubsub
-            .get_or_insert_with(PubSub::default)
-            .shards
-            .push(conn.clone());
-        for channel in silent.iter().filter(|c| cluster::key_slot(c) == slot) {
-            conn.send(self.ssubscribe(channel));
+        if again.is_empty() {
+            return true; // already sent where this MOVED points
         }
+        let Some(conn) = self.shard_connection(slot) else {
+            return true;
+        };
+        let channels: Vec<&[u8]> = again.iter().map(|c| &c[..]).collect();
+        conn.send(self.ssubscribe(&channels));
+        again.iter().for_each(|ch| self.note_silent(ch, &conn.addr));
         true
     }
 
-    fn ssubscribe(&self, channel: &[u8]) -> crate::backend::Outgoing {
+    fn ssubscribe(&self, channels: &[&[u8]]) -> crate::backend::Outgoing {
         let mut frame = BytesMut::new();
-        resp::encode_command(&mut frame, &[b"SSUBSCRIBE", channel]);
+        let mut args: Vec<&[u8]> = vec![b"SSUBSCRIBE"];
+        args.extend_from_slice(channels);
+        resp::encode_command(&mut frame, &args);
         let client = self.cell.clone();
         crate::backend::Outgoing {
             frame: frame.freeze(),
