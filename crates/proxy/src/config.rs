@@ -74,6 +74,11 @@ pub struct ClusterConfig {
     pub slow_command_timeout_ms: u64,
     /// MOVED/ASK hops followed for one request before the client gets the redirect error.
     pub max_redirects: u8,
+    /// A request that never reached its node (down, or it cannot be dialled) is held this
+    /// long for the slot's next master (a failover), then answered with the error. A little
+    /// above Redis's own failover time with its default `cluster-node-timeout` (15 s). 0
+    /// fails such requests at once.
+    pub failover_hold_ms: u64,
     /// How the topology is read: `slots` (CLUSTER SLOTS, the default) or `shards`
     /// (CLUSTER SHARDS, Redis 7+: compact when slot ranges are fragmented).
     pub topology_command: String,
@@ -153,6 +158,7 @@ impl Default for ClusterConfig {
             request_timeout_ms: 5000,
             slow_command_timeout_ms: 60_000,
             max_redirects: ::topology::MAX_REDIRECTS,
+            failover_hold_ms: 20_000,
             topology_command: "slots".into(),
             backend_user: String::new(),
             backend_password: String::new(),

@@ -98,7 +98,11 @@ fn every_master_is_listed_with_its_state_and_in_flight_requests() {
 #[test]
 fn a_killed_master_shows_as_down_with_failures_counted() {
     let mut h = Harness::start(3, 0);
-    let proxy = start_proxy(&h.cluster, |cfg| cfg.admin.listen = "127.0.0.1:0".into());
+    let proxy = start_proxy(&h.cluster, |cfg| {
+        cfg.admin.listen = "127.0.0.1:0".into();
+        // No replica will take over: fail at once instead of holding for one.
+        cfg.cluster.failover_hold_ms = 0;
+    });
     let mut c = Client::connect(proxy.local_addr());
     let victim = h.cluster.owner_of(b"victim").unwrap();
     let addr = victim.to_string();

@@ -101,6 +101,9 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "redirects_ask", t.redirects_ask);
     line(out, "tryagain_retries", t.tryagain_retries);
     line(out, "cluster_error_retries", t.cluster_error_retries);
+    line(out, "failover_held_requests", t.failover_held);
+    line(out, "failover_released_requests", t.failover_released);
+    line(out, "failover_expired_requests", t.failover_expired);
     line(out, "rejected_connections", t.rejected_connections);
     line(out, "client_limit_disconnections", t.limit_disconnects);
     line(

@@ -61,6 +61,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Requests resent after TRYAGAIN or a cluster error, by reason.",
     ),
     (
+        "slotgate_failover_held_total",
+        "counter",
+        "Requests that never reached their node, held for the slot's next master, by outcome.",
+    ),
+    (
         "slotgate_topology_refresh_total",
         "counter",
         "Topology refreshes, by outcome.",
@@ -193,7 +198,7 @@ fn client_totals(t: &Totals, clients: u64, out: &mut String, described: &mut Des
 
 /// Redirects followed and "not executed" retries, by kind.
 fn redirect_totals(t: &Totals, out: &mut String, described: &mut Described) {
-    let simple: [(&str, &str, u64); 4] = [
+    let simple: [(&str, &str, u64); 7] = [
         (
             "slotgate_redirects_total",
             "kind=\"moved\"",
@@ -209,6 +214,21 @@ fn redirect_totals(t: &Totals, out: &mut String, described: &mut Described) {
             "slotgate_retries_total",
             "reason=\"cluster_error\"",
             t.cluster_error_retries,
+        ),
+        (
+            "slotgate_failover_held_total",
+            "outcome=\"held\"",
+            t.failover_held,
+        ),
+        (
+            "slotgate_failover_held_total",
+            "outcome=\"released\"",
+            t.failover_released,
+        ),
+        (
+            "slotgate_failover_held_total",
+            "outcome=\"expired\"",
+            t.failover_expired,
         ),
     ];
     for (name, labels, value) in simple {

@@ -177,6 +177,14 @@ impl Backend {
         out.client.deliver(out.seq, out.frag, reply);
     }
 
+    /// Like `fail`, for a request that never left: its session may send it elsewhere.
+    fn unsent(&self, out: Outgoing, reply: Bytes) {
+        if self.sink.borrow().is_some() {
+            return out.client.stream_lost();
+        }
+        out.client.not_sent(out.seq, out.frag, reply);
+    }
+
     /// Queue a request for the node, reading its patience from its frame: for the paths off
     /// the hot one (dedicated and pub/sub connections, redirects), where a blocking or slow
     /// command may come without its sender knowing. The hot paths use `send_with`.
@@ -198,7 +206,7 @@ impl Backend {
                 // An upload's leading part owes no reply: the upload answers (`upload.rs`).
                 if !out.more {
                     let err = node_error(&self.addr, "is unreachable (recent connect failure)");
-                    self.fail(out, err);
+                    self.unsent(out, err);
                 }
                 return;
             }
@@ -233,12 +241,16 @@ impl Backend {
     }
 
     /// Fail every queued request with `reply` (nothing of them reached the node).
-    fn fail_queued(&self, reply: &Bytes) {
+    /// Fail what waits to be written (`never_sent`: it may go elsewhere, see `unsent`).
+    fn fail_queued(&self, reply: &Bytes, never_sent: bool) {
         let queued: Vec<Outgoing> = self.queue.borrow_mut().drain(..).map(|q| q.0).collect();
         // A streamed upload's leading parts owe nothing: its last part, or the upload
         // itself when the connection is gone, answers for the request.
         for out in queued.into_iter().filter(|out| !out.more) {
-            self.fail(out, reply.clone());
+            match never_sent {
+                true => self.unsent(out, reply.clone()),
+                false => self.fail(out, reply.clone()),
+            }
         }
     }
 }

@@ -12,6 +12,9 @@ use bytes::Bytes;
 pub(crate) trait ReplySink {
     /// The reply (or final error) for part `frag` of request `seq`.
     fn deliver(&self, seq: u64, frag: u32, reply: Bytes);
+    /// Part `frag` of request `seq` never reached the node (it is down, or could not be
+    /// dialled): safe to send elsewhere. `reply` is the error, should the client get it.
+    fn not_sent(&self, seq: u64, frag: u32, reply: Bytes);
     /// Whether the reply owed to part `frag` of request `seq` may be passed on in pieces.
     fn may_stream_reply(&self, seq: u64, frag: u32) -> bool;
     /// One piece of a streamed reply; `total` is the reply's length on its last piece, else 0.

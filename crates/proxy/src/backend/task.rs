@@ -54,7 +54,7 @@ pub(super) async fn run(backend: Rc<Backend>) {
         // What was queued relied on this connection's state (a WATCH): on a new one it
         // would run without it. Fail it; the session decides what to tell its client.
         let lost = node_error(&backend.addr, "connection lost before the request was sent");
-        return backend.fail_queued(&lost);
+        return backend.fail_queued(&lost, false);
     }
     // Requests queued after the last turn still deserve a connection.
     if !backend.closed.get() && !backend.queue.borrow().is_empty() && !backend.running.replace(true)
@@ -73,8 +73,6 @@ fn connect_failed(backend: &Rc<Backend>, why: &str) {
         .down_until
         .set(Some(Instant::now() + RECONNECT_BACKOFF));
     backend.running.set(false);
-    backend.fail_queued(&node_error(
-        &backend.addr,
-        &format!("is unreachable: {why}"),
-    ));
+    let err = node_error(&backend.addr, &format!("is unreachable: {why}"));
+    backend.fail_queued(&err, true);
 }

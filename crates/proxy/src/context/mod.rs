@@ -49,6 +49,11 @@ pub struct WorkerStats {
     pub redirects_ask: AtomicU64,
     pub tryagain_retries: AtomicU64,
     pub cluster_error_retries: AtomicU64,
+    /// Requests that never reached their node, held for the slot's next master; then sent
+    /// there and answered, or failed when `cluster.failover_hold_ms` passed.
+    pub failover_held: AtomicU64,
+    pub failover_released: AtomicU64,
+    pub failover_expired: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub limit_disconnects: AtomicU64,
     pub output_limit_disconnects: AtomicU64,
@@ -87,6 +92,9 @@ pub struct Totals {
     pub redirects_ask: u64,
     pub tryagain_retries: u64,
     pub cluster_error_retries: u64,
+    pub failover_held: u64,
+    pub failover_released: u64,
+    pub failover_expired: u64,
     pub rejected_connections: u64,
     pub limit_disconnects: u64,
     pub output_limit_disconnects: u64,
@@ -117,6 +125,9 @@ impl Shared {
             t.redirects_ask += get(&w.redirects_ask);
             t.tryagain_retries += get(&w.tryagain_retries);
             t.cluster_error_retries += get(&w.cluster_error_retries);
+            t.failover_held += get(&w.failover_held);
+            t.failover_released += get(&w.failover_released);
+            t.failover_expired += get(&w.failover_expired);
             t.rejected_connections += get(&w.rejected_connections);
             t.limit_disconnects += get(&w.limit_disconnects);
             t.output_limit_disconnects += get(&w.output_limit_disconnects);

@@ -23,6 +23,7 @@ use resp::Request;
 
 use crate::backend::Backend;
 use crate::route::merge::{self, Merge};
+use crate::session::queue::Hold;
 
 /// One sub-request and its fate.
 pub(crate) struct Part {
@@ -35,6 +36,8 @@ pub(crate) struct Part {
     pub slot: Option<u16>,
     /// Sent only once every first-round part is answered (`Fanout::twice`).
     pub second: bool,
+    /// Held for a failover (`queue::Hold`).
+    pub hold: Hold,
 }
 
 /// A request in flight as several parts.
@@ -101,6 +104,7 @@ impl Fanout {
                 retries: 0,
                 slot: None,
                 second: false,
+                hold: Hold::default(),
             })
             .collect::<Vec<_>>();
         Fanout::from_parts(parts, merge)
@@ -203,6 +207,7 @@ fn slot_part(req: &Request, slot: u16, idxs: Vec<usize>, step: usize) -> Part {
         retries: 0,
         slot: Some(slot),
         second: false,
+        hold: Hold::default(),
     }
 }
 

@@ -242,6 +242,11 @@ impl ClientCell {
     }
 
     /// Take the redirects to follow; the session re-dispatches them with `with_entry`.
+    /// Whether redirects wait to be followed.
+    pub(crate) fn has_redirected(&self) -> bool {
+        !self.queue.borrow().redirected.is_empty()
+    }
+
     pub(crate) fn take_redirected(&self, into: &mut Vec<(u64, u32)>) {
         std::mem::swap(&mut self.queue.borrow_mut().redirected, into);
     }
@@ -336,7 +341,7 @@ mod deliver;
 mod entry;
 #[cfg(test)]
 use crate::backend::is_redirect;
-pub(crate) use entry::{Conn, Entry, Kind, Resend, Sent};
+pub(crate) use entry::{Conn, Entry, Hold, Kind, Resend, Sent};
 mod ordering;
 mod partial;
 #[cfg(test)]

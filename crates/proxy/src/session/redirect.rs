@@ -39,9 +39,11 @@ use crate::backend::{is_redirect, Backend};
 use crate::context::WorkerStats;
 use crate::session::fanout::Part;
 use crate::session::order::{Target, Waiting};
-use crate::session::queue::{Conn, Entry, Kind as EntryKind, Resend, Sent};
+use crate::session::queue::{Conn, Entry, Hold, Kind as EntryKind, Resend, Sent};
 use crate::session::Session;
 use crate::worker::Worker;
+
+mod hold;
 
 /// What following a reply means.
 enum Kind {
@@ -57,6 +59,8 @@ enum Kind {
     Reroute(Duration),
     /// Not a redirect: a second-round part (`Fanout::twice`), due now at its master.
     Second,
+    /// Never reached its node: routed by slot again after this delay (`hold.rs`).
+    Held(Duration),
 }
 
 /// A redirect or retry the session decided to follow.
@@ -94,28 +98,56 @@ struct Hop<'a> {
     sent_to: &'a Option<Rc<Backend>>,
     hops: &'a mut u8,
     retries: &'a mut u8,
+    hold: &'a mut Hold,
+    /// On one of the session's own connections (never held: `hold.rs`).
+    own: bool,
+}
+
+/// What deciding needs besides the request: the session's limits and counters.
+struct Rules<'a> {
+    max_redirects: u8,
+    hold_limit: Duration,
+    stats: &'a WorkerStats,
 }
 
 /// Follow every redirect delivered to this session since the last turn: each becomes a
 /// waiting request, released in the client's order (`order.rs`), with the retry timer.
+///
+/// A released request can be turned back at once, inside this call (its node is down:
+/// `hold.rs`), and its answer must not be taken for its reply: so the redirects that came
+/// meanwhile are followed too. Each such pass delays what it follows, so one more pass
+/// normally ends it; the bound is a safety net.
 pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
-    let mut pending = std::mem::take(&mut session.redirected);
-    session.cell.take_redirected(&mut pending);
-    if !pending.is_empty() {
-        // Before any reply is cleared below: what has none now is what is in flight.
-        session.cell.start_ordering();
+    for _ in 0..8 {
+        let mut pending = std::mem::take(&mut session.redirected);
+        session.cell.take_redirected(&mut pending);
+        if !pending.is_empty() {
+            // Before any reply is cleared below: what has none now is what is in flight.
+            session.cell.start_ordering();
+        }
+        for &(seq, frag) in &pending {
+            follow_one(session, seq, frag);
+        }
+        pending.clear();
+        session.redirected = pending;
+        session.release_waiting(cx);
+        if !session.cell.has_redirected() {
+            return;
+        }
     }
-    for &(seq, frag) in &pending {
-        follow_one(session, seq, frag);
-    }
-    pending.clear();
-    session.redirected = pending;
-    session.release_waiting(cx);
 }
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
-    let max = session.worker.shared.config.cluster.max_redirects;
-    let Some(Some(plan)) = session.cell.with_entry(seq, |e| plan_entry(e, frag, max)) else {
+    let config = &session.worker.shared.config.cluster;
+    let rules = Rules {
+        max_redirects: config.max_redirects,
+        hold_limit: Duration::from_millis(config.failover_hold_ms),
+        stats: &session.worker.stats,
+    };
+    let Some(Some(plan)) = session
+        .cell
+        .with_entry(seq, |e| plan_entry(e, frag, &rules))
+    else {
         return;
     };
     count_and_learn(&session.worker, &plan);
@@ -130,6 +162,10 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
     let (target, delay) = match plan.kind {
         Kind::Moved { .. } | Kind::Ask => (Target::Node(plan.addr.into()), plan.pace),
         Kind::Second => (Target::Node(plan.addr.into()), None),
+        Kind::Held(delay) => {
+            let fallback = Some(plan.addr.into());
+            (Target::Owner { fallback }, Some(delay))
+        }
         Kind::Retry(delay) => (Target::Node(plan.addr.into()), Some(delay)),
         Kind::Reroute(delay) => {
             let fallback = Some(plan.addr.into());
@@ -159,6 +195,8 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
     }
     match plan.kind {
         Kind::Second => {}
+        // Throttled by the topology service; the dead master's replacement is what it waits for.
+        Kind::Held(_) => worker.topology().request_refresh_now(),
         Kind::Ask => WorkerStats::bump(&worker.stats.redirects_ask),
         Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
         Kind::Reroute(_) => {
@@ -181,10 +219,10 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
 
 /// Decide for a whole request or for one of its parts. A part whose redirect is not followed
 /// is complete with that error as its reply (and may complete the whole request).
-fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
+fn plan_entry(entry: &mut Entry, frag: u32, rules: &Rules<'_>) -> Option<Plan> {
     let fanout = match &mut entry.kind {
         EntryKind::Local => return None,
-        EntryKind::Sent(sent) => return plan_sent(&mut entry.reply, sent, max_redirects),
+        EntryKind::Sent(sent) => return plan_sent(&mut entry.reply, sent, rules),
         EntryKind::Fanout(fanout) => fanout,
     };
     let map_version = fanout.map_version;
@@ -200,8 +238,10 @@ fn plan_entry(entry: &mut Entry, frag: u32, max_redirects: u8) -> Option<Plan> {
         sent_to: &part.sent_to,
         hops: &mut part.hops,
         retries: &mut part.retries,
+        hold: &mut part.hold,
+        own: false,
     };
-    if let Some(mut plan) = plan(hop, max_redirects, map_version) {
+    if let Some(mut plan) = plan(hop, rules, map_version) {
         plan.slot = plan.slot.or(part.slot);
         plan.key_slot = part.slot;
         return Some(plan);
@@ -228,7 +268,7 @@ fn second_round(part: &Part, map_version: u64) -> Option<Plan> {
 }
 
 /// Decide for a request sent whole.
-fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, max_redirects: u8) -> Option<Plan> {
+fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, rules: &Rules<'_>) -> Option<Plan> {
     let skip = match sent.resend {
         Resend::Transaction { watched: true, .. } => return settle_transaction(reply, sent, true),
         Resend::Transaction { skip, .. } => skip,
@@ -240,8 +280,10 @@ fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, max_redirects: u8) -> O
         sent_to: &sent.sent_to,
         hops: &mut sent.hops,
         retries: &mut sent.retries,
+        hold: &mut sent.hold,
+        own: sent.conn == Conn::Own,
     };
-    let Some(mut plan) = plan(hop, max_redirects, sent.map_version) else {
+    let Some(mut plan) = plan(hop, rules, sent.map_version) else {
         return settle_transaction(reply, sent, false);
     };
     plan.slot = plan.slot.or(sent.slot);
@@ -268,7 +310,11 @@ fn settle_transaction(reply: &mut Option<Bytes>, sent: &Sent, watched: bool) -> 
 }
 
 /// Decide whether to follow the reply in `hop`; on yes, clear it and count the hop or retry.
-fn plan(hop: Hop<'_>, max_redirects: u8, map_version: u64) -> Option<Plan> {
+fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
+    if let Some(held) = hold::plan_hold(&mut hop, map_version, rules.hold_limit, rules.stats) {
+        return held;
+    }
+    let max_redirects = rules.max_redirects;
     let reply = hop.reply.as_ref()?;
     if reply.starts_with(b"-TRYAGAIN") {
         return plan_retry(hop, map_version, false);

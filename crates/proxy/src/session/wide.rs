@@ -143,6 +143,7 @@ impl Session {
             retries: 0,
             slot: None,
             second: false,
+            hold: Default::default(),
         };
         let merge = Merge::Scan {
             node: cursor.node,

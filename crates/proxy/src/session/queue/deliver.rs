@@ -4,19 +4,20 @@
 
 use bytes::Bytes;
 
-use super::{ClientCell, Kind};
+use super::{ClientCell, Hold, Kind};
 use crate::backend::{is_redirect, ReplySink};
+use crate::context::WorkerStats;
 
 impl ClientCell {
     /// A backend's reply for part `frag` of request `seq` (part 0 of an unsplit request).
     /// Wakes the session only when it can act: the head became ready, or a redirect needs
     /// following.
     pub(crate) fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
-        self.deliver_as(seq, frag, reply, true);
+        self.deliver_as(seq, frag, reply, Arrival::Node);
     }
 
-    /// `deliver`; `sent`: the request was in flight (false: it never left its queue).
-    pub(super) fn deliver_as(&self, seq: u64, frag: u32, reply: Bytes, sent: bool) {
+    /// `deliver`, for an answer that came as `how`.
+    pub(super) fn deliver_as(&self, seq: u64, frag: u32, reply: Bytes, how: Arrival) {
         let mut q = self.queue.borrow_mut();
         // An evicted client is closing: what it is still owed would only add to the excess.
         if q.closed || self.evicted.get().is_some() {
@@ -26,10 +27,18 @@ impl ClientCell {
             return;
         };
         // An answer for a request that never left is final: there is no node's word to follow.
-        let redirect = sent && is_redirect(&reply);
+        let redirect = match how {
+            Arrival::Node => is_redirect(&reply),
+            Arrival::NeverLeft => false,
+            Arrival::NotSent => true,
+        };
+        let sent = !matches!(how, Arrival::NeverLeft);
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
+        if let Some(hold) = entry.hold_mut(frag) {
+            note_hold(hold, how, &self.budget.stats);
+        }
         let mut second_round = None;
         let ready = match (&mut entry.kind, redirect) {
             (Kind::Fanout(f), true) => {
@@ -66,10 +75,44 @@ impl ClientCell {
     }
 }
 
+/// How an answer reached the reply queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// From the node: a reply, a redirect to follow, or a failure of unknown outcome.
+    Node,
+    /// From the proxy, for a request that never left: final.
+    NeverLeft,
+    /// From the proxy, for a request that never reached its node: the session may hold it
+    /// for the slot's next master (`session/redirect.rs`).
+    NotSent,
+}
+
+/// Start or end a request's hold for a failover: a node's reply to a held request ends it.
+fn note_hold(hold: &mut Hold, how: Arrival, stats: &WorkerStats) {
+    match how {
+        Arrival::NotSent => {
+            hold.pending = true;
+            if hold.since.is_none() {
+                hold.since = Some(std::time::Instant::now());
+                WorkerStats::bump(&stats.failover_held);
+            }
+        }
+        Arrival::Node if hold.since.is_some() => {
+            *hold = Hold::default();
+            WorkerStats::bump(&stats.failover_released);
+        }
+        _ => {}
+    }
+}
+
 /// The backends see a client only as this.
 impl ReplySink for ClientCell {
     fn deliver(&self, seq: u64, frag: u32, reply: Bytes) {
         ClientCell::deliver(self, seq, frag, reply)
+    }
+
+    fn not_sent(&self, seq: u64, frag: u32, reply: Bytes) {
+        self.deliver_as(seq, frag, reply, Arrival::NotSent)
     }
 
     fn may_stream_reply(&self, seq: u64, frag: u32) -> bool {

@@ -47,6 +47,18 @@ pub(crate) struct Sent {
     pub slot: Option<u16>,
     /// Which kind of connection carries it.
     pub conn: Conn,
+    /// Held for a failover: it never reached its node.
+    pub hold: Hold,
+}
+
+/// A request (or part) that never reached its node, because the node is down or cannot be
+/// dialled: held for the slot's next master, within `cluster.failover_hold_ms` of `since`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Hold {
+    /// When it was first turned back; None while it is not held.
+    pub since: Option<std::time::Instant>,
+    /// Its latest answer is "not sent" (the session has not acted on it yet).
+    pub pending: bool,
 }
 
 /// The connection a whole request travels on.
@@ -88,6 +100,7 @@ impl Sent {
             map_version: 0,
             slot,
             conn,
+            hold: Hold::default(),
         }
     }
 
@@ -130,6 +143,15 @@ impl Entry {
             partial: Vec::new(),
             sampled: None,
             kind: Kind::Fanout(Box::new(fanout)),
+        }
+    }
+
+    /// The hold of the request (or of part `frag`); None for a local answer.
+    pub(crate) fn hold_mut(&mut self, frag: u32) -> Option<&mut Hold> {
+        match &mut self.kind {
+            Kind::Local => None,
+            Kind::Sent(s) => Some(&mut s.hold),
+            Kind::Fanout(f) => f.parts.get_mut(frag as usize).map(|p| &mut p.hold),
         }
     }
 

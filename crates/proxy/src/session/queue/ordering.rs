@@ -65,7 +65,7 @@ impl ClientCell {
 
     /// An answer for a request that was never sent (no route when its turn came).
     pub(crate) fn deliver_unsent(&self, seq: u64, frag: u32, reply: Bytes) {
-        self.deliver_as(seq, frag, reply, false);
+        self.deliver_as(seq, frag, reply, super::deliver::Arrival::NeverLeft);
     }
 
     /// A request (or part) in flight was answered: drain its lane. True when requests
