@@ -1,0 +1,309 @@
+//! Keyspace and keyevent notifications from every master, merged as one Redis delivers them.
+//!
+//! A node publishes a notification for its own keys only, and the cluster bus does not carry
+//! it (it carries every PUBLISH). So each subscription that can receive one (a
+//! `__keyspace@…`/`__keyevent@…` channel, or a pattern that can match one, `*` included) is
+//! also made on every master other than the home, over the session's keyspace connections:
+//!
+//! ```text
+//!   PSUBSCRIBE p ─▶ keyspace conns (other masters): PSUBSCRIBE p + marker ─▶ all back?
+//!                    ─▶ bus (home): PSUBSCRIBE p + marker ─▶ the client's confirmation
+//!   home's frames ─────────────────────────────────────────────▶ client (everything)
+//!   keyspace conn's frames ─▶ notifications of a confirmed subscription ─▶ client
+//!                          └─▶ confirmations, markers, other messages ─▶ dropped
+//! ```
+//!
+//! The home gets the command last, so when the client has its confirmation every master is
+//! subscribed. A keyspace connection delivers only notifications on channels or patterns the
+//! home confirmed (and not yet unsubscribed): a PUBLISH reaches every node, and the home
+//! alone delivers it, once. The connections follow the masters: once a second, and whenever
+//! one breaks, the session matches them to the current map (a new master gets the confirmed
+//! subscriptions; a connection to a node that is no longer a master is closed). A broken
+//! keyspace connection does not close the client: its node's notifications stop until the
+//! map names that node's successor, as they would while a single server restarts.
+
+use std::cell::Cell;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::backend::{Backend, Outgoing, ReplySink};
+use crate::route::keyspace::{is_notification, may_match_notification};
+use crate::session::pubsub::SYNC_PING;
+use crate::session::pubsub_frame::{message_source, Confirmation};
+use crate::session::queue::ClientCell;
+use crate::session::Session;
+
+/// How often a session with keyspace connections matches them to the map.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// A session's keyspace connections and the subscriptions they carry.
+pub(crate) struct Keyspace {
+    /// (connection to a master other than the home, markers it owes).
+    conns: Vec<(Rc<Backend>, u32)>,
+    /// Notification channels and patterns the home confirmed: what a new master gets.
+    channels: Vec<Bytes>,
+    patterns: Vec<Bytes>,
+    /// The bus's command, sent once every keyspace connection answered its part.
+    pending_home: Option<Bytes>,
+    /// The map version and follower tick the connections were last matched at.
+    version: u64,
+    tick: u64,
+    /// Masters whose connection broke, and the tick it broke at: not redialled before the
+    /// next tick.
+    broken: Vec<(Rc<str>, u64)>,
+    sink: Rc<KeyspaceSink>,
+}
+
+/// Where a keyspace connection's frames go: the client's queue, but a break only marks the
+/// connection for replacement instead of closing the client.
+pub(crate) struct KeyspaceSink {
+    cell: Rc<ClientCell>,
+    broke: Cell<bool>,
+    /// Follower ticks so far: a connection that broke is redialled on a later tick, never
+    /// in a loop against a node that refuses connections.
+    ticks: Cell<u64>,
+    /// The session left pub/sub (UNSUBSCRIBE of everything, RESET): a frame still on its
+    /// way from a keyspace connection must not reach the client after that.
+    closed: Cell<bool>,
+}
+
+impl ReplySink for KeyspaceSink {
+    // A stream connection owes no reply by sequence: nothing is delivered that way.
+    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+
+    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
+        false
+    }
+
+    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
+
+    fn push_frame(&self, source: usize, frame: Bytes) {
+        if !self.closed.get() {
+            self.cell.push_frame(source, frame);
+        }
+    }
+
+    fn stream_lost(&self) {
+        self.broke.set(true);
+        self.cell.wake_up();
+    }
+}
+
+/// Wake the session every `FOLLOW_EVERY` while its keyspace connections exist, so they
+/// follow a new master even when nothing else happens.
+fn spawn_follower(sink: Weak<KeyspaceSink>) {
+    tokio::task::spawn_local(async move {
+        loop {
+            tokio::time::sleep(FOLLOW_EVERY).await;
+            let Some(sink) = sink.upgrade() else {
+                return;
+            };
+            sink.ticks.set(sink.ticks.get() + 1);
+            sink.cell.wake_up();
+        }
+    });
+}
+
+fn source_of(conn: &Rc<Backend>) -> usize {
+    Rc::as_ptr(conn) as usize
+}
+
+// === impl Keyspace ===
+
+impl Keyspace {
+    /// Whether `source` is one of these connections, and its protocol.
+    pub(crate) fn connection_resp3(&self, source: usize) -> Option<bool> {
+        let conn = self.conns.iter().find(|(c, _)| source_of(c) == source);
+        conn.map(|(c, _)| c.resp3)
+    }
+
+    pub(crate) fn close(&self) {
+        self.sink.closed.set(true);
+        self.conns.iter().for_each(|(c, _)| c.close());
+    }
+
+    /// The home confirmed (or dropped) a subscription: what a new master must get.
+    pub(crate) fn note_home(&mut self, c: &Confirmation) {
+        let list = match c.kind.as_ref() {
+            b"subscribe" | b"unsubscribe" if is_notification(&c.channel) => &mut self.channels,
+            b"psubscribe" | b"punsubscribe" if may_match_notification(&c.channel) => {
+                &mut self.patterns
+            }
+            _ => return,
+        };
+        list.retain(|x| x != &c.channel);
+        if matches!(c.kind.as_ref(), b"subscribe" | b"psubscribe") {
+            list.push(c.channel.clone());
+        }
+    }
+
+    /// Whether a keyspace connection's message goes to the client: a notification under a
+    /// channel or pattern the home confirmed.
+    fn delivers(&self, frame: &Bytes) -> bool {
+        match message_source(frame) {
+            Some((None, channel)) => self.channels.contains(&channel),
+            Some((Some(pattern), channel)) => {
+                is_notification(&channel) && self.patterns.contains(&pattern)
+            }
+            None => false,
+        }
+    }
+
+    /// The subscriptions a newly opened connection needs.
+    fn resubscriptions(&self) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        for (name, list) in [
+            (&b"SUBSCRIBE"[..], &self.channels),
+            (b"PSUBSCRIBE", &self.patterns),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            let mut args: Vec<&[u8]> = vec![name];
+            args.extend(list.iter().map(|b| b.as_ref()));
+            let mut frame = BytesMut::new();
+            resp::encode_command(&mut frame, &args);
+            out.push(frame.freeze());
+        }
+        out
+    }
+}
+
+// === impl Session (keyspace notifications) ===
+
+impl Session {
+    /// Send a classic (un)subscribe whose notification part is `part`: the part to every
+    /// other master first, then `home` to the bus once they all answered. Returns `home`
+    /// when it may go at once (no other master to wait for).
+    pub(crate) fn send_with_keyspace(&mut self, part: Bytes, home: Bytes) -> Option<Bytes> {
+        self.follow_masters();
+        let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
+            return Some(home);
+        };
+        if ks.conns.is_empty() {
+            return Some(home);
+        }
+        ks.pending_home = Some(home);
+        for (conn, owed) in ks.conns.iter_mut() {
+            *owed += 1;
+            for bytes in [part.clone(), Bytes::from_static(SYNC_PING)] {
+                conn.send(Outgoing::new(bytes, ks.sink.clone(), 0));
+            }
+        }
+        None
+    }
+
+    /// A frame from `source`: None if that is not a keyspace connection, else whether the
+    /// frame goes to the client (a notification the client subscribed to).
+    pub(crate) fn keyspace_frame(&mut self, source: usize, frame: &Bytes) -> Option<bool> {
+        let ks = self.pubsub.as_mut()?.keyspace.as_mut()?;
+        let (_, owed) = ks.conns.iter_mut().find(|(c, _)| source_of(c) == source)?;
+        if !crate::session::pubsub::is_sync(frame) {
+            return Some(ks.delivers(frame));
+        }
+        *owed = owed.saturating_sub(1);
+        self.release_pending_home();
+        Some(false)
+    }
+
+    /// Send the bus its command once no keyspace connection owes a marker.
+    fn release_pending_home(&mut self) {
+        let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
+            return;
+        };
+        if ks.conns.iter().any(|(_, owed)| *owed > 0) {
+            return;
+        }
+        if let Some(home) = ks.pending_home.take() {
+            self.send_home(home);
+        }
+    }
+
+    /// Start keyspace connections for this session (its first notification subscription).
+    pub(crate) fn start_keyspace(&mut self) {
+        let Some(p) = self.pubsub.as_mut() else {
+            return;
+        };
+        if p.keyspace.is_some() {
+            return;
+        }
+        let sink = Rc::new(KeyspaceSink {
+            cell: self.cell.clone(),
+            broke: Cell::new(false),
+            ticks: Cell::new(0),
+            closed: Cell::new(false),
+        });
+        spawn_follower(Rc::downgrade(&sink));
+        p.keyspace = Some(Box::new(Keyspace {
+            conns: Vec::new(),
+            channels: Vec::new(),
+            patterns: Vec::new(),
+            pending_home: None,
+            version: 0,
+            tick: 0,
+            broken: Vec::new(),
+            sink,
+        }));
+    }
+
+    /// Match the keyspace connections to the current masters: drop the broken ones and those
+    /// to nodes that are no longer masters, open one to each new master.
+    pub(crate) fn follow_masters(&mut self) {
+        let topology = self.worker.topology();
+        let map = topology.current();
+        let Some(p) = self.pubsub.as_mut() else {
+            return;
+        };
+        let home = p.bus_addr();
+        let Some(ks) = p.keyspace.as_mut() else {
+            return;
+        };
+        let broke = ks.sink.broke.replace(false);
+        let tick = ks.sink.ticks.get();
+        if !broke && ks.version == map.version() && ks.tick == tick {
+            return;
+        }
+        (ks.version, ks.tick) = (map.version(), tick);
+        ks.broken.retain(|(_, at)| *at == tick);
+        let wanted = |addr: &str| Some(addr) != home.as_deref();
+        let is_master = |addr: &str| map.nodes().iter().any(|n| n.addr == addr);
+        let (kept, dropped): (Vec<_>, Vec<_>) = ks
+            .conns
+            .drain(..)
+            .partition(|(c, _)| c.breaks() == 0 && is_master(&c.addr) && wanted(&c.addr));
+        ks.conns = kept;
+        for (conn, _) in dropped {
+            conn.close();
+            if conn.breaks() > 0 {
+                ks.broken.push((conn.addr.clone(), tick));
+                topology.request_refresh_now();
+            }
+        }
+        let missing: Vec<String> = map
+            .nodes()
+            .iter()
+            .map(|n| n.addr.clone())
+            .filter(|a| wanted(a) && !ks.conns.iter().any(|(c, _)| *c.addr == **a))
+            .filter(|a| !ks.broken.iter().any(|(b, _)| **b == **a))
+            .collect();
+        drop(map);
+        for addr in missing {
+            self.open_keyspace_conn(&addr);
+        }
+        self.release_pending_home();
+    }
+
+    fn open_keyspace_conn(&mut self, addr: &str) {
+        let conn = self.worker.new_backend(addr, self.resp3());
+        let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
+            return;
+        };
+        conn.stream_to(ks.sink.clone());
+        for frame in ks.resubscriptions() {
+            conn.send(Outgoing::new(frame, ks.sink.clone(), 0));
+        }
+        ks.conns.push((conn, 0));
+    }
+}
