@@ -13,6 +13,7 @@ use crate::reply::error;
 
 pub(crate) use merge::{merge_for, Merge};
 
+pub(crate) mod info;
 pub(crate) mod keyspace;
 pub(crate) mod merge;
 pub(crate) mod scan;

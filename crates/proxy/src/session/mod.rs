@@ -291,7 +291,9 @@ impl Session {
     /// Commands answered by the proxy; some also change this session's own state.
     fn run_local(&mut self, req: &Request, cmd: Local) {
         match cmd {
-            Local::Info if crate::admin::info::wants_keyspace(req) => self.info_with_keyspace(req),
+            Local::Info if !crate::admin::info::from_masters(req).is_empty() => {
+                self.info_with_masters(req, &crate::admin::info::from_masters(req))
+            }
             Local::Client => {
                 let reply = self.client_command(req);
                 self.reply_now(reply);
