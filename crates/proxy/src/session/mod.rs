@@ -59,6 +59,8 @@ pub(crate) mod resubscribe;
 pub(crate) mod slowlog;
 pub(crate) mod transaction;
 pub(crate) mod upload;
+pub(crate) mod wait;
+pub(crate) mod wait_probe;
 pub(crate) mod wide;
 
 /// Serve one client until it leaves or must be closed.
@@ -128,6 +130,8 @@ pub(crate) struct Session {
     pub(crate) client: ClientHandle,
     /// A big request being streamed to its node as it arrives (`upload.rs`).
     pub(crate) upload: Option<crate::session::upload::Upload>,
+    /// The masters written to since connect or the last WAIT (`wait.rs`).
+    pub(crate) written: crate::session::wait::Written,
 }
 
 /// The session's end, however it ends: also when its task panics (the unwinding drops it),
@@ -186,6 +190,7 @@ impl Session {
             slowlog,
             client,
             upload: None,
+            written: Default::default(),
         }
     }
 
@@ -253,6 +258,9 @@ impl Session {
         let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
         self.count_command(command);
+        if command.is_some_and(crate::session::wait::is_write) {
+            self.note_write(&route);
+        }
         self.slowlog_arm(&req, command, matches!(route, Route::Refuse(_)));
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);

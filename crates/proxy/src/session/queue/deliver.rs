@@ -15,6 +15,11 @@ impl ClientCell {
         self.deliver_as(seq, frag, reply, true);
     }
 
+    /// The proxy's own late answer for the `Entry::pending_local` at `seq`.
+    pub(crate) fn deliver_local(&self, seq: u64, reply: Bytes) {
+        self.deliver_as(seq, 0, reply, false);
+    }
+
     /// `deliver`; `sent`: the request was in flight (false: it never left its queue).
     pub(super) fn deliver_as(&self, seq: u64, frag: u32, reply: Bytes, sent: bool) {
         let mut q = self.queue.borrow_mut();
