@@ -251,6 +251,11 @@ impl Session {
     /// Match the keyspace connections to the current masters: drop the broken ones and those
     /// to nodes that are no longer masters, open one to each new master.
     pub(crate) fn follow_masters(&mut self) {
+        // Every poll of every session comes here: nothing more than this check without
+        // keyspace connections (no map load).
+        if self.pubsub.as_ref().is_none_or(|p| p.keyspace.is_none()) {
+            return;
+        }
         let topology = self.worker.topology();
         let map = topology.current();
         let Some(p) = self.pubsub.as_mut() else {
