@@ -22,92 +22,24 @@
 //! keyspace connection does not close the client: its node's notifications stop until the
 //! map names that node's successor, as they would while a single server restarts.
 
-use std::cell::Cell;
-use std::rc::{Rc, Weak};
-use std::time::Duration;
-
 use bytes::{Bytes, BytesMut};
 
-use crate::backend::{Backend, Outgoing, ReplySink};
+use crate::backend::Outgoing;
 use crate::route::keyspace::{is_notification, may_match_notification};
+use crate::session::follow::Followers;
 use crate::session::pubsub::SYNC_PING;
 use crate::session::pubsub_frame::{message_source, Confirmation};
-use crate::session::queue::ClientCell;
 use crate::session::Session;
-
-/// How often a session with keyspace connections matches them to the map.
-const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
 /// A session's keyspace connections and the subscriptions they carry.
 pub(crate) struct Keyspace {
-    /// (connection to a master other than the home, markers it owes).
-    conns: Vec<(Rc<Backend>, u32)>,
+    /// Connections to the masters other than the home, with the markers each owes.
+    conns: Followers,
     /// Notification channels and patterns the home confirmed: what a new master gets.
     channels: Vec<Bytes>,
     patterns: Vec<Bytes>,
     /// The bus's command, sent once every keyspace connection answered its part.
     pending_home: Option<Bytes>,
-    /// The map version and follower tick the connections were last matched at.
-    version: u64,
-    tick: u64,
-    /// Masters whose connection broke, and the tick it broke at: not redialled before the
-    /// next tick.
-    broken: Vec<(Rc<str>, u64)>,
-    sink: Rc<KeyspaceSink>,
-}
-
-/// Where a keyspace connection's frames go: the client's queue, but a break only marks the
-/// connection for replacement instead of closing the client.
-pub(crate) struct KeyspaceSink {
-    cell: Rc<ClientCell>,
-    broke: Cell<bool>,
-    /// Follower ticks so far: a connection that broke is redialled on a later tick, never
-    /// in a loop against a node that refuses connections.
-    ticks: Cell<u64>,
-    /// The session left pub/sub (UNSUBSCRIBE of everything, RESET): a frame still on its
-    /// way from a keyspace connection must not reach the client after that.
-    closed: Cell<bool>,
-}
-
-impl ReplySink for KeyspaceSink {
-    // A stream connection owes no reply by sequence: nothing is delivered that way.
-    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-
-    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
-        false
-    }
-
-    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
-
-    fn push_frame(&self, source: usize, frame: Bytes) {
-        if !self.closed.get() {
-            self.cell.push_frame(source, frame);
-        }
-    }
-
-    fn stream_lost(&self) {
-        self.broke.set(true);
-        self.cell.wake_up();
-    }
-}
-
-/// Wake the session every `FOLLOW_EVERY` while its keyspace connections exist, so they
-/// follow a new master even when nothing else happens.
-fn spawn_follower(sink: Weak<KeyspaceSink>) {
-    tokio::task::spawn_local(async move {
-        loop {
-            tokio::time::sleep(FOLLOW_EVERY).await;
-            let Some(sink) = sink.upgrade() else {
-                return;
-            };
-            sink.ticks.set(sink.ticks.get() + 1);
-            sink.cell.wake_up();
-        }
-    });
-}
-
-fn source_of(conn: &Rc<Backend>) -> usize {
-    Rc::as_ptr(conn) as usize
 }
 
 // === impl Keyspace ===
@@ -115,13 +47,11 @@ fn source_of(conn: &Rc<Backend>) -> usize {
 impl Keyspace {
     /// Whether `source` is one of these connections, and its protocol.
     pub(crate) fn connection_resp3(&self, source: usize) -> Option<bool> {
-        let conn = self.conns.iter().find(|(c, _)| source_of(c) == source);
-        conn.map(|(c, _)| c.resp3)
+        self.conns.connection_resp3(source)
     }
 
     pub(crate) fn close(&self) {
-        self.sink.closed.set(true);
-        self.conns.iter().for_each(|(c, _)| c.close());
+        self.conns.close();
     }
 
     /// The home confirmed (or dropped) a subscription: what a new master must get.
@@ -182,14 +112,15 @@ impl Session {
         let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
             return Some(home);
         };
-        if ks.conns.is_empty() {
+        if ks.conns.conns.is_empty() {
             return Some(home);
         }
         ks.pending_home = Some(home);
-        for (conn, owed) in ks.conns.iter_mut() {
+        let sink = ks.conns.sink.clone();
+        for (conn, owed) in ks.conns.conns.iter_mut() {
             *owed += 1;
             for bytes in [part.clone(), Bytes::from_static(SYNC_PING)] {
-                conn.send(Outgoing::new(bytes, ks.sink.clone(), 0));
+                conn.send(Outgoing::new(bytes, sink.clone(), 0));
             }
         }
         None
@@ -199,7 +130,7 @@ impl Session {
     /// frame goes to the client (a notification the client subscribed to).
     pub(crate) fn keyspace_frame(&mut self, source: usize, frame: &Bytes) -> Option<bool> {
         let ks = self.pubsub.as_mut()?.keyspace.as_mut()?;
-        let (_, owed) = ks.conns.iter_mut().find(|(c, _)| source_of(c) == source)?;
+        let (_, owed) = ks.conns.find(source)?;
         if !crate::session::pubsub::is_sync(frame) {
             return Some(ks.delivers(frame));
         }
@@ -213,7 +144,7 @@ impl Session {
         let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
             return;
         };
-        if ks.conns.iter().any(|(_, owed)| *owed > 0) {
+        if ks.conns.conns.iter().any(|(_, owed)| *owed > 0) {
             return;
         }
         if let Some(home) = ks.pending_home.take() {
@@ -229,22 +160,11 @@ impl Session {
         if p.keyspace.is_some() {
             return;
         }
-        let sink = Rc::new(KeyspaceSink {
-            cell: self.cell.clone(),
-            broke: Cell::new(false),
-            ticks: Cell::new(0),
-            closed: Cell::new(false),
-        });
-        spawn_follower(Rc::downgrade(&sink));
         p.keyspace = Some(Box::new(Keyspace {
-            conns: Vec::new(),
+            conns: Followers::new(self.cell.clone()),
             channels: Vec::new(),
             patterns: Vec::new(),
             pending_home: None,
-            version: 0,
-            tick: 0,
-            broken: Vec::new(),
-            sink,
         }));
     }
 
@@ -265,36 +185,11 @@ impl Session {
         let Some(ks) = p.keyspace.as_mut() else {
             return;
         };
-        let broke = ks.sink.broke.replace(false);
-        let tick = ks.sink.ticks.get();
-        if !broke && ks.version == map.version() && ks.tick == tick {
+        let Some(followed) = ks.conns.follow(&map, home.as_deref(), topology) else {
             return;
-        }
-        (ks.version, ks.tick) = (map.version(), tick);
-        ks.broken.retain(|(_, at)| *at == tick);
-        let wanted = |addr: &str| Some(addr) != home.as_deref();
-        let is_master = |addr: &str| map.nodes().iter().any(|n| n.addr == addr);
-        let (kept, dropped): (Vec<_>, Vec<_>) = ks
-            .conns
-            .drain(..)
-            .partition(|(c, _)| c.breaks() == 0 && is_master(&c.addr) && wanted(&c.addr));
-        ks.conns = kept;
-        for (conn, _) in dropped {
-            conn.close();
-            if conn.breaks() > 0 {
-                ks.broken.push((conn.addr.clone(), tick));
-                topology.request_refresh_now();
-            }
-        }
-        let missing: Vec<String> = map
-            .nodes()
-            .iter()
-            .map(|n| n.addr.clone())
-            .filter(|a| wanted(a) && !ks.conns.iter().any(|(c, _)| *c.addr == **a))
-            .filter(|a| !ks.broken.iter().any(|(b, _)| **b == **a))
-            .collect();
+        };
         drop(map);
-        for addr in missing {
+        for addr in followed.missing {
             self.open_keyspace_conn(&addr);
         }
         self.release_pending_home();
@@ -305,10 +200,11 @@ impl Session {
         let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
             return;
         };
-        conn.stream_to(ks.sink.clone());
+        let sink = ks.conns.sink.clone();
+        conn.stream_to(sink.clone());
         for frame in ks.resubscriptions() {
-            conn.send(Outgoing::new(frame, ks.sink.clone(), 0));
+            conn.send(Outgoing::new(frame, sink.clone(), 0));
         }
-        ks.conns.push((conn, 0));
+        ks.conns.conns.push((conn, 0));
     }
 }

@@ -44,6 +44,7 @@ pub(crate) mod budget;
 pub(crate) mod client;
 pub(crate) mod exclusive;
 pub(crate) mod fanout;
+pub(crate) mod follow;
 mod io;
 pub(crate) mod keyspace;
 pub(crate) mod limits;
@@ -57,6 +58,7 @@ pub(crate) mod queue;
 pub(crate) mod redirect;
 pub(crate) mod resubscribe;
 pub(crate) mod slowlog;
+pub(crate) mod tracking;
 pub(crate) mod transaction;
 pub(crate) mod upload;
 pub(crate) mod wait;
@@ -132,6 +134,8 @@ pub(crate) struct Session {
     pub(crate) upload: Option<crate::session::upload::Upload>,
     /// The masters written to since connect or the last WAIT (`wait.rs`).
     pub(crate) written: crate::session::wait::Written,
+    /// CLIENT TRACKING's connections, while it is on (`tracking.rs`).
+    pub(crate) tracking: Option<Box<crate::session::tracking::Tracking>>,
 }
 
 /// The session's end, however it ends: also when its task panics (the unwinding drops it),
@@ -143,6 +147,7 @@ impl Drop for Session {
         self.drop_dedicated();
         self.forget_watch();
         self.leave_pubsub();
+        self.tracking_off();
         self.worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
         WorkerStats::bump(&self.worker.stats.connections_closed);
     }
@@ -191,6 +196,7 @@ impl Session {
             client,
             upload: None,
             written: Default::default(),
+            tracking: None,
         }
     }
 
@@ -301,6 +307,9 @@ impl Session {
         match cmd {
             Local::Info if !crate::admin::info::from_masters(req).is_empty() => {
                 self.info_with_masters(req, &crate::admin::info::from_masters(req))
+            }
+            Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"tracking") => {
+                self.client_tracking(req)
             }
             Local::Client => {
                 let reply = self.client_command(req);

@@ -89,6 +89,7 @@ impl Session {
     /// password requires it again).
     fn reset(&mut self) {
         self.leave_pubsub(); // also ends `reset_drain`
+        self.tracking_off();
         self.tx = None;
         self.forget_watch();
         self.info = SessionInfo::new(self.info.id);

@@ -306,9 +306,11 @@ impl Session {
         let mut frames = std::mem::take(&mut self.push_scratch);
         self.cell.take_pushes(&mut frames);
         self.follow_masters();
+        self.follow_tracking();
         let mut bytes = 0;
         for (source, frame) in frames.drain(..) {
-            match self.keyspace_frame(source, &frame) {
+            let side = self.keyspace_frame(source, &frame);
+            match side.or_else(|| self.tracking_frame(source, &frame)) {
                 Some(false) => continue,
                 Some(true) => {
                     let frame = self.in_client_protocol(source, frame);
