@@ -40,6 +40,8 @@ pub(crate) struct Keyspace {
     patterns: Vec<Bytes>,
     /// The bus's command, sent once every keyspace connection answered its part.
     pending_home: Option<Bytes>,
+    /// The other masters' part of that command: a master that appears meanwhile gets it too.
+    pending_part: Option<Bytes>,
 }
 
 // === impl Keyspace ===
@@ -116,6 +118,7 @@ impl Session {
             return Some(home);
         }
         ks.pending_home = Some(home);
+        ks.pending_part = Some(part.clone());
         let sink = ks.conns.sink.clone();
         for (conn, owed) in ks.conns.conns.iter_mut() {
             *owed += 1;
@@ -147,6 +150,7 @@ impl Session {
         if ks.conns.conns.iter().any(|(_, owed)| *owed > 0) {
             return;
         }
+        ks.pending_part = None;
         if let Some(home) = ks.pending_home.take() {
             self.send_home(home);
         }
@@ -165,6 +169,7 @@ impl Session {
             channels: Vec::new(),
             patterns: Vec::new(),
             pending_home: None,
+            pending_part: None,
         }));
     }
 
@@ -205,6 +210,14 @@ impl Session {
         for frame in ks.resubscriptions() {
             conn.send(Outgoing::new(frame, sink.clone(), 0));
         }
-        ks.conns.conns.push((conn, 0));
+        // A command waiting for the other masters: this one must confirm its part too.
+        let mut owed = 0;
+        if let Some(part) = ks.pending_part.clone() {
+            owed = 1;
+            for bytes in [part, Bytes::from_static(SYNC_PING)] {
+                conn.send(Outgoing::new(bytes, sink.clone(), 0));
+            }
+        }
+        ks.conns.conns.push((conn, owed));
     }
 }
