@@ -106,3 +106,36 @@ fn tracking_modes_the_proxy_cannot_serve_are_refused() {
     assert_eq!(text(&c.call(&overlap)), direct);
     assert_eq!(text(&c.call(&["PING"])), "PONG");
 }
+
+/// A master dies: the client is told to flush its cache (its invalidations may be lost),
+/// and once its replica took over, that master's writes are invalidated again.
+#[test]
+fn a_lost_master_flushes_the_cache_and_its_successor_is_tracked() {
+    let mut h = Harness::start(3, 1);
+    let mut c = resp3(&h);
+    assert_eq!(text(&c.call(&["CLIENT", "TRACKING", "ON", "BCAST"])), "OK");
+    let key = "{fo}k";
+    let master = h.cluster.owner_of(key.as_bytes()).unwrap();
+    h.cluster.kill(master).unwrap();
+    c.stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
+    let ceiling = std::time::Duration::from_secs(60);
+    common::wait_until(ceiling, || {
+        c.try_read()
+            .is_some_and(|f| invalidated(&f) == Some(vec!["(flush)".into()]))
+    });
+    let mut writer = h.client();
+    common::wait_until(ceiling, || {
+        if text(&writer.call(&["SET", key, "v"])) != "OK" {
+            return false;
+        }
+        // Flushes may come first (the new master's connection, once tracking).
+        while let Some(frame) = c.try_read() {
+            if invalidated(&frame) == Some(vec![key.to_string()]) {
+                return true;
+            }
+        }
+        false
+    });
+}
