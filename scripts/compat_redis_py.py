@@ -1120,7 +1120,7 @@ def errors(g, env):
         want = outcome(lambda: m.execute_command(*args))
         g.eq(" ".join(args), outcome(lambda: p.execute_command(*args)), want)
     for args in (("CONFIG", "SET", "maxmemory", "0"), ("CONFIG", "GET", "maxmemory"),
-                 ("WAIT", "0", "0"), ("DEBUG", "SLEEP", "0"), ("CLIENT", "PAUSE", "10"),
+                 ("DEBUG", "SLEEP", "0"), ("CLIENT", "PAUSE", "10"),
                  ("FUNCTION", "STATS")):
         e = errtext(lambda: p.execute_command(*args))
         g.check(e is not None and e[2].startswith("slotgate:"),

@@ -26,6 +26,7 @@ mod budget;
 pub mod config;
 mod context;
 mod keepalive;
+mod node_query;
 mod patience;
 mod reply;
 mod route;

@@ -14,18 +14,14 @@ use std::time::Duration;
 use bytes::BytesMut;
 use cluster::slot_map::SlotMap;
 use resp::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use ::topology::TopologyCommand;
 pub use ::topology::{Topology, TopologyStats};
 
 use crate::config::ClusterConfig;
+use crate::node_query::NodeConn;
 
-/// How long one connect (with its AUTH) or one CLUSTER SLOTS round trip may take before the
-/// node is skipped.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connections to nodes the refresher keeps open between refreshes, at most.
 const MAX_KEPT_CONNECTIONS: usize = 8;
 
@@ -164,82 +160,5 @@ impl ::topology::Source for NodeSource {
         self.command
             .parse(version, &reply, addr)
             .map_err(|e| e.to_string())
-    }
-}
-
-/// A minimal request/response connection for the refresher's own queries.
-struct NodeConn {
-    stream: TcpStream,
-    buf: BytesMut,
-}
-
-impl NodeConn {
-    /// Dial and authenticate, all within one `QUERY_TIMEOUT`: a node that accepts and then
-    /// never answers AUTH would otherwise hold the refresher (and bootstrap, and shutdown,
-    /// which waits for the refresher) for ever.
-    async fn connect(addr: &str, auth: Option<&bytes::Bytes>) -> Result<NodeConn, String> {
-        tokio::time::timeout(QUERY_TIMEOUT, Self::connect_inner(addr, auth))
-            .await
-            .map_err(|_| "connect or AUTH timed out".to_string())?
-    }
-
-    async fn connect_inner(addr: &str, auth: Option<&bytes::Bytes>) -> Result<NodeConn, String> {
-        let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let _ = stream.set_nodelay(true);
-        crate::keepalive::enable(&stream);
-        let mut conn = NodeConn {
-            stream,
-            buf: BytesMut::with_capacity(16 * 1024),
-        };
-        if let Some(auth) = auth {
-            conn.stream
-                .write_all(auth)
-                .await
-                .map_err(|e| e.to_string())?;
-            if let Value::Error(e) = conn.read_reply().await? {
-                // Redis's error text never contains the password.
-                return Err(format!("AUTH refused: {}", String::from_utf8_lossy(&e)));
-            }
-        }
-        Ok(conn)
-    }
-
-    async fn call(&mut self, args: &[&[u8]]) -> Result<Value, String> {
-        tokio::time::timeout(QUERY_TIMEOUT, self.call_inner(args))
-            .await
-            .map_err(|_| "query timed out".to_string())?
-    }
-
-    async fn call_inner(&mut self, args: &[&[u8]]) -> Result<Value, String> {
-        let mut out = BytesMut::new();
-        resp::encode_command(&mut out, args);
-        self.stream
-            .write_all(&out)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.read_reply().await
-    }
-
-    async fn read_reply(&mut self) -> Result<Value, String> {
-        self.buf.clear();
-        let mut framer = resp::ReplyFramer::new();
-        loop {
-            if let Some(len) = framer.next_frame(&self.buf).map_err(|e| e.to_string())? {
-                let frame = self.buf.split_to(len).freeze();
-                return match resp::decode(&frame).map_err(|e| e.to_string())? {
-                    Some((value, _)) => Ok(value),
-                    None => Err("framer and decoder disagree".into()),
-                };
-            }
-            if self
-                .stream
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(|e| e.to_string())?
-                == 0
-            {
-                return Err("connection closed".into());
-            }
-        }
     }
 }

@@ -1,6 +1,9 @@
 //! INFO as the proxy answers it: Redis's format (`# Section` headers, `key:value` lines,
-//! CRLF), with the proxy's own numbers. Every figure is a sum of per-worker counters or a
-//! field of the current slot map: O(workers), whatever the number of clients.
+//! CRLF) and section order, with the proxy's own numbers. Every figure is a sum of per-worker
+//! counters, a field of the current slot map or the proxy process's CPU time: O(workers),
+//! whatever the number of clients. The sections about the data (memory, persistence,
+//! replication, keyspace) come from the masters: this renders a marker where each goes, and
+//! the session's fan-out merges them in (`route/info.rs`).
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -13,30 +16,48 @@ use crate::context::Shared;
 /// Renders one section's lines.
 type Section = fn(&Shared, &mut String);
 
-const SECTIONS: &[(&str, Section)] = &[
-    ("server", server),
-    ("clients", clients),
-    ("stats", stats),
-    ("topology", topology),
-    ("commandstats", commandstats),
-    ("latencystats", latencystats),
-    ("backends", crate::admin::backends::info),
+const SECTIONS: &[(&str, &str, Section)] = &[
+    ("server", "Server", server),
+    ("clients", "Clients", clients),
+    ("memory", "Memory", |_, out| merged("memory", out)),
+    ("persistence", "Persistence", |_, out| {
+        merged("persistence", out)
+    }),
+    ("stats", "Stats", stats),
+    ("replication", "Replication", |_, out| {
+        merged("replication", out)
+    }),
+    ("cpu", "CPU", crate::admin::cpu::info),
+    ("topology", "Topology", topology),
+    ("commandstats", "Commandstats", commandstats),
+    ("latencystats", "Latencystats", latencystats),
+    ("backends", "Backends", crate::admin::backends::info),
+    ("keyspace", "Keyspace", |_, out| merged("keyspace", out)),
 ];
+
+/// Where a section merged from the masters goes.
+fn merged(name: &str, out: &mut String) {
+    out.push_str(&crate::route::info::marker(name));
+}
 
 /// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out; `backends`
 /// too, since it grows with the number of masters.
 const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends"];
 
-/// Whether `INFO [section ...]` asks for the keyspace section (which needs the masters).
-pub(crate) fn wants_keyspace(req: &Request) -> bool {
-    req.argc() == 1
-        || (1..req.argc()).any(|i| {
-            let s = req.arg(i).to_ascii_lowercase();
-            matches!(
-                s.as_slice(),
-                b"keyspace" | b"default" | b"all" | b"everything"
-            )
-        })
+/// The sections `INFO [section ...]` asks for that come from the masters (none: the proxy
+/// answers alone).
+pub(crate) fn from_masters(req: &Request) -> Vec<&'static str> {
+    let wanted: Vec<Vec<u8>> = (1..req.argc())
+        .map(|i| req.arg(i).to_ascii_lowercase())
+        .collect();
+    let every = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| matches!(w.as_slice(), b"default" | b"all" | b"everything"));
+    crate::route::info::MERGED
+        .into_iter()
+        .filter(|name| every || wanted.iter().any(|w| w == name.as_bytes()))
+        .collect()
 }
 
 /// Render `INFO [section ...]`: no argument, `default`, `all` or `everything` give every
@@ -50,13 +71,13 @@ pub(crate) fn render(shared: &Shared, req: &Request) -> String {
         .iter()
         .any(|w| matches!(w.as_str(), "all" | "everything"));
     let mut out = String::new();
-    for (name, section) in SECTIONS {
+    for (name, title, section) in SECTIONS {
         let by_default = default && !NOT_DEFAULT.contains(name);
         if all || by_default || wanted.iter().any(|w| w == name) {
             if !out.is_empty() {
                 out.push_str("\r\n");
             }
-            let _ = write!(out, "# {}{}\r\n", name[..1].to_uppercase(), &name[1..]);
+            let _ = write!(out, "# {title}\r\n");
             section(shared, &mut out);
         }
     }

@@ -27,8 +27,9 @@ pub(crate) enum Merge {
     SumPairs,
     /// One SCAN page from master `node` of `masters`: the cursor is rewritten.
     Scan { node: usize, masters: usize },
-    /// INFO: the proxy's sections (`Fanout::prefix`) plus the masters' keyspace summed.
-    InfoKeyspace,
+    /// INFO: the proxy's sections (`Fanout::prefix`) with the masters' memory, persistence,
+    /// replication and keyspace merged in (`info.rs`).
+    Info,
 }
 
 /// The merge a response policy asks for, or None when the proxy cannot merge it (yet).
@@ -156,8 +157,8 @@ pub(crate) fn merged(
     prefix: &Bytes,
 ) -> Bytes {
     if let Some(err) = replies.iter().find(|r| resp::is_error_frame(r)) {
-        // INFO stays available while a master is down: its keyspace is just not counted.
-        if !matches!(merge, Merge::OneSucceeded | Merge::InfoKeyspace) {
+        // INFO stays available while a master is down: its figures are just not counted.
+        if !matches!(merge, Merge::OneSucceeded | Merge::Info) {
             return (*err).clone();
         }
     }
@@ -174,7 +175,7 @@ pub(crate) fn merged(
         Merge::Union => union(replies),
         Merge::SumPairs => sum_pairs(replies),
         Merge::Scan { node, masters } => super::scan::rewrite_reply(replies[0], node, masters),
-        Merge::InfoKeyspace => super::scan::merge_keyspace(prefix, replies),
+        Merge::Info => super::info::merge_info(prefix, replies),
     }
 }
 

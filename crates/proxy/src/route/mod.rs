@@ -13,6 +13,8 @@ use crate::reply::error;
 
 pub(crate) use merge::{merge_for, Merge};
 
+pub(crate) mod info;
+pub(crate) mod keyspace;
 pub(crate) mod merge;
 pub(crate) mod scan;
 
@@ -65,6 +67,8 @@ pub(crate) enum Local {
     /// here: on a shared connection ASKING's one-shot flag would serve another client's
     /// next command, and the proxy routes every read to masters whatever READONLY says.
     ClusterFlag,
+    /// WAIT: answered by the proxy from the masters' replication offsets (`session/wait.rs`).
+    Wait,
 }
 
 /// Decide where `req` goes. Administrative commands are refused unless `allow_admin`.
@@ -229,6 +233,7 @@ fn local_command(name: &str) -> Option<Local> {
         "auth" => Local::Auth,
         "reset" => Local::Reset,
         "info" => Local::Info,
+        "wait" => Local::Wait,
         "cluster|keyslot" => Local::ClusterKeyslot,
         "cluster|slots" => Local::ClusterSlots,
         "cluster|shards" => Local::ClusterShards,
@@ -245,7 +250,7 @@ fn local_command(name: &str) -> Option<Local> {
 /// Commands that would break the shared, multiplexed backend connections or would silently
 /// give a one-node answer to a cluster-wide question. Each gets a clear refusal instead.
 fn unsupported(spec: &CommandSpec, allow_admin: bool) -> Option<&'static str> {
-    const STATEFUL: &[&str] = &["monitor", "wait", "sync", "psync"];
+    const STATEFUL: &[&str] = &["monitor", "sync", "psync"];
     if STATEFUL.contains(&spec.name) {
         return Some("needs a dedicated connection, which this proxy does not offer yet");
     }

@@ -66,18 +66,18 @@ pub(crate) fn rewrite_reply(reply: &Bytes, node: usize, masters: usize) -> Bytes
 }
 
 /// The text of a bulk string frame (`$n\r\ntext\r\n`), or the frame itself if it is not one.
-fn bulk_body(frame: &Bytes) -> &[u8] {
+pub(crate) fn bulk_body(frame: &Bytes) -> &[u8] {
     let start = frame.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
     frame
         .get(start..frame.len().saturating_sub(2))
         .unwrap_or_default()
 }
 
-/// INFO: the proxy's own sections (`prefix`), then `# Keyspace` summed over the masters'
-/// `INFO keyspace` replies (`db0:keys=..,expires=..,avg_ttl=..`).
-pub(crate) fn merge_keyspace(prefix: &[u8], replies: &[&Bytes]) -> Bytes {
+/// INFO's `# Keyspace` lines summed over the masters' `INFO` replies
+/// (`db0:keys=..,expires=..,avg_ttl=..`, avg_ttl weighted by keys); none without keys.
+pub(crate) fn keyspace_lines(replies: &[&Bytes]) -> String {
     let (mut keys, mut expires, mut ttl_weighted) = (0u64, 0u64, 0u128);
-    for reply in replies {
+    for reply in replies.iter().filter(|r| !resp::is_error_frame(r)) {
         for line in bulk_body(reply).split(|&b| b == b'\n') {
             let Some(fields) = line.strip_prefix(b"db0:") else {
                 continue;
@@ -88,20 +88,11 @@ pub(crate) fn merge_keyspace(prefix: &[u8], replies: &[&Bytes]) -> Bytes {
             ttl_weighted += u128::from(get("avg_ttl")) * u128::from(get("keys"));
         }
     }
-    let mut text = prefix.to_vec();
-    if !text.is_empty() {
-        text.extend_from_slice(b"\r\n");
+    if keys == 0 {
+        return String::new();
     }
-    text.extend_from_slice(b"# Keyspace\r\n");
-    if keys > 0 {
-        let avg_ttl = ttl_weighted.checked_div(u128::from(keys)).unwrap_or(0);
-        text.extend_from_slice(
-            format!("db0:keys={keys},expires={expires},avg_ttl={avg_ttl}\r\n").as_bytes(),
-        );
-    }
-    let mut out = BytesMut::new();
-    resp::write_bulk(&mut out, &text);
-    out.freeze()
+    let avg_ttl = ttl_weighted.checked_div(u128::from(keys)).unwrap_or(0);
+    format!("db0:keys={keys},expires={expires},avg_ttl={avg_ttl}\r\n")
 }
 
 fn field(fields: &[u8], name: &str) -> Option<u64> {
@@ -150,11 +141,11 @@ mod tests {
     fn keyspace_lines_are_summed() {
         let a = b("$47\r\n# Keyspace\r\ndb0:keys=3,expires=1,avg_ttl=100\r\n\r\n");
         let c = b("$13\r\n# Keyspace\r\n\r\n");
-        let merged = merge_keyspace(b"# Server\r\nx:1\r\n", &[&a, &a, &c]);
-        let text = String::from_utf8(merged.to_vec()).unwrap();
-        assert!(
-            text.ends_with("# Keyspace\r\ndb0:keys=6,expires=2,avg_ttl=100\r\n\r\n"),
-            "{text}"
+        let err = b("-ERR down\r\n");
+        assert_eq!(
+            keyspace_lines(&[&a, &a, &c, &err]),
+            "db0:keys=6,expires=2,avg_ttl=100\r\n"
         );
+        assert_eq!(keyspace_lines(&[&c]), "");
     }
 }

@@ -52,6 +52,8 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
         }
         Local::Slowlog => return crate::admin::slowlog::command(req, shared),
         Local::ClusterFlag => resp::write_simple(&mut out, b"OK"),
+        // WAIT is held and answered by `session/wait.rs`; only a caller that cannot wait gets here.
+        Local::Wait => return crate::reply::error("slotgate: WAIT cannot be used here"),
         Local::Info => {
             resp::write_bulk(&mut out, crate::admin::info::render(shared, req).as_bytes())
         }

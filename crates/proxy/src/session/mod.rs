@@ -44,19 +44,25 @@ pub(crate) mod budget;
 pub(crate) mod client;
 pub(crate) mod exclusive;
 pub(crate) mod fanout;
+pub(crate) mod follow;
 mod io;
+pub(crate) mod keyspace;
 pub(crate) mod limits;
 pub(crate) mod local;
 mod mode;
 pub(crate) mod order;
 pub(crate) mod pubsub;
+pub(crate) mod pubsub_frame;
 mod push_shape;
 pub(crate) mod queue;
 pub(crate) mod redirect;
 pub(crate) mod resubscribe;
 pub(crate) mod slowlog;
+pub(crate) mod tracking;
 pub(crate) mod transaction;
 pub(crate) mod upload;
+pub(crate) mod wait;
+pub(crate) mod wait_probe;
 pub(crate) mod wide;
 
 /// Serve one client until it leaves or must be closed.
@@ -126,6 +132,10 @@ pub(crate) struct Session {
     pub(crate) client: ClientHandle,
     /// A big request being streamed to its node as it arrives (`upload.rs`).
     pub(crate) upload: Option<crate::session::upload::Upload>,
+    /// The masters written to since connect or the last WAIT (`wait.rs`).
+    pub(crate) written: crate::session::wait::Written,
+    /// CLIENT TRACKING's connections, while it is on (`tracking.rs`).
+    pub(crate) tracking: Option<Box<crate::session::tracking::Tracking>>,
 }
 
 /// The session's end, however it ends: also when its task panics (the unwinding drops it),
@@ -137,6 +147,7 @@ impl Drop for Session {
         self.drop_dedicated();
         self.forget_watch();
         self.leave_pubsub();
+        self.tracking_off();
         self.worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
         WorkerStats::bump(&self.worker.stats.connections_closed);
     }
@@ -184,6 +195,8 @@ impl Session {
             slowlog,
             client,
             upload: None,
+            written: Default::default(),
+            tracking: None,
         }
     }
 
@@ -251,6 +264,9 @@ impl Session {
         let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
         self.count_command(command);
+        if command.is_some_and(crate::session::wait::is_write) {
+            self.note_write(&route);
+        }
         self.slowlog_arm(&req, command, matches!(route, Route::Refuse(_)));
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);
@@ -289,7 +305,12 @@ impl Session {
     /// Commands answered by the proxy; some also change this session's own state.
     fn run_local(&mut self, req: &Request, cmd: Local) {
         match cmd {
-            Local::Info if crate::admin::info::wants_keyspace(req) => self.info_with_keyspace(req),
+            Local::Info if !crate::admin::info::from_masters(req).is_empty() => {
+                self.info_with_masters(req, &crate::admin::info::from_masters(req))
+            }
+            Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"tracking") => {
+                self.client_tracking(req)
+            }
             Local::Client => {
                 let reply = self.client_command(req);
                 self.reply_now(reply);

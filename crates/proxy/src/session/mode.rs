@@ -50,7 +50,7 @@ impl Session {
 
     /// Whether `cmd` changes the connection's mode and so must wait for what is in flight.
     pub(super) fn is_mode_change(cmd: Local) -> bool {
-        matches!(cmd, Local::Quit | Local::Reset | Local::Hello)
+        matches!(cmd, Local::Quit | Local::Reset | Local::Hello | Local::Wait)
     }
 
     /// QUIT, RESET or HELLO, once everything before it is answered.
@@ -70,6 +70,7 @@ impl Session {
                 self.reset();
                 self.reply_now(Bytes::from_static(b"+RESET\r\n"));
             }
+            Local::Wait => self.start_wait(req),
             _ => {
                 let shared = self.worker.shared.clone();
                 let before = self.info.protocol;
@@ -88,6 +89,7 @@ impl Session {
     /// password requires it again).
     fn reset(&mut self) {
         self.leave_pubsub(); // also ends `reset_drain`
+        self.tracking_off();
         self.tx = None;
         self.forget_watch();
         self.info = SessionInfo::new(self.info.id);

@@ -31,9 +31,10 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
-use crate::route::merge::array_elements;
 use crate::route::PubSubTarget;
 use crate::session::exclusive::Held;
+use crate::session::keyspace::Keyspace;
+use crate::session::pubsub_frame::{confirmation, Confirmation};
 use crate::session::Session;
 
 /// A session's subscription connections and their last confirmed counts.
@@ -48,9 +49,9 @@ pub(crate) struct PubSub {
     syncs: u32,
     /// The last pub/sub command sent for the client: a `-MOVED` on a stream answers it
     /// (SSUBSCRIBE on a stale map), and it is resent to the slot's owner.
-    last_sent: Option<(Bytes, PubSubTarget)>,
+    pub(crate) last_sent: Option<(Bytes, PubSubTarget)>,
     /// MOVED replies followed for `last_sent`: bounded by `max_redirects`, like any redirect.
-    moved_resends: u8,
+    pub(crate) moved_resends: u8,
     /// Shard channels the client subscribed to and has not unsubscribed from.
     pub(crate) wanted: Vec<Bytes>,
     /// Shard channels the node dropped (slot moved, failover) that the proxy is
@@ -60,14 +61,18 @@ pub(crate) struct PubSub {
     pub(crate) shard_confirmed: Vec<Bytes>,
     /// The client switched protocol while subscribed: frames may need its type byte.
     pub(crate) switched: bool,
+    /// Connections to the other masters for keyspace notifications (`keyspace.rs`).
+    pub(crate) keyspace: Option<Box<Keyspace>>,
+    /// The notification part of the held (un)subscribe, and whether it subscribes.
+    notification_part: Option<(Bytes, bool)>,
 }
 
 /// The sync marker, and its answers in and out of RESP2 subscribed mode.
-const SYNC_PING: &[u8] = b"*2\r\n$4\r\nPING\r\n$13\r\nslotgate:sync\r\n";
+pub(crate) const SYNC_PING: &[u8] = b"*2\r\n$4\r\nPING\r\n$13\r\nslotgate:sync\r\n";
 const SYNC_PONG: &[u8] = b"*2\r\n$4\r\npong\r\n$13\r\nslotgate:sync\r\n";
 const SYNC_BULK: &[u8] = b"$13\r\nslotgate:sync\r\n";
 
-fn is_sync(frame: &[u8]) -> bool {
+pub(crate) fn is_sync(frame: &[u8]) -> bool {
     frame == SYNC_PONG || frame == SYNC_BULK
 }
 
@@ -77,8 +82,14 @@ impl PubSub {
     /// Whether the subscription connection `source` speaks RESP3.
     pub(crate) fn connection_resp3(&self, source: usize) -> Option<bool> {
         let mut all = self.bus.iter().chain(self.shards.iter());
-        all.find(|c| Rc::as_ptr(c) as usize == source)
-            .map(|c| c.resp3)
+        let own = all.find(|c| Rc::as_ptr(c) as usize == source);
+        own.map(|c| c.resp3)
+            .or_else(|| self.keyspace.as_ref()?.connection_resp3(source))
+    }
+
+    /// The address of the bus connection (the home), once it is open.
+    pub(crate) fn bus_addr(&self) -> Option<Rc<str>> {
+        self.bus.as_ref().map(|b| b.addr.clone())
     }
 
     /// The shard subscriptions `conn` last confirmed.
@@ -119,8 +130,14 @@ impl Session {
         if matches!(target, PubSubTarget::Shard(_)) {
             self.note_shard_command(&req);
         }
+        let part = crate::route::keyspace::notification_part(&req);
+        let subscribes = !req.arg(0).to_ascii_lowercase().ends_with(b"unsubscribe");
         if let Some(p) = self.pubsub.as_mut() {
             p.moved_resends = 0;
+        }
+        if part.is_some() {
+            let p = self.pubsub.get_or_insert_with(PubSub::default);
+            p.notification_part = part.map(|part| (part, subscribes));
         }
         self.hold(Held::PubSub(req.raw().clone(), target));
     }
@@ -166,6 +183,9 @@ impl Session {
     /// Send a frame, then a sync marker, on the subscription connection(s) for `target`,
     /// opening them as needed.
     pub(crate) fn send_pubsub(&mut self, frame: Bytes, target: PubSubTarget) {
+        if target == PubSubTarget::Bus {
+            return self.send_bus(frame);
+        }
         let targets = match target {
             PubSubTarget::Bus => vec![self.bus_connection()],
             PubSubTarget::Shard(Some(slot)) => self.shard_connection(slot).into_iter().collect(),
@@ -179,6 +199,36 @@ impl Session {
                 // Stream requests own no reply entry: their answers come as frames.
                 backend.send(Outgoing::new(bytes, self.cell.clone(), 0));
             }
+        }
+    }
+
+    /// A classic (un)subscribe: its notification part to the other masters first, if any
+    /// (`keyspace.rs`), then the frame to the home.
+    fn send_bus(&mut self, frame: Bytes) {
+        let bus = self.bus_connection();
+        let p = self.pubsub.get_or_insert_with(PubSub::default);
+        p.last_sent = Some((frame.clone(), PubSubTarget::Bus));
+        p.syncs += 1;
+        let Some((part, subscribes)) = p.notification_part.take() else {
+            return self.send_home_on(&bus, frame);
+        };
+        if subscribes {
+            self.start_keyspace();
+        }
+        if let Some(frame) = self.send_with_keyspace(part, frame.clone()) {
+            self.send_home_on(&bus, frame);
+        }
+    }
+
+    /// The bus's command, its marker already counted in `syncs`.
+    pub(crate) fn send_home(&mut self, frame: Bytes) {
+        let bus = self.bus_connection();
+        self.send_home_on(&bus, frame);
+    }
+
+    fn send_home_on(&self, bus: &Rc<Backend>, frame: Bytes) {
+        for bytes in [frame, Bytes::from_static(SYNC_PING)] {
+            bus.send(Outgoing::new(bytes, self.cell.clone(), 0));
         }
     }
 
@@ -255,8 +305,21 @@ impl Session {
     pub(crate) fn forward_pushes(&mut self) -> usize {
         let mut frames = std::mem::take(&mut self.push_scratch);
         self.cell.take_pushes(&mut frames);
+        self.follow_masters();
+        self.follow_tracking();
         let mut bytes = 0;
         for (source, frame) in frames.drain(..) {
+            let side = self.keyspace_frame(source, &frame);
+            match side.or_else(|| self.tracking_frame(source, &frame)) {
+                Some(false) => continue,
+                Some(true) => {
+                    let frame = self.in_client_protocol(source, frame);
+                    bytes += frame.len();
+                    self.out.push_back(frame);
+                    continue;
+                }
+                None => {}
+            }
             if is_sync(&frame) {
                 if let Some(p) = self.pubsub.as_mut() {
                     p.syncs = p.syncs.saturating_sub(1);
@@ -269,6 +332,9 @@ impl Session {
             let mut frame = frame;
             if let Some(confirmed) = confirmation(&frame) {
                 self.record_count(source, &confirmed);
+                if let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) {
+                    ks.note_home(&confirmed);
+                }
                 if self.resubscribe_on_confirmation(&confirmed) {
                     continue;
                 }
@@ -290,30 +356,6 @@ impl Session {
             self.leave_pubsub();
         }
         bytes
-    }
-
-    /// A `-MOVED` answering the client's last pub/sub command (SSUBSCRIBE on a stale map):
-    /// learn the slot's owner and send the command there, hidden from the client, which
-    /// gets the new owner's confirmations instead.
-    fn resend_on_moved(&mut self, frame: &Bytes) -> bool {
-        let Some((sent, PubSubTarget::Shard(Some(_)))) =
-            self.pubsub.as_ref().and_then(|p| p.last_sent.clone())
-        else {
-            return false;
-        };
-        let max = self.worker.shared.config.cluster.max_redirects;
-        let Some(p) = self.pubsub.as_mut().filter(|p| p.moved_resends < max) else {
-            // The hop budget is spent: the client gets the node's MOVED, never a hot loop.
-            return false;
-        };
-        p.moved_resends += 1;
-        let Some((slot, addr)) = crate::session::resubscribe::moved_target(frame) else {
-            return false;
-        };
-        let version = self.worker.topology().current().version();
-        self.worker.topology().learn_moved(slot, &addr, version);
-        self.send_pubsub(sent, PubSubTarget::Shard(Some(slot)));
-        true
     }
 
     fn record_count(&mut self, source: usize, c: &Confirmation) {
@@ -338,60 +380,9 @@ impl Session {
             for conn in p.bus.iter().chain(p.shards.iter()) {
                 conn.close();
             }
+            if let Some(ks) = p.keyspace {
+                ks.close();
+            }
         }
     }
 }
-
-/// A subscribe/unsubscribe confirmation: `[kind, channel, count]`.
-pub(crate) struct Confirmation {
-    pub kind: Bytes,
-    pub channel: Bytes,
-    pub count: i64,
-}
-
-/// Parse `frame` as a confirmation, if it is one.
-pub(crate) fn confirmation(frame: &Bytes) -> Option<Confirmation> {
-    if !matches!(frame.first(), Some(b'*' | b'>')) {
-        return None;
-    }
-    let parts = array_elements(frame)?;
-    const KINDS: &[&[u8]] = &[
-        b"subscribe",
-        b"psubscribe",
-        b"ssubscribe",
-        b"unsubscribe",
-        b"punsubscribe",
-        b"sunsubscribe",
-    ];
-    if parts.len() != 3 {
-        return None;
-    }
-    let kind = bulk_text(&parts[0])?;
-    if !KINDS.contains(&kind.as_ref()) {
-        return None;
-    }
-    let count = std::str::from_utf8(parts[2].strip_prefix(b":")?.strip_suffix(b"\r\n")?)
-        .ok()?
-        .parse()
-        .ok()?;
-    let channel = bulk_text(&parts[1]).unwrap_or_default();
-    Some(Confirmation {
-        kind,
-        channel,
-        count,
-    })
-}
-
-/// The payload of a bulk string frame (a slice, no copy).
-fn bulk_text(frame: &Bytes) -> Option<Bytes> {
-    if !frame.starts_with(b"$") {
-        return None;
-    }
-    let start = frame.iter().position(|&b| b == b'\n')? + 1;
-    let end = frame.len().checked_sub(2)?.max(start);
-    Some(frame.slice(start..end))
-}
-
-#[cfg(test)]
-#[path = "pubsub_tests.rs"]
-mod tests;

@@ -7,7 +7,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::pubsub::Confirmation;
+use super::pubsub_frame::Confirmation;
 use super::Session;
 
 impl Session {

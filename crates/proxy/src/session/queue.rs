@@ -155,6 +155,12 @@ impl ClientCell {
         }
     }
 
+    /// Wake the session to look at its connections again (a keyspace connection broke, or
+    /// the map may have changed).
+    pub(crate) fn wake_up(&self) {
+        self.wake();
+    }
+
     /// Time the next entry pushed (a sampled request); `None` stops a sample that pushed none.
     pub(crate) fn arm_sample(&self, sample: Option<(u16, std::time::Instant)>) {
         self.next_sample.set(sample);

@@ -35,7 +35,7 @@ use cluster::slot_map::{host_of, join_host_port};
 use tokio::time::Instant;
 use topology::Backoff;
 
-use crate::backend::{is_redirect, Backend};
+use crate::backend::Backend;
 use crate::context::WorkerStats;
 use crate::session::fanout::Part;
 use crate::session::order::{Target, Waiting};
@@ -44,6 +44,7 @@ use crate::session::Session;
 use crate::worker::Worker;
 
 mod hold;
+mod transaction;
 
 /// What following a reply means.
 enum Kind {
@@ -270,7 +271,7 @@ fn second_round(part: &Part, map_version: u64) -> Option<Plan> {
 /// Decide for a request sent whole.
 fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, rules: &Rules<'_>) -> Option<Plan> {
     let skip = match sent.resend {
-        Resend::Transaction { watched: true, .. } => return settle_transaction(reply, sent, true),
+        Resend::Transaction { watched: true, .. } => return transaction::settle(reply, sent, true),
         Resend::Transaction { skip, .. } => skip,
         _ => 0,
     };
@@ -284,29 +285,12 @@ fn plan_sent(reply: &mut Option<Bytes>, sent: &mut Sent, rules: &Rules<'_>) -> O
         own: sent.conn == Conn::Own,
     };
     let Some(mut plan) = plan(hop, rules, sent.map_version) else {
-        return settle_transaction(reply, sent, false);
+        return transaction::settle(reply, sent, false);
     };
     plan.slot = plan.slot.or(sent.slot);
     plan.key_slot = sent.slot;
     plan.skip = skip;
     Some(plan)
-}
-
-/// A transaction's refusal that is not followed (`backend/refusal.rs` put it in EXEC's
-/// place): after WATCH, EXEC answers nil, as when a watched key was touched (the WATCH is
-/// on the node that refused); past the hop or retry budget, the node's own EXECABORT.
-fn settle_transaction(reply: &mut Option<Bytes>, sent: &Sent, watched: bool) -> Option<Plan> {
-    let refused = matches!(sent.resend, Resend::Transaction { .. })
-        && reply.as_ref().is_some_and(|r| is_redirect(r));
-    if refused {
-        let resp3 = sent.sent_to.as_ref().is_some_and(|b| b.resp3);
-        *reply = Some(Bytes::from_static(match (watched, resp3) {
-            (true, true) => b"_\r\n",
-            (true, false) => b"*-1\r\n",
-            (false, _) => b"-EXECABORT Transaction discarded because of previous errors.\r\n",
-        }));
-    }
-    None
 }
 
 /// Decide whether to follow the reply in `hop`; on yes, clear it and count the hop or retry.

@@ -11,6 +11,9 @@
 //!      └─ ssubscribe C n ─▶ hidden; C is live again
 //! ```
 //!
+//! A `-MOVED` answering the client's own SSUBSCRIBE (sent on a stale map) is followed the
+//! same way: the command goes to the slot's owner, within `max_redirects` hops.
+//!
 //! Messages published between the drop and the resubscription are lost, as they would be
 //! for any Redis client that resubscribes; messages after it are delivered.
 
@@ -21,7 +24,9 @@ use cluster::redirect::{parse_redirect, Host, Redirect};
 use cluster::slot_map::join_host_port;
 use resp::Request;
 
-use crate::session::pubsub::{Confirmation, PubSub};
+use crate::route::PubSubTarget;
+use crate::session::pubsub::PubSub;
+use crate::session::pubsub_frame::Confirmation;
 use crate::session::Session;
 
 // === impl Session (shard resubscription) ===
@@ -109,6 +114,30 @@ impl Session {
         let channels: Vec<&[u8]> = again.iter().map(|c| &c[..]).collect();
         conn.send(self.ssubscribe(&channels));
         again.iter().for_each(|ch| self.note_silent(ch, &conn.addr));
+        true
+    }
+
+    /// A `-MOVED` answering the client's last pub/sub command (SSUBSCRIBE on a stale map):
+    /// learn the slot's owner and send the command there, hidden from the client, which
+    /// gets the new owner's confirmations instead.
+    pub(crate) fn resend_on_moved(&mut self, frame: &Bytes) -> bool {
+        let Some((sent, PubSubTarget::Shard(Some(_)))) =
+            self.pubsub.as_ref().and_then(|p| p.last_sent.clone())
+        else {
+            return false;
+        };
+        let max = self.worker.shared.config.cluster.max_redirects;
+        let Some(p) = self.pubsub.as_mut().filter(|p| p.moved_resends < max) else {
+            // The hop budget is spent: the client gets the node's MOVED, never a hot loop.
+            return false;
+        };
+        p.moved_resends += 1;
+        let Some((slot, addr)) = moved_target(frame) else {
+            return false;
+        };
+        let version = self.worker.topology().current().version();
+        self.worker.topology().learn_moved(slot, &addr, version);
+        self.send_pubsub(sent, PubSubTarget::Shard(Some(slot)));
         true
     }
 

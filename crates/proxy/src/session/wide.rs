@@ -158,12 +158,14 @@ impl Session {
         );
     }
 
-    /// INFO including the keyspace: the proxy's sections, then every master's keyspace summed.
-    pub(crate) fn info_with_keyspace(&mut self, req: &Request) {
+    /// INFO with sections from the masters (`sections`): the proxy's own, with theirs merged in.
+    pub(crate) fn info_with_masters(&mut self, req: &Request, sections: &[&str]) {
         let own = crate::admin::info::render(&self.worker.shared, req);
         let map = self.worker.topology().current();
-        let probe = Request::from_args(&[b"INFO", b"keyspace"]);
-        let mut fanout = Fanout::broadcast(&probe, map.nodes().len(), Merge::InfoKeyspace);
+        let mut args: Vec<&[u8]> = vec![b"INFO"];
+        args.extend(sections.iter().map(|s| s.as_bytes()));
+        let probe = Request::from_args(&args);
+        let mut fanout = Fanout::broadcast(&probe, map.nodes().len(), Merge::Info);
         fanout.prefix = Bytes::from(own);
         self.fan_out_on(fanout, &map, Patience::Normal);
     }

@@ -16,6 +16,11 @@ impl ClientCell {
         self.deliver_as(seq, frag, reply, Arrival::Node);
     }
 
+    /// The proxy's own late answer for the `Entry::pending_local` at `seq`.
+    pub(crate) fn deliver_local(&self, seq: u64, reply: Bytes) {
+        self.deliver_as(seq, 0, reply, Arrival::NeverLeft);
+    }
+
     /// `deliver`, for an answer that came as `how`.
     pub(super) fn deliver_as(&self, seq: u64, frag: u32, reply: Bytes, how: Arrival) {
         let mut q = self.queue.borrow_mut();

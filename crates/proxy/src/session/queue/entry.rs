@@ -126,6 +126,16 @@ impl Entry {
         }
     }
 
+    /// A request the proxy answers itself later (WAIT): no node owes its reply.
+    pub(crate) fn pending_local() -> Entry {
+        Entry {
+            reply: None,
+            partial: Vec::new(),
+            sampled: None,
+            kind: Kind::Local,
+        }
+    }
+
     /// A request sent whole, waiting for its reply.
     pub(crate) fn sent(sent: Sent) -> Entry {
         Entry {

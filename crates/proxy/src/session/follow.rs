@@ -1,0 +1,169 @@
+//! A session's stream connections to every master (but one), kept matched to the map: the
+//! keyspace notification connections (`keyspace.rs`) and the tracking connections
+//! (`tracking.rs`). Once a second, and whenever one breaks, the session matches them to
+//! the current map: a connection to a node that is no longer a master, or that broke, is
+//! closed, and each master without one gets one (a master whose connection broke, on a
+//! later second only, never in a loop against a node that refuses connections). A break
+//! does not close the client.
+
+use std::cell::Cell;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use cluster::slot_map::SlotMap;
+
+use crate::backend::{Backend, ReplySink};
+use crate::session::queue::ClientCell;
+use crate::topology::Topology;
+
+/// How often a session with such connections matches them to the map.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// The connections, each with the markers or replies it owes.
+pub(crate) struct Followers {
+    pub(crate) conns: Vec<(Rc<Backend>, u32)>,
+    /// The map version and follower tick the connections were last matched at.
+    version: u64,
+    tick: u64,
+    /// Masters whose connection broke, and the tick it broke at.
+    broken: Vec<(Rc<str>, u64)>,
+    pub(crate) sink: Rc<FollowSink>,
+}
+
+/// Where the connections' frames go: the client's queue, but a break only marks them for
+/// replacement instead of closing the client.
+pub(crate) struct FollowSink {
+    cell: Rc<ClientCell>,
+    broke: Cell<bool>,
+    ticks: Cell<u64>,
+    /// The connections were closed: a frame still on its way must not reach the client.
+    closed: Cell<bool>,
+}
+
+impl ReplySink for FollowSink {
+    // A stream connection owes no reply by sequence: nothing is delivered that way.
+    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+
+    // Nor is anything turned back by sequence: a stream's unsent command is `stream_lost`.
+    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+
+    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
+        false
+    }
+
+    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
+
+    fn push_frame(&self, source: usize, frame: Bytes) {
+        if !self.closed.get() {
+            self.cell.push_frame(source, frame);
+        }
+    }
+
+    fn stream_lost(&self) {
+        self.broke.set(true);
+        self.cell.wake_up();
+    }
+}
+
+/// Wake the session every `FOLLOW_EVERY` while the connections exist.
+fn spawn_follower(sink: Weak<FollowSink>) {
+    tokio::task::spawn_local(async move {
+        loop {
+            tokio::time::sleep(FOLLOW_EVERY).await;
+            let Some(sink) = sink.upgrade() else {
+                return;
+            };
+            sink.ticks.set(sink.ticks.get() + 1);
+            sink.cell.wake_up();
+        }
+    });
+}
+
+pub(crate) fn source_of(conn: &Rc<Backend>) -> usize {
+    Rc::as_ptr(conn) as usize
+}
+
+/// What matching the connections to the map changed.
+pub(crate) struct Followed {
+    /// Masters that need a connection.
+    pub missing: Vec<String>,
+    /// A connection broke (what it carried may have been missed).
+    pub lost: bool,
+}
+
+impl Followers {
+    pub(crate) fn new(cell: Rc<ClientCell>) -> Followers {
+        let sink = Rc::new(FollowSink {
+            cell,
+            broke: Cell::new(false),
+            ticks: Cell::new(0),
+            closed: Cell::new(false),
+        });
+        spawn_follower(Rc::downgrade(&sink));
+        Followers {
+            conns: Vec::new(),
+            version: 0,
+            tick: 0,
+            broken: Vec::new(),
+            sink,
+        }
+    }
+
+    /// The connection `source` and what it owes, if it is one of these.
+    pub(crate) fn find(&mut self, source: usize) -> Option<&mut (Rc<Backend>, u32)> {
+        self.conns.iter_mut().find(|(c, _)| source_of(c) == source)
+    }
+
+    /// Whether `source` is one of these connections, and its protocol.
+    pub(crate) fn connection_resp3(&self, source: usize) -> Option<bool> {
+        let conn = self.conns.iter().find(|(c, _)| source_of(c) == source);
+        conn.map(|(c, _)| c.resp3)
+    }
+
+    pub(crate) fn close(&self) {
+        self.sink.closed.set(true);
+        self.conns.iter().for_each(|(c, _)| c.close());
+    }
+
+    /// Match the connections to the masters of `map` other than `except`. None when there
+    /// is nothing to look at (no break, same map, same second).
+    pub(crate) fn follow(
+        &mut self,
+        map: &SlotMap,
+        except: Option<&str>,
+        topology: &Topology,
+    ) -> Option<Followed> {
+        let broke = self.sink.broke.replace(false);
+        let tick = self.sink.ticks.get();
+        if !broke && self.version == map.version() && self.tick == tick {
+            return None;
+        }
+        (self.version, self.tick) = (map.version(), tick);
+        self.broken.retain(|(_, at)| *at == tick);
+        let wanted = |addr: &str| Some(addr) != except;
+        let is_master = |addr: &str| map.nodes().iter().any(|n| n.addr == addr);
+        let (kept, dropped): (Vec<_>, Vec<_>) = self
+            .conns
+            .drain(..)
+            .partition(|(c, _)| c.breaks() == 0 && is_master(&c.addr) && wanted(&c.addr));
+        self.conns = kept;
+        let mut lost = false;
+        for (conn, _) in dropped {
+            conn.close();
+            if conn.breaks() > 0 {
+                lost = true;
+                self.broken.push((conn.addr.clone(), tick));
+                topology.request_refresh_now();
+            }
+        }
+        let missing = map
+            .nodes()
+            .iter()
+            .map(|n| n.addr.clone())
+            .filter(|a| wanted(a) && !self.conns.iter().any(|(c, _)| *c.addr == **a))
+            .filter(|a| !self.broken.iter().any(|(b, _)| **b == **a))
+            .collect();
+        Some(Followed { missing, lost })
+    }
+}

@@ -1,0 +1,139 @@
+//! WAIT through the proxy on a real 3x1 cluster (one replica per master): the count of
+//! replicas that acknowledged the client's own writes, on every master it wrote to; a
+//! timeout when a replica is paused; Redis's answers and errors; and other clients on the
+//! same worker (sharing its backend connections) are never held by a WAIT.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{text, wait_until, Client, Harness};
+use resp::Value;
+
+/// The replica of the master serving `key`, stopped with SIGSTOP until dropped.
+struct PausedReplica(String);
+
+impl PausedReplica {
+    fn of_key(h: &Harness, key: &str) -> PausedReplica {
+        let master = h.cluster.owner_of(key.as_bytes()).unwrap();
+        let nodes = h.cluster.nodes();
+        let id = &nodes.iter().find(|n| n.addr == master).unwrap().id;
+        let replica = nodes
+            .iter()
+            .find(|n| n.master_of.as_deref() == Some(id.as_str()))
+            .unwrap();
+        let paused = PausedReplica(replica.pid.to_string());
+        paused.signal("-STOP");
+        paused
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = std::process::Command::new("kill")
+            .args([sig, &self.0])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for PausedReplica {
+    fn drop(&mut self) {
+        self.signal("-CONT");
+    }
+}
+
+fn harness() -> (Harness, proxy::Proxy) {
+    let h = Harness::start(3, 1);
+    // Every master has its replica online before WAIT is asked anything.
+    wait_until(Duration::from_secs(30), || {
+        h.cluster.masters().iter().all(|m| {
+            let info = text(&Client::connect(*m).call(&["INFO", "replication"]));
+            info.contains("connected_slaves:1") && info.contains("state=online")
+        })
+    });
+    // One worker: every client shares its backend connections.
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.threads = 1);
+    (h, proxy)
+}
+
+#[test]
+fn wait_counts_the_replicas_that_have_the_clients_writes() {
+    let (h, proxy) = harness();
+    let mut c = Client::connect(proxy.local_addr());
+    // Nothing written yet: every master's online replica counts, as Redis counts them.
+    assert_eq!(c.call(&["WAIT", "1", "0"]), Value::Integer(1));
+    assert_eq!(text(&c.call(&["SET", "w:a", "1"])), "OK");
+    assert_eq!(c.call(&["WAIT", "1", "0"]), Value::Integer(1));
+    // Writes on every master, then one WAIT for all of them.
+    for i in 0..20 {
+        assert_eq!(text(&c.call(&["SET", &format!("w:{i}"), "x"])), "OK");
+    }
+    assert_eq!(c.call(&["WAIT", "1", "0"]), Value::Integer(1));
+    assert_eq!(c.call(&["WAIT", "0", "0"]), Value::Integer(1));
+    // Asking for more replicas than exist: the count once the timeout passes.
+    assert_eq!(text(&c.call(&["SET", "w:b", "2"])), "OK");
+    assert_eq!(c.call(&["WAIT", "2", "50"]), Value::Integer(1));
+    // Redis's argument errors, checked in its order.
+    let err = |c: &mut Client, args: &[&str]| text(&c.call(args));
+    assert_eq!(
+        err(&mut c, &["WAIT", "x", "-1"]),
+        "-ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        err(&mut c, &["WAIT", "1", "1.5"]),
+        "-ERR timeout is not an integer or out of range"
+    );
+    assert_eq!(
+        err(&mut c, &["WAIT", "1", "-1"]),
+        "-ERR timeout is negative"
+    );
+    assert_eq!(
+        err(&mut c, &["WAIT", "1"]),
+        "-ERR wrong number of arguments for 'wait' command"
+    );
+    // WAITAOF is Redis 7.2's: the 7.0 servers behind the proxy do not know it.
+    assert_eq!(
+        err(&mut c, &["WAITAOF", "0", "0", "0"]),
+        "-ERR unknown command 'WAITAOF', with args beginning with: '0' '0' '0' "
+    );
+    // RESP3: the same integer.
+    assert!(matches!(c.call(&["HELLO", "3"]), Value::Map(_)));
+    assert_eq!(text(&c.call(&["SET", "w:c", "3"])), "OK");
+    assert_eq!(c.call(&["WAIT", "1", "0"]), Value::Integer(1));
+    drop(h);
+}
+
+#[test]
+fn a_paused_replica_times_wait_out_without_holding_other_clients() {
+    let (h, proxy) = harness();
+    let mut a = Client::connect(proxy.local_addr());
+    let mut b = Client::connect(proxy.local_addr());
+    let paused = PausedReplica::of_key(&h, "{p}a");
+    assert_eq!(text(&a.call(&["SET", "{p}a", "1"])), "OK");
+    // With a timeout: the count of replicas that acknowledged, none.
+    assert_eq!(a.call(&["WAIT", "1", "200"]), Value::Integer(0));
+    // Without one: WAIT blocks this client only. Another client of the same worker, on the
+    // same master, is served meanwhile.
+    assert_eq!(text(&a.call(&["SET", "{p}a", "2"])), "OK");
+    a.send(&[b"WAIT", b"1", b"0"]);
+    for i in 0..10 {
+        let v = i.to_string();
+        assert_eq!(text(&b.call(&["SET", "{p}b", &v])), "OK");
+        assert_eq!(text(&b.call(&["GET", "{p}b"])), v);
+    }
+    a.stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    assert_eq!(
+        a.try_read(),
+        None,
+        "WAIT answered while its replica is paused"
+    );
+    drop(paused);
+    a.stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    assert_eq!(a.read(), Some(Value::Integer(1)));
+    // The client is served again after its WAIT.
+    assert_eq!(text(&a.call(&["GET", "{p}a"])), "2");
+}
