@@ -18,8 +18,8 @@ so, and its line in PENDING should go. The last line is
 
 and the exit status is 1 when anything failed (a case, a program that crashed, or the setup).
 
-    python3 compat/run.py                    # python, go, node, java (what `make test` runs)
-    python3 compat/run.py --langs all        # also c (hiredis) and rust (redis-rs)
+    python3 compat/run.py                    # python, go, node, java, c (what `make test` runs)
+    python3 compat/run.py --langs all        # also rust (redis-rs), once compat/rust exists
     python3 compat/run.py --langs go,node    # a subset
 
 Dependencies come from scripts/install-compat-deps (pinned; caches in ~/.m2, ~/.npm, GOMODCACHE
@@ -54,8 +54,8 @@ PENDING = {
     "*/info-role-master": "INFO replication/memory/persistence/cpu sections are not served",
 }
 
-DEFAULT_LANGS = ["python", "go", "node", "java"]
-ALL_LANGS = DEFAULT_LANGS + ["c", "rust"]
+DEFAULT_LANGS = ["python", "go", "node", "java", "c"]
+ALL_LANGS = DEFAULT_LANGS + ["rust"]
 
 
 def lang_commands(lang):
