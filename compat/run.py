@@ -70,7 +70,9 @@ def lang_commands(lang):
     if lang == "java":
         cp_file = os.path.join(d, "target", "classpath.txt")
         cp = open(cp_file).read().strip() if os.path.exists(cp_file) else ""
-        return [], ["java", "-cp", cp, "Compat.java"], d
+        build = ["javac", "-Xlint:-options", "-d", "target/classes", "-cp", cp,
+                 "Compat.java", "JedisCases.java", "LettuceCases.java"]
+        return [build], ["java", "-cp", "target/classes:" + cp, "Compat"], d
     if lang == "c":
         build = ["gcc", "-O1", "-Wall", "-o", "compat-hiredis", "compat_hiredis.c",
                  "-lhiredis", "-lpthread"]
