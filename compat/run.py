@@ -186,15 +186,20 @@ class Tally:
 def run_lang(lang, cluster, tally):
     builds, cmd, cwd = lang_commands(lang)
     t0 = time.monotonic()
-    for b in builds:
-        out = subprocess.run(b, cwd=cwd, capture_output=True, text=True, timeout=LANG_TIMEOUT_S)
-        if out.returncode != 0:
-            tally.crash(lang, f"build {' '.join(b)} failed: {(out.stdout + out.stderr)[-1500:]}")
-            return
-    env = dict(os.environ, COMPAT_PROXY=f"127.0.0.1:{cluster.port}",
-               COMPAT_MASTERS=" ".join(cluster.masters), COMPAT_PREFIX=f"c{lang}")
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    try:
+        for b in builds:
+            out = subprocess.run(b, cwd=cwd, capture_output=True, text=True,
+                                 timeout=LANG_TIMEOUT_S)
+            if out.returncode != 0:
+                tally.crash(lang, f"build {b[0]} failed: {(out.stdout + out.stderr)[-1500:]}")
+                return
+        env = dict(os.environ, COMPAT_PROXY=f"127.0.0.1:{cluster.port}",
+                   COMPAT_MASTERS=" ".join(cluster.masters), COMPAT_PREFIX=f"c{lang}")
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    except (OSError, subprocess.TimeoutExpired) as e:  # a missing toolchain, a hung build
+        tally.crash(lang, f"{type(e).__name__}: {e} (scripts/install-compat-deps installs the rest)")
+        return
     stderr = []
     reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)
     reader.start()
