@@ -198,7 +198,7 @@ def run_lang(lang, cluster, tally):
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     except (OSError, subprocess.TimeoutExpired) as e:  # a missing toolchain, a hung build
-        tally.crash(lang, f"{type(e).__name__}: {e} (scripts/install-compat-deps installs the rest)")
+        tally.crash(lang, f"{type(e).__name__}: {e} (toolchains: README; libraries: scripts/install-compat-deps)")
         return
     stderr = []
     reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)
