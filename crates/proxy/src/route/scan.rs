@@ -67,7 +67,11 @@ pub(crate) fn rewrite_reply(reply: &Bytes, node: usize, masters: usize) -> Bytes
 
 /// The text of a bulk string frame (`$n\r\ntext\r\n`), or the frame itself if it is not one.
 pub(crate) fn bulk_body(frame: &Bytes) -> &[u8] {
-    let start = frame.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut start = frame.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if frame.first() == Some(&b'=') {
+        // A RESP3 verbatim string (Redis 7's INFO over RESP3): `txt:` before the text.
+        start += 4;
+    }
     frame
         .get(start..frame.len().saturating_sub(2))
         .unwrap_or_default()

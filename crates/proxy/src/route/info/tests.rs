@@ -86,3 +86,13 @@ fn human_sizes_as_redis_prints_them() {
     assert_eq!(bytes_to_human(12_099_584), "11.54M");
     assert_eq!(bytes_to_human(25_276_502_016), "23.54G");
 }
+
+#[test]
+fn resp3_verbatim_replies_merge_like_bulk_ones() {
+    // Redis 7 answers INFO over RESP3 with a verbatim string: `=LEN\r\ntxt:…`.
+    let text = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n";
+    let verbatim = Bytes::from(format!("={}\r\ntxt:{text}\r\n", text.len() + 4));
+    let merged = merge_info(marker("replication").as_bytes(), &[&verbatim, &verbatim]);
+    let merged = String::from_utf8_lossy(&merged).into_owned();
+    assert!(merged.contains("role:master\r\n"), "{merged}");
+}
