@@ -702,17 +702,21 @@ class Gen:
     def a_expiry(self):
         r = self.r
         k = r.choice(STR_KEYS + LIST_KEYS[:2] + HASH_KEYS[:1])
+        # TTLs set are multiples of 20 s; those compared by GT/LT are 10 s off them. Equal or
+        # near TTLs would make GT/LT's answer depend on the time between the two commands,
+        # which the proxy (a redirect, a failover hold) may stretch by seconds.
+        ttl = lambda: 20 * r.randint(3, 25)  # noqa: E731
         return r.choice([
-            lambda: [C("SET", k, self.val(), "EX", r.randint(50, 500))],
-            lambda: [C("SET", k, self.val(), "PX", r.randint(50000, 500000))],
-            lambda: [C("EXPIRE", k, r.randint(50, 500))],
-            lambda: [C("EXPIRE", k, r.randint(50, 500), r.choice(["NX", "XX", "GT", "LT"]))],
-            lambda: [C("PEXPIRE", k, r.randint(50000, 500000))],
+            lambda: [C("SET", k, self.val(), "EX", ttl())],
+            lambda: [C("SET", k, self.val(), "PX", ttl() * 1000)],
+            lambda: [C("EXPIRE", k, ttl())],
+            lambda: [C("EXPIRE", k, ttl() + 10, r.choice(["NX", "XX", "GT", "LT"]))],
+            lambda: [C("PEXPIRE", k, ttl() * 1000)],
             lambda: [C("TTL", k)],
             lambda: [C("PTTL", k)],
             lambda: [C("PERSIST", k)],
             lambda: [C("EXPIRE", k, r.choice(["0", "-1"]))],
-            lambda: [C("SETEX", k, r.randint(50, 500), self.val())],
+            lambda: [C("SETEX", k, ttl(), self.val())],
         ])()
 
     def a_scripts(self):
