@@ -31,6 +31,7 @@ mod patience;
 mod reply;
 mod route;
 mod session;
+mod tls;
 pub mod topology;
 mod worker;
 
@@ -58,6 +59,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
 }
@@ -65,6 +68,7 @@ pub enum StartError {
 /// A running proxy. Dropping it does not stop it; call `shutdown`.
 pub struct Proxy {
     addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -77,23 +81,21 @@ impl Proxy {
     pub fn start(config: Config) -> Result<Proxy, StartError> {
         let listen = config.validate()?;
         raise_fd_limit(config.limits.maxclients);
-        let topology = topology::bootstrap(&config.cluster)?;
+        let tls = Tls::load(&config)?;
+        let topology = topology::bootstrap(&config.cluster, tls.backend.clone())?;
         let n = config.worker_threads();
         let listeners = bind_listeners(listen, n)?;
-        let addr = listeners[0]
-            .local_addr()
-            .map_err(|source| StartError::Listen {
-                addr: listen,
-                source,
-            })?;
+        let addr = listeners.addr;
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
-        let shared = build_shared(config, addr, &topology, &workers);
+        let shared = build_shared(config, addr, &topology, &workers, tls);
         let admin_addr = start_admin(&shared)?;
         let (tx, rx) = watch::channel(false);
-        let threads = spawn_threads(&topology, &shared, listeners, workers, rx)?;
-        tracing::info!(%addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
+        let tls_addr = listeners.tls_addr;
+        let threads = spawn_threads(&topology, &shared, listeners.per_worker, workers, rx)?;
+        tracing::info!(%addr, ?tls_addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
         Ok(Proxy {
             addr,
+            tls_addr,
             admin_addr,
             shutdown: tx,
             threads,
@@ -104,6 +106,11 @@ impl Proxy {
     /// The address clients connect to (the real port when configured with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The TLS listener's address, when `tls.listen` is set.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// Where `GET /metrics` is served, when enabled.
@@ -139,6 +146,7 @@ fn build_shared(
     addr: SocketAddr,
     topology: &Arc<Topology>,
     workers: &[Arc<WorkerStats>],
+    tls: Tls,
 ) -> Arc<Shared> {
     config.proxy.listen = addr.to_string();
     let config_users = config.auth.clone();
@@ -155,7 +163,26 @@ fn build_shared(
         users: users(&config_users),
         backend_auth: topology::backend_auth(&config_cluster),
         slowlog,
+        tls_acceptor: tls.acceptor,
+        backend_tls: tls.backend,
     })
+}
+
+/// Both sides' TLS settings, loaded before anything listens or dials.
+struct Tls {
+    acceptor: Option<Arc<tls::Acceptor>>,
+    backend: Option<Arc<tls::Connector>>,
+}
+
+impl Tls {
+    fn load(config: &Config) -> Result<Tls, StartError> {
+        let acceptor = match config.tls.listen.is_empty() {
+            true => None,
+            false => Some(Arc::new(tls::Acceptor::new(&config.tls)?)),
+        };
+        let backend = tls::Connector::new(&config.backend_tls)?;
+        Ok(Tls { acceptor, backend })
+    }
 }
 
 /// The topology refresher, the slowlog clock and one worker per listener, all stopped by
@@ -163,14 +190,17 @@ fn build_shared(
 fn spawn_threads(
     topology: &Arc<Topology>,
     shared: &Arc<Shared>,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<accept::Listeners<std::net::TcpListener>>,
     workers: Vec<Arc<WorkerStats>>,
     rx: watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
-    let mut threads = vec![
-        topology::spawn_refresher(topology, &shared.config.cluster, rx.clone())
-            .map_err(StartError::Thread)?,
-    ];
+    let mut threads = vec![topology::spawn_refresher(
+        topology,
+        &shared.config.cluster,
+        shared.backend_tls.clone(),
+        rx.clone(),
+    )
+    .map_err(StartError::Thread)?];
     for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
         threads.push(spawn_worker(
             i,
@@ -229,9 +259,45 @@ fn users(auth: &config::AuthConfig) -> Vec<auth::User> {
         .collect()
 }
 
+/// Every worker's listening sockets, and the addresses they were bound to.
+struct Bound {
+    /// The plain listener's address, or the TLS one's when there is no plain listener.
+    addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
+    per_worker: Vec<accept::Listeners<std::net::TcpListener>>,
+}
+
+/// The plain and the TLS listeners, one of each per worker.
+fn bind_listeners(addrs: config::ListenAddrs, n: usize) -> Result<Bound, StartError> {
+    let plain = addrs.plain.map(|a| bind_n(a, n)).transpose()?;
+    let tls = addrs.tls.map(|a| bind_n(a, n)).transpose()?;
+    let first = |set: &Option<(SocketAddr, Vec<_>)>| set.as_ref().map(|(a, _)| *a);
+    let tls_addr = first(&tls);
+    // `validate` guarantees at least one listener.
+    let addr = first(&plain)
+        .or(tls_addr)
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let mut plain = plain.map(|(_, l)| l.into_iter());
+    let mut tls = tls.map(|(_, l)| l.into_iter());
+    let per_worker = (0..n)
+        .map(|_| accept::Listeners {
+            plain: plain.as_mut().and_then(Iterator::next),
+            tls: tls.as_mut().and_then(Iterator::next),
+        })
+        .collect();
+    Ok(Bound {
+        addr,
+        tls_addr,
+        per_worker,
+    })
+}
+
 /// One listening socket per worker on the same address (SO_REUSEPORT): the kernel spreads
-/// connections over workers, so accepting never hops threads.
-fn bind_listeners(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>, StartError> {
+/// connections over workers, so accepting never hops threads. Returns the bound address.
+fn bind_n(
+    addr: SocketAddr,
+    n: usize,
+) -> Result<(SocketAddr, Vec<std::net::TcpListener>), StartError> {
     let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(n);
     let mut addr = addr;
     for _ in 0..n {
@@ -244,7 +310,7 @@ fn bind_listeners(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListene
         }
         out.push(listener);
     }
-    Ok(out)
+    Ok((addr, out))
 }
 
 fn bind_one(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -263,7 +329,7 @@ fn bind_one(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 fn spawn_worker(
     i: usize,
-    listener: std::net::TcpListener,
+    listeners: accept::Listeners<std::net::TcpListener>,
     shared: Arc<Shared>,
     stats: Arc<WorkerStats>,
     shutdown: watch::Receiver<bool>,
@@ -280,12 +346,12 @@ fn spawn_worker(
             };
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, async move {
-                let listener = match tokio::net::TcpListener::from_std(listener) {
+                let listeners = match listeners.into_tokio() {
                     Ok(l) => l,
                     Err(e) => return tracing::error!(error = %e, "worker cannot use its listener"),
                 };
                 let worker = worker::Worker::new(shared, stats);
-                accept::accept_loop(listener, worker, shutdown).await;
+                accept::accept_loop(listeners, worker, shutdown).await;
             });
         })
         .map_err(StartError::Thread)

@@ -122,6 +122,7 @@ impl Worker {
             slow_timeout: Duration::from_millis(cluster.slow_command_timeout_ms),
             resp3,
             auth: self.shared.backend_auth.clone(),
+            tls: self.shared.backend_tls.clone(),
             node: self.stats.nodes.node(addr),
         };
         Backend::new(addr, settings, self.shared.topology.clone())

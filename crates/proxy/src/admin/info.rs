@@ -32,6 +32,7 @@ const SECTIONS: &[(&str, &str, Section)] = &[
     ("commandstats", "Commandstats", commandstats),
     ("latencystats", "Latencystats", latencystats),
     ("backends", "Backends", crate::admin::backends::info),
+    ("tls", "Tls", crate::admin::tls::info),
     ("keyspace", "Keyspace", |_, out| merged("keyspace", out)),
 ];
 

@@ -11,6 +11,16 @@ use crate::context::{Shared, Totals};
 /// Every metric the proxy exports; `docs/metrics.md` documents each (a test checks it).
 pub const METRICS: &[(&str, &str, &str)] = &[
     (
+        "slotgate_tls_handshake_failures_total",
+        "counter",
+        "TLS clients whose handshake failed or timed out.",
+    ),
+    (
+        "slotgate_tls_certificate_days_left",
+        "gauge",
+        "Whole days until a certificate the proxy presents expires, by role and file.",
+    ),
+    (
         "slotgate_connections_received_total",
         "counter",
         "Client connections accepted.",
@@ -155,6 +165,7 @@ pub fn render(shared: &Shared) -> String {
         logged,
     );
     crate::admin::backends::metrics(shared, &mut out, &mut described);
+    crate::admin::tls::metrics(shared, &mut out, &mut described);
     commands(shared, &mut out, &mut described);
     out
 }

@@ -10,3 +10,4 @@ pub(crate) mod http;
 pub(crate) mod info;
 pub(crate) mod metrics;
 pub(crate) mod slowlog;
+pub(crate) mod tls;

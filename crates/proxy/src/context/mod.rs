@@ -35,6 +35,10 @@ pub struct Shared {
     pub(crate) cluster_view: ClusterView,
     /// SLOWLOG's threshold, ids and coarse clock.
     pub slowlog: crate::context::slowlog::Slowlog,
+    /// The TLS listener's settings, when `tls.listen` is set.
+    pub(crate) tls_acceptor: Option<Arc<crate::tls::Acceptor>>,
+    /// TLS towards the nodes, when `backend_tls.enabled`.
+    pub(crate) backend_tls: Option<Arc<crate::tls::Connector>>,
 }
 
 /// One worker's counters.
@@ -55,6 +59,8 @@ pub struct WorkerStats {
     pub failover_released: AtomicU64,
     pub failover_expired: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// TLS clients whose handshake failed or timed out.
+    pub tls_handshake_failures: AtomicU64,
     pub limit_disconnects: AtomicU64,
     pub output_limit_disconnects: AtomicU64,
     /// Clients disconnected to keep the worker within its share of the memory budget.
@@ -96,6 +102,7 @@ pub struct Totals {
     pub failover_released: u64,
     pub failover_expired: u64,
     pub rejected_connections: u64,
+    pub tls_handshake_failures: u64,
     pub limit_disconnects: u64,
     pub output_limit_disconnects: u64,
     pub clients_evicted: u64,
@@ -129,6 +136,7 @@ impl Shared {
             t.failover_released += get(&w.failover_released);
             t.failover_expired += get(&w.failover_expired);
             t.rejected_connections += get(&w.rejected_connections);
+            t.tls_handshake_failures += get(&w.tls_handshake_failures);
             t.limit_disconnects += get(&w.limit_disconnects);
             t.output_limit_disconnects += get(&w.output_limit_disconnects);
             t.clients_evicted += get(&w.clients_evicted);

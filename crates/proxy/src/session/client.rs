@@ -18,7 +18,6 @@ use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use resp::Request;
-use tokio::net::TcpStream;
 
 use crate::admin::client_list::{self, Filter, Kind};
 use crate::context::registry::{flag, ClientHandle, ClientView, Meta};
@@ -27,6 +26,7 @@ use crate::route::Local;
 use crate::session::exclusive::Intake;
 use crate::session::local;
 use crate::session::Session;
+use crate::tls::Stream;
 use crate::worker::Worker;
 
 const SYNTAX: &str = "syntax error";
@@ -36,20 +36,25 @@ pub(crate) async fn register(
     worker: &Worker,
     id: u64,
     addr: SocketAddr,
-    stream: &TcpStream,
+    stream: &Stream,
 ) -> ClientHandle {
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
     let registry = &worker.stats.registry;
-    let laddr = match registry.listen_addr(&worker.shared.config.proxy.listen) {
+    let fixed = match stream.is_tls() {
+        // `proxy.listen` names the plain listener; a TLS client reached the other one.
+        true => None,
+        false => registry.listen_addr(&worker.shared.config.proxy.listen),
+    };
+    let laddr = match fixed {
         Some(fixed) => Some(fixed),
         // Bound to a wildcard: only the socket knows which address the client reached.
-        None => stream.local_addr().ok(),
+        None => stream.tcp().local_addr().ok(),
     };
     registry.insert(Meta {
         id,
         addr,
         laddr,
-        fd: stream.as_raw_fd(),
+        fd: stream.tcp().as_raw_fd(),
         created_ms: 0,
         name: None,
         lib_name: None,

@@ -254,6 +254,11 @@ impl Session {
                 Poll::Pending => return Ok(()),
             }
         }
-        Ok(())
+        // TLS may hold the last record back when the socket was full; a plain socket
+        // answers Ready at once.
+        match Pin::new(&mut self.stream).poll_flush(cx) {
+            Poll::Ready(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
     }
 }

@@ -240,6 +240,8 @@ mod tests {
             users: vec![],
             backend_auth: None,
             slowlog: Default::default(),
+            tls_acceptor: None,
+            backend_tls: None,
         }
     }
 

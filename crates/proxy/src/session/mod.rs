@@ -25,7 +25,6 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use resp::{Request, RequestParser};
-use tokio::net::TcpStream;
 
 use crate::backend::{Backend, Outgoing};
 use crate::context::registry::ClientHandle;
@@ -36,6 +35,7 @@ use crate::session::fanout::Fanout;
 use crate::session::pubsub::PubSub;
 use crate::session::queue::{ClientCell, Conn, Entry, Resend, Sent};
 use crate::session::transaction::Transaction;
+use crate::tls::Stream;
 use crate::worker::Worker;
 use local::SessionInfo;
 
@@ -66,12 +66,12 @@ pub(crate) mod wait_probe;
 pub(crate) mod wide;
 
 /// Serve one client until it leaves or must be closed.
-pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>) {
+pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worker>) {
     WorkerStats::bump(&worker.stats.connections_received);
     let connected = worker.shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     if connected > worker.shared.config.limits.maxclients {
         // Redis's answer, then close: O(1), no client list consulted.
-        let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+        reject(&mut stream).await;
         worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
         WorkerStats::bump(&worker.stats.rejected_connections);
         WorkerStats::bump(&worker.stats.connections_closed);
@@ -82,11 +82,36 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     let client = crate::session::client::register(&worker, id, peer, &stream).await;
     let mut session = Session::new(stream, worker, client);
     poll_fn(|cx| session.poll(cx)).await;
+    if session.stream.is_tls() {
+        // Push out what TLS still holds and say goodbye (close_notify), briefly: the
+        // client may be gone already.
+        let goodbye = tokio::io::AsyncWriteExt::shutdown(&mut session.stream);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), goodbye).await;
+    }
     tracing::debug!(client.id = id, "client closed");
 }
 
+/// Redis's answer past maxclients, then close. A plain socket takes it at once or never;
+/// TLS needs a flush, bounded so a client that does not read cannot hold the task.
+async fn reject(stream: &mut Stream) {
+    use tokio::io::AsyncWriteExt;
+    const TEXT: &[u8] = b"-ERR max number of clients reached\r\n";
+    match stream {
+        Stream::Plain(tcp) => {
+            let _ = tcp.try_write(TEXT);
+        }
+        tls => {
+            let write = async {
+                tls.write_all(TEXT).await?;
+                tls.shutdown().await
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+        }
+    }
+}
+
 pub(crate) struct Session {
-    stream: TcpStream,
+    stream: Stream,
     pub(crate) worker: Rc<Worker>,
     pub(crate) cell: Rc<ClientCell>,
     pub(crate) parser: RequestParser,
@@ -156,7 +181,7 @@ impl Drop for Session {
 // === impl Session ===
 
 impl Session {
-    fn new(stream: TcpStream, worker: Rc<Worker>, client: ClientHandle) -> Session {
+    fn new(stream: Stream, worker: Rc<Worker>, client: ClientHandle) -> Session {
         let id = client.id;
         let limits = resp::Limits {
             max_bulk_len: worker.shared.config.limits.max_bulk_bytes,
@@ -166,7 +191,8 @@ impl Session {
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
         let threshold = worker.shared.slowlog.threshold_us;
-        let slowlog = crate::session::slowlog::Tracker::new(threshold, stream.peer_addr().ok());
+        let slowlog =
+            crate::session::slowlog::Tracker::new(threshold, stream.tcp().peer_addr().ok());
         Session {
             stream,
             cell: ClientCell::with_budget(worker.budget.clone()),
