@@ -1,6 +1,6 @@
-//! The admin endpoint: `GET /metrics` in Prometheus's text format, on its own address and
-//! its own thread, so scrapes never touch a worker's event loop. Off unless
-//! `admin.listen` is set; loopback is the sensible choice.
+//! The admin endpoint: `GET /metrics` in Prometheus's text format, `/healthz` and `/readyz`
+//! for probes, on its own address and its own thread, so scrapes never touch a worker's
+//! event loop. Off unless `admin.listen` is set; loopback is the sensible choice.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -40,10 +40,7 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             break;
         }
     }
-    let (status, body) = match line.split_whitespace().nth(1) {
-        Some("/metrics") => ("200 OK", crate::admin::metrics::render(shared)),
-        _ => ("404 Not Found", "try /metrics\n".to_string()),
-    };
+    let (status, body) = route(line.split_whitespace().nth(1).unwrap_or(""), shared);
     let mut stream = stream;
     write!(
         stream,
@@ -51,6 +48,24 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         body.len()
     )?;
     stream.shutdown(std::net::Shutdown::Write)
+}
+
+/// The answer to `GET path`: status line and body.
+fn route(path: &str, shared: &Shared) -> (&'static str, String) {
+    let health = |(ok, body): (bool, String)| match ok {
+        true => ("200 OK", body),
+        false => ("503 Service Unavailable", body),
+    };
+    // A probe may add a query string (`/readyz?verbose`): the path alone decides.
+    match path.split('?').next().unwrap_or("") {
+        "/metrics" => ("200 OK", crate::admin::metrics::render(shared)),
+        "/healthz" | "/livez" => health(crate::admin::health::live()),
+        "/readyz" => health(crate::admin::health::ready(shared)),
+        _ => (
+            "404 Not Found",
+            "try /metrics, /healthz or /readyz\n".to_string(),
+        ),
+    }
 }
 
 /// Read one line, at most 8 KiB.
