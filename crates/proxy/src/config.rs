@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
+mod source;
 mod tls;
+pub use source::ConfigSource;
 pub use tls::{BackendTlsConfig, TlsConfig};
 
 /// Everything `slotgate proxy` can be told. CLI flags override the file.

@@ -28,6 +28,7 @@ mod context;
 mod keepalive;
 mod node_query;
 mod patience;
+mod reload;
 mod reply;
 mod route;
 mod session;
@@ -44,8 +45,9 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use self::topology::Topology;
-pub use config::Config;
+pub use config::{Config, ConfigSource};
 use context::{Shared, WorkerStats};
+pub use reload::{ReloadError, ReloadReport};
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +125,32 @@ impl Proxy {
         &self.shared.topology
     }
 
+    /// Re-read the configuration from `source` on every later reload (SIGHUP, `POST
+    /// /reload`); without one, only `reload_with` can reload.
+    pub fn set_config_source(&self, source: ConfigSource) {
+        *self
+            .shared
+            .config_source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(source);
+    }
+
+    /// Re-read the configuration file and apply what can change live (docs/operations.md).
+    /// On error nothing changed.
+    pub fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        reload::from_source(&self.shared)
+    }
+
+    /// Apply `config` as a reload of the file would.
+    pub fn reload_with(&self, config: Config) -> Result<ReloadReport, ReloadError> {
+        reload::apply(&self.shared, config)
+    }
+
+    /// A handle that reloads from another thread (a signal handler) while `self` waits.
+    pub fn reloader(&self) -> Reloader {
+        Reloader(self.shared.clone())
+    }
+
     /// Stop accepting, close every client and backend connection, join the threads.
     pub fn shutdown(self) {
         let _ = self.shutdown.send(true);
@@ -139,6 +167,17 @@ impl Proxy {
     }
 }
 
+/// Reloads the proxy it came from (`Proxy::reloader`).
+#[derive(Clone)]
+pub struct Reloader(Arc<Shared>);
+
+impl Reloader {
+    /// As `Proxy::reload`.
+    pub fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        reload::from_source(&self.0)
+    }
+}
+
 /// The state every worker and the admin side share; `addr` is the bound address, which
 /// replaces `proxy.listen` so a configured port 0 reads back as the real port.
 fn build_shared(
@@ -148,8 +187,9 @@ fn build_shared(
     workers: &[Arc<WorkerStats>],
     tls: Tls,
 ) -> Arc<Shared> {
+    // As configured: a reload compares the file with it (port 0 stays 0).
+    let live = context::live::Live::new(config.clone());
     config.proxy.listen = addr.to_string();
-    let config_users = config.auth.clone();
     let config_cluster = config.cluster.clone();
     let slowlog = context::slowlog::Slowlog::new(&config.slowlog);
     Arc::new(Shared {
@@ -160,7 +200,10 @@ fn build_shared(
         next_client_id: AtomicU64::new(1),
         cluster_view: context::cluster_view::ClusterView::new(addr),
         clients: Default::default(),
-        users: users(&config_users),
+        live: arc_swap::ArcSwap::from_pointee(live),
+        reloads: AtomicU64::new(0),
+        reload_failures: AtomicU64::new(0),
+        config_source: Default::default(),
         backend_auth: topology::backend_auth(&config_cluster),
         slowlog,
         tls_acceptor: tls.acceptor,
@@ -242,21 +285,6 @@ fn start_admin(shared: &Arc<Shared>) -> Result<Option<SocketAddr>, StartError> {
         .map_err(|source| StartError::Listen { addr, source })?;
     tracing::info!(%bound, "admin endpoint (GET /metrics) ready");
     Ok(Some(bound))
-}
-
-/// The users clients may AUTH as: `requirepass`'s default user, then the configured ones
-/// (already checked by `Config::validate`).
-fn users(auth: &config::AuthConfig) -> Vec<auth::User> {
-    let default = (!auth.requirepass.is_empty())
-        .then(|| auth::User::default_with_password(&auth.requirepass));
-    default
-        .into_iter()
-        .chain(
-            auth.users
-                .iter()
-                .filter_map(|u| auth::User::from_config(u).ok()),
-        )
-        .collect()
 }
 
 /// Every worker's listening sockets, and the addresses they were bound to.

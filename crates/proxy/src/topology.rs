@@ -55,7 +55,7 @@ pub fn with_map(cfg: &ClusterConfig, map: SlotMap) -> Arc<Topology> {
 
 /// The proxy's refresh pacing. The extra wait is a quarter of the interval: enough to keep a
 /// fleet of proxies apart, and the interval stays a true minimum.
-fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
+pub(crate) fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
     let min_interval = Duration::from_millis(cfg.min_refresh_interval_ms);
     ::topology::Pacing {
         min_interval,

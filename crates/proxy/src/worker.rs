@@ -115,7 +115,8 @@ impl Worker {
     /// dedicated or pub/sub one). Each request's deadline follows its command (`watchdog.rs`):
     /// a blocking one may wait as long as its own timeout says; a subscription owes no reply.
     pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        let cluster = &self.shared.config.cluster;
+        let live = self.shared.live.load();
+        let cluster = &live.config.cluster;
         let settings = Settings {
             connect_timeout: Duration::from_millis(cluster.connect_timeout_ms),
             request_timeout: Duration::from_millis(cluster.request_timeout_ms),

@@ -72,12 +72,13 @@ impl Topology {
         tokio::pin!(shutdown);
         let mut last = Instant::now();
         loop {
+            let pacing = self.pacing();
             tokio::select! {
                 _ = self.notify.notified() => {}
-                _ = tokio::time::sleep(jittered(self.pacing.periodic, 5)) => {}
+                _ = tokio::time::sleep(jittered(pacing.periodic, 5)) => {}
                 _ = &mut shutdown => return,
             }
-            let earliest = last + self.pacing.min_interval + jitter_up_to(self.pacing.max_extra);
+            let earliest = last + pacing.min_interval + jitter_up_to(pacing.max_extra);
             if Instant::now() < earliest {
                 bump(&self.stats.refresh_throttled);
                 tokio::select! {

@@ -1,5 +1,5 @@
 //! The admin endpoint: `GET /metrics` in Prometheus's text format, `/healthz` and `/readyz`
-//! for probes, on its own address and its own thread, so scrapes never touch a worker's
+//! for probes, `POST /reload` to re-read the config file, on its own address and its own thread, so scrapes never touch a worker's
 //! event loop. Off unless `admin.listen` is set; loopback is the sensible choice.
 
 use std::io::{BufRead, BufReader, Write};
@@ -40,7 +40,9 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             break;
         }
     }
-    let (status, body) = route(line.split_whitespace().nth(1).unwrap_or(""), shared);
+    let mut words = line.split_whitespace();
+    let method = words.next().unwrap_or("");
+    let (status, body) = route(method, words.next().unwrap_or(""), shared);
     let mut stream = stream;
     write!(
         stream,
@@ -51,7 +53,7 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
 }
 
 /// The answer to `GET path`: status line and body.
-fn route(path: &str, shared: &Shared) -> (&'static str, String) {
+fn route(method: &str, path: &str, shared: &Shared) -> (&'static str, String) {
     let health = |(ok, body): (bool, String)| match ok {
         true => ("200 OK", body),
         false => ("503 Service Unavailable", body),
@@ -61,9 +63,15 @@ fn route(path: &str, shared: &Shared) -> (&'static str, String) {
         "/metrics" => ("200 OK", crate::admin::metrics::render(shared)),
         "/healthz" | "/livez" => health(crate::admin::health::live()),
         "/readyz" => health(crate::admin::health::ready(shared)),
+        // A state change: POST only, so a crawler or a prefetch cannot trigger it.
+        "/reload" if method == "POST" => match crate::reload::from_source(shared) {
+            Ok(report) => ("200 OK", format!("{report:#?}\n")),
+            Err(e) => ("500 Internal Server Error", format!("{e}\n")),
+        },
+        "/reload" => ("405 Method Not Allowed", "use POST /reload\n".into()),
         _ => (
             "404 Not Found",
-            "try /metrics, /healthz or /readyz\n".to_string(),
+            "try /metrics, /healthz, /readyz or POST /reload\n".to_string(),
         ),
     }
 }

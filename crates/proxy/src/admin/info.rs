@@ -127,6 +127,16 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "failover_released_requests", t.failover_released);
     line(out, "failover_expired_requests", t.failover_expired);
     line(out, "rejected_connections", t.rejected_connections);
+    line(
+        out,
+        "config_reloads",
+        shared.reloads.load(Ordering::Relaxed),
+    );
+    line(
+        out,
+        "config_reload_failures",
+        shared.reload_failures.load(Ordering::Relaxed),
+    );
     line(out, "client_limit_disconnections", t.limit_disconnects);
     line(
         out,

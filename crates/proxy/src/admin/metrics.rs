@@ -11,6 +11,11 @@ use crate::context::{Shared, Totals};
 /// Every metric the proxy exports; `docs/metrics.md` documents each (a test checks it).
 pub const METRICS: &[(&str, &str, &str)] = &[
     (
+        "slotgate_config_reloads_total",
+        "counter",
+        "Configuration reloads, applied (ok) or refused with nothing changed (failed).",
+    ),
+    (
         "slotgate_tls_handshake_failures_total",
         "counter",
         "TLS clients whose handshake failed or timed out.",
@@ -166,6 +171,17 @@ pub fn render(shared: &Shared) -> String {
     );
     crate::admin::backends::metrics(shared, &mut out, &mut described);
     crate::admin::tls::metrics(shared, &mut out, &mut described);
+    for (result, counter) in [("ok", &shared.reloads), ("failed", &shared.reload_failures)] {
+        let labels = format!("result=\"{result}\"");
+        let n = counter.load(Ordering::Relaxed);
+        sample(
+            &mut out,
+            &mut described,
+            "slotgate_config_reloads_total",
+            &labels,
+            n,
+        );
+    }
     commands(shared, &mut out, &mut described);
     out
 }

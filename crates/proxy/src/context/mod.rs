@@ -6,6 +6,7 @@
 
 pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
+pub(crate) mod live;
 pub(crate) mod registry;
 pub(crate) mod slowlog;
 
@@ -25,8 +26,14 @@ pub struct Shared {
     pub started: Instant,
     /// Source of CLIENT ID values, unique across workers.
     pub next_client_id: AtomicU64,
-    /// Users clients may authenticate as (the `requirepass` default user first).
-    pub(crate) users: Vec<crate::auth::User>,
+    /// What a reload may change: limits, users, timings (`live.rs`). `config` above stays
+    /// the configuration the proxy started with (listeners, threads).
+    pub live: arc_swap::ArcSwap<live::Live>,
+    /// Reloads applied and refused since start.
+    pub reloads: AtomicU64,
+    pub reload_failures: AtomicU64,
+    /// The file a reload re-reads, once the binary names it.
+    pub(crate) config_source: std::sync::Mutex<Option<crate::config::ConfigSource>>,
     /// The pre-encoded `AUTH` the proxy sends to each node, if configured.
     pub(crate) backend_auth: Option<bytes::Bytes>,
     /// Clients connected right now, across workers (for maxclients).

@@ -61,7 +61,8 @@ impl Session {
 
     /// Check a user's password; on success the session is authenticated as that user.
     pub(crate) fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> Bytes {
-        let users = &self.worker.shared.users;
+        let live = self.worker.shared.live.load();
+        let users = &live.users;
         let found = users
             .iter()
             .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
@@ -81,7 +82,8 @@ impl Session {
 
     /// For a restricted user: the NOPERM reply if `req` may not run, else None.
     pub(crate) fn denied(&self, req: &Request) -> Option<Bytes> {
-        let user = self.worker.shared.users.get(self.user?)?;
+        let live = self.worker.shared.live.load();
+        let user = live.users.get(self.user?)?;
         if user.unrestricted {
             return None;
         }

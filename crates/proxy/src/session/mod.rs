@@ -69,7 +69,7 @@ pub(crate) mod wide;
 pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worker>) {
     WorkerStats::bump(&worker.stats.connections_received);
     let connected = worker.shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
-    if connected > worker.shared.config.limits.maxclients {
+    if connected > worker.shared.live.load().config.limits.maxclients {
         // Redis's answer, then close: O(1), no client list consulted.
         reject(&mut stream).await;
         worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
@@ -183,14 +183,15 @@ impl Drop for Session {
 impl Session {
     fn new(stream: Stream, worker: Rc<Worker>, client: ClientHandle) -> Session {
         let id = client.id;
+        let live = worker.shared.live.load();
         let limits = resp::Limits {
-            max_bulk_len: worker.shared.config.limits.max_bulk_bytes,
+            max_bulk_len: live.config.limits.max_bulk_bytes,
             ..resp::Limits::default()
         };
-        let auth_required = worker.shared.config.auth_required();
+        let auth_required = live.config.auth_required();
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
-        let threshold = worker.shared.slowlog.threshold_us;
+        let threshold = worker.shared.slowlog.threshold();
         let slowlog =
             crate::session::slowlog::Tracker::new(threshold, stream.tcp().peer_addr().ok());
         Session {
@@ -287,7 +288,14 @@ impl Session {
                 return self.reply_now(noperm);
             }
         }
-        let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
+        let allow_admin = self
+            .worker
+            .shared
+            .live
+            .load()
+            .config
+            .proxy
+            .allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
         self.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {

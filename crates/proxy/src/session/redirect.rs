@@ -139,7 +139,8 @@ pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
 }
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
-    let config = &session.worker.shared.config.cluster;
+    let live = session.worker.shared.live.load();
+    let config = &live.config.cluster;
     let rules = Rules {
         max_redirects: config.max_redirects,
         hold_limit: Duration::from_millis(config.failover_hold_ms),

@@ -39,6 +39,19 @@ impl Connector {
         })))
     }
 
+    /// Load the files again without using them yet (a reload checks everything first).
+    pub(crate) fn prepare(cfg: &BackendTlsConfig) -> Result<Built, TlsError> {
+        build(cfg)
+    }
+
+    /// Use `built` for connections dialled from now on; open ones keep theirs.
+    pub(crate) fn install(&self, built: Built) {
+        let (config, name, expiry) = built;
+        self.config.store(Arc::new(config));
+        self.server_name.store(Arc::new(name));
+        self.expiry.store(Arc::new(expiry));
+    }
+
     /// The client certificate's expiry, when one is configured and parsed.
     pub(crate) fn expiry(&self) -> Option<CertExpiry> {
         (**self.expiry.load()).clone()
@@ -67,7 +80,8 @@ fn name_of(addr: &str) -> std::io::Result<ServerName<'static>> {
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
 }
 
-type Built = (
+/// Loaded settings, not yet in use.
+pub(crate) type Built = (
     ClientConfig,
     Option<ServerName<'static>>,
     Option<CertExpiry>,

@@ -10,9 +10,9 @@ mod files;
 mod server;
 mod stream;
 
-pub(crate) use client::Connector;
+pub(crate) use client::{Built as ConnectorBuilt, Connector};
 pub(crate) use files::CertExpiry;
-pub(crate) use server::Acceptor;
+pub(crate) use server::{Acceptor, Built as AcceptorBuilt};
 pub(crate) use stream::Stream;
 
 /// A TLS setting that cannot be used: a file that does not load, a key that does not fit.

@@ -26,6 +26,17 @@ impl Acceptor {
         })
     }
 
+    /// Load the files again without using them yet (a reload checks everything first).
+    pub(crate) fn prepare(cfg: &TlsConfig) -> Result<Built, TlsError> {
+        build(cfg)
+    }
+
+    /// Use `built` for the clients that connect from now on; connected ones keep theirs.
+    pub(crate) fn install(&self, built: Built) {
+        self.config.store(std::sync::Arc::new(built.0));
+        self.expiry.store(std::sync::Arc::new(built.1));
+    }
+
     /// The presented certificate's expiry, if it parsed.
     pub(crate) fn expiry(&self) -> Option<CertExpiry> {
         (**self.expiry.load()).clone()
@@ -39,7 +50,10 @@ impl Acceptor {
     }
 }
 
-fn build(cfg: &TlsConfig) -> Result<(ServerConfig, Option<CertExpiry>), TlsError> {
+/// Loaded settings, not yet in use.
+pub(crate) type Built = (ServerConfig, Option<CertExpiry>);
+
+fn build(cfg: &TlsConfig) -> Result<Built, TlsError> {
     let chain = files::certs("tls.cert_file", &cfg.cert_file)?;
     let key = files::private_key("tls.key_file", &cfg.key_file)?;
     let expiry = CertExpiry::of("listener", &cfg.cert_file, &chain[0]);

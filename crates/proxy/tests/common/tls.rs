@@ -2,7 +2,13 @@
 //! and leaf certificates signed by it for the nodes, the proxy and its clients, written
 //! as PEM files into a directory the test owns.
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -85,4 +91,68 @@ impl Pki {
 /// A path as the config's string.
 pub fn s(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// A minimal blocking TLS RESP client (rustls), reading raw reply frames.
+pub struct TlsClient {
+    pub tls: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    buf: BytesMut,
+}
+
+impl TlsClient {
+    /// Connect to `addr`, expecting a certificate for `proxy.test` from `ca`.
+    pub fn connect(addr: SocketAddr, ca: &Path) -> TlsClient {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls_pki_types::ServerName::try_from("proxy.test").unwrap();
+        let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        TlsClient {
+            tls: rustls::StreamOwned::new(conn, tcp),
+            buf: BytesMut::new(),
+        }
+    }
+
+    pub fn send(&mut self, args: &[&[u8]]) {
+        let mut out = BytesMut::new();
+        resp::encode_command(&mut out, args);
+        self.tls.write_all(&out).unwrap();
+        self.tls.flush().unwrap();
+    }
+
+    pub fn read(&mut self) -> Vec<u8> {
+        let mut framer = resp::ReplyFramer::new();
+        loop {
+            if let Some(len) = framer.next_frame(&self.buf).expect("valid reply") {
+                return self.buf.split_to(len).to_vec();
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.tls.read(&mut chunk) {
+                Ok(0) => panic!("proxy closed the connection"),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => panic!("read failed: {e}"),
+            }
+        }
+    }
+
+    /// The certificate the server presented.
+    pub fn peer_certificate(&self) -> Vec<u8> {
+        let certs = self
+            .tls
+            .conn
+            .peer_certificates()
+            .expect("a server certificate");
+        certs[0].as_ref().to_vec()
+    }
 }
