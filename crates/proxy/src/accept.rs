@@ -14,6 +14,9 @@ use crate::context::WorkerStats;
 use crate::tls::Stream;
 use crate::worker::Worker;
 
+mod bind;
+pub(crate) use bind::bind_listeners;
+
 /// A TLS client that has not finished its handshake by then is dropped: it holds a slot
 /// and a task, and a slow handshake is how a slowloris would try it.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,6 +42,7 @@ pub(crate) async fn accept_loop(
     listeners: Listeners<TcpListener>,
     worker: Rc<Worker>,
     mut shutdown: watch::Receiver<bool>,
+    mut drain: watch::Receiver<bool>,
 ) {
     // The registry's coarse clock (CLIENT LIST idle/age) and the big-buffer pool's aging:
     // one tick per worker, not per client.
@@ -64,6 +68,57 @@ pub(crate) async fn accept_loop(
                     tokio::task::spawn_local(handshake(acceptor, stream, peer, worker.clone()));
                 }
             },
+            _ = shutdown.changed() => return,
+            _ = drain.changed() => return take_queued(listeners, &worker),
+        }
+    }
+}
+
+/// Draining: serve the clients already waiting in the listeners' queues (closing a
+/// listener would reset them), then close the listeners, so new clients reach whoever
+/// else listens on the port.
+fn take_queued(listeners: Listeners<TcpListener>, worker: &Rc<Worker>) {
+    let acceptor = worker.shared.tls_acceptor.clone();
+    for (listener, tls) in [(listeners.plain, false), (listeners.tls, true)] {
+        let Some(listener) = listener.and_then(|l| l.into_std().ok()) else {
+            continue;
+        };
+        // Non-blocking since `bind_one`: stops at the first would-block.
+        while let Ok((std_stream, peer)) = listener.accept() {
+            // accept(2) does not pass O_NONBLOCK on; tokio needs it.
+            let registered = std_stream
+                .set_nonblocking(true)
+                .and_then(|()| TcpStream::from_std(std_stream));
+            let Ok(stream) = registered else {
+                continue;
+            };
+            setup(&stream, worker);
+            match (tls, &acceptor) {
+                (false, _) => {
+                    let session =
+                        crate::session::serve(Stream::Plain(stream), peer, worker.clone());
+                    tokio::task::spawn_local(session);
+                }
+                (true, Some(acceptor)) => {
+                    tokio::task::spawn_local(handshake(
+                        acceptor.clone(),
+                        stream,
+                        peer,
+                        worker.clone(),
+                    ));
+                }
+                (true, None) => {}
+            }
+        }
+    }
+}
+
+/// After the accept loop: wait until this worker's clients are gone (they close themselves
+/// while draining), or until told to stop at once.
+pub(crate) async fn wait_for_clients(worker: &Worker, mut shutdown: watch::Receiver<bool>) {
+    while worker.stats.registry.len() > 0 && !*shutdown.borrow() {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {}
             _ = shutdown.changed() => return,
         }
     }

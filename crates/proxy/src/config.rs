@@ -57,6 +57,9 @@ pub struct ProxyConfig {
     pub threads: usize,
     /// Forward administrative commands (CONFIG, DEBUG, SHUTDOWN, …) instead of refusing them.
     pub allow_admin_commands: bool,
+    /// On SIGTERM: how long clients get to pause between requests (each is closed at its
+    /// first such moment) before the proxy stops reading and closes them once answered.
+    pub drain_timeout_ms: u64,
 }
 
 /// How the proxy finds and follows the Redis Cluster.
@@ -151,6 +154,7 @@ impl Default for ProxyConfig {
             listen: "127.0.0.1:7777".into(),
             threads: 0,
             allow_admin_commands: false,
+            drain_timeout_ms: 10_000,
         }
     }
 }

@@ -73,6 +73,8 @@ pub struct Proxy {
     tls_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
+    /// Tells the accept loops to hand over their queues and close (graceful shutdown).
+    drain: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
@@ -86,20 +88,26 @@ impl Proxy {
         let tls = Tls::load(&config)?;
         let topology = topology::bootstrap(&config.cluster, tls.backend.clone())?;
         let n = config.worker_threads();
-        let listeners = bind_listeners(listen, n)?;
+        let listeners = accept::bind_listeners(listen, n).map_err(|e| StartError::Listen {
+            addr: e.addr,
+            source: e.source,
+        })?;
         let addr = listeners.addr;
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
         let shared = build_shared(config, addr, &topology, &workers, tls);
         let admin_addr = start_admin(&shared)?;
         let (tx, rx) = watch::channel(false);
+        let (drain, drain_rx) = watch::channel(false);
         let tls_addr = listeners.tls_addr;
-        let threads = spawn_threads(&topology, &shared, listeners.per_worker, workers, rx)?;
+        let stops = (rx, drain_rx);
+        let threads = spawn_threads(&topology, &shared, listeners.per_worker, workers, stops)?;
         tracing::info!(%addr, ?tls_addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
         Ok(Proxy {
             addr,
             tls_addr,
             admin_addr,
             shutdown: tx,
+            drain,
             threads,
             shared,
         })
@@ -159,11 +167,58 @@ impl Proxy {
         }
     }
 
+    /// Stop as an upgrade needs it: stop accepting (clients already queued are still
+    /// served; a new process may listen on the same port meanwhile), close each client at
+    /// its first moment with nothing owed, and after `drain` read nothing more and close
+    /// each client once what it sent is answered (at most `DRAIN_GRACE` more). Then stop.
+    pub fn shutdown_gracefully(self, drain: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let started = std::time::Instant::now();
+        self.shared.drain.store(context::DRAIN_WHEN_IDLE, Relaxed);
+        let _ = self.drain.send(true);
+        self.wake_clients();
+        let gone = || self.shared.clients.load(Relaxed) == 0;
+        wait_until(started + drain, gone);
+        if !gone() {
+            self.shared
+                .drain
+                .store(context::DRAIN_STOP_READING, Relaxed);
+            self.wake_clients();
+            wait_until(std::time::Instant::now() + DRAIN_GRACE, gone);
+        }
+        tracing::info!(left = self.shared.clients.load(Relaxed), "drained");
+        self.shutdown();
+    }
+
+    /// `proxy.drain_timeout_ms` as in force (a reload may change it).
+    pub fn drain_timeout(&self) -> std::time::Duration {
+        let ms = self.shared.live.load().config.proxy.drain_timeout_ms;
+        std::time::Duration::from_millis(ms)
+    }
+
+    /// Make every session look at the drain phase now, idle ones included.
+    fn wake_clients(&self) {
+        for w in &self.shared.workers {
+            w.registry.wake_all();
+        }
+    }
+
     /// Block until the proxy stops (it stops only through `shutdown` from another handle).
     pub fn wait(self) {
         for t in self.threads {
             let _ = t.join();
         }
+    }
+}
+
+/// How long clients still connected after the drain timeout get for the replies they are
+/// owed before the proxy stops anyway.
+const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Poll `done` every 10 ms until it holds or `deadline` passes (shutdown only).
+fn wait_until(deadline: std::time::Instant, done: impl Fn() -> bool) {
+    while !done() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -204,6 +259,7 @@ fn build_shared(
         reloads: AtomicU64::new(0),
         reload_failures: AtomicU64::new(0),
         config_source: Default::default(),
+        drain: Default::default(),
         backend_auth: topology::backend_auth(&config_cluster),
         slowlog,
         tls_acceptor: tls.acceptor,
@@ -235,7 +291,7 @@ fn spawn_threads(
     shared: &Arc<Shared>,
     listeners: Vec<accept::Listeners<std::net::TcpListener>>,
     workers: Vec<Arc<WorkerStats>>,
-    rx: watch::Receiver<bool>,
+    (rx, drain): (watch::Receiver<bool>, watch::Receiver<bool>),
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
     let mut threads = vec![topology::spawn_refresher(
         topology,
@@ -250,7 +306,7 @@ fn spawn_threads(
             listener,
             shared.clone(),
             stats,
-            rx.clone(),
+            (rx.clone(), drain.clone()),
         )?);
     }
     Ok(threads)
@@ -287,80 +343,12 @@ fn start_admin(shared: &Arc<Shared>) -> Result<Option<SocketAddr>, StartError> {
     Ok(Some(bound))
 }
 
-/// Every worker's listening sockets, and the addresses they were bound to.
-struct Bound {
-    /// The plain listener's address, or the TLS one's when there is no plain listener.
-    addr: SocketAddr,
-    tls_addr: Option<SocketAddr>,
-    per_worker: Vec<accept::Listeners<std::net::TcpListener>>,
-}
-
-/// The plain and the TLS listeners, one of each per worker.
-fn bind_listeners(addrs: config::ListenAddrs, n: usize) -> Result<Bound, StartError> {
-    let plain = addrs.plain.map(|a| bind_n(a, n)).transpose()?;
-    let tls = addrs.tls.map(|a| bind_n(a, n)).transpose()?;
-    let first = |set: &Option<(SocketAddr, Vec<_>)>| set.as_ref().map(|(a, _)| *a);
-    let tls_addr = first(&tls);
-    // `validate` guarantees at least one listener.
-    let addr = first(&plain)
-        .or(tls_addr)
-        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
-    let mut plain = plain.map(|(_, l)| l.into_iter());
-    let mut tls = tls.map(|(_, l)| l.into_iter());
-    let per_worker = (0..n)
-        .map(|_| accept::Listeners {
-            plain: plain.as_mut().and_then(Iterator::next),
-            tls: tls.as_mut().and_then(Iterator::next),
-        })
-        .collect();
-    Ok(Bound {
-        addr,
-        tls_addr,
-        per_worker,
-    })
-}
-
-/// One listening socket per worker on the same address (SO_REUSEPORT): the kernel spreads
-/// connections over workers, so accepting never hops threads. Returns the bound address.
-fn bind_n(
-    addr: SocketAddr,
-    n: usize,
-) -> Result<(SocketAddr, Vec<std::net::TcpListener>), StartError> {
-    let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(n);
-    let mut addr = addr;
-    for _ in 0..n {
-        let listener = bind_one(addr).map_err(|source| StartError::Listen { addr, source })?;
-        if addr.port() == 0 {
-            // The first bind chose the port; the others must share it.
-            addr = listener
-                .local_addr()
-                .map_err(|source| StartError::Listen { addr, source })?;
-        }
-        out.push(listener);
-    }
-    Ok((addr, out))
-}
-
-fn bind_one(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    // Linux copies TCP_NODELAY from the listener to every accepted socket: one setsockopt
-    // here instead of one per connection (short-lived clients pay for each syscall).
-    socket.set_nodelay(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(1024)?;
-    Ok(socket.into())
-}
-
 fn spawn_worker(
     i: usize,
     listeners: accept::Listeners<std::net::TcpListener>,
     shared: Arc<Shared>,
     stats: Arc<WorkerStats>,
-    shutdown: watch::Receiver<bool>,
+    (shutdown, drain): (watch::Receiver<bool>, watch::Receiver<bool>),
 ) -> Result<JoinHandle<()>, StartError> {
     std::thread::Builder::new()
         .name(format!("slotgate-w{i}"))
@@ -379,7 +367,8 @@ fn spawn_worker(
                     Err(e) => return tracing::error!(error = %e, "worker cannot use its listener"),
                 };
                 let worker = worker::Worker::new(shared, stats);
-                accept::accept_loop(listeners, worker, shutdown).await;
+                accept::accept_loop(listeners, worker.clone(), shutdown.clone(), drain).await;
+                accept::wait_for_clients(&worker, shutdown).await;
             });
         })
         .map_err(StartError::Thread)

@@ -119,7 +119,9 @@ fn run_proxy(args: ProxyArgs) -> Result<()> {
         // The outcome is logged and counted by the reload itself.
         let _ = reloader.reload();
     })?;
-    proxy.shutdown();
+    let drain = proxy.drain_timeout();
+    tracing::info!(?drain, "stopping: draining clients");
+    proxy.shutdown_gracefully(drain);
     Ok(())
 }
 
@@ -154,7 +156,8 @@ fn set_log_level(handle: Option<&LogHandle>, level: &str) {
     }
 }
 
-/// Block until Ctrl-C or SIGTERM; every SIGHUP calls `on_hup` (a reload) meanwhile.
+/// Block until Ctrl-C or SIGTERM (then the caller drains); every SIGHUP calls `on_hup` (a
+/// reload) meanwhile.
 fn wait_for_stop(on_hup: impl Fn()) -> Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let rt = tokio::runtime::Builder::new_current_thread()

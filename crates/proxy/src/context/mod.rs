@@ -33,6 +33,9 @@ pub struct Shared {
     pub reloads: AtomicU64,
     pub reload_failures: AtomicU64,
     /// The file a reload re-reads, once the binary names it.
+    /// Graceful shutdown's phase: 0 serving, then `DRAIN_WHEN_IDLE`, `DRAIN_STOP_READING`;
+    /// sessions read it once per poll.
+    pub(crate) drain: std::sync::atomic::AtomicU8,
     pub(crate) config_source: std::sync::Mutex<Option<crate::config::ConfigSource>>,
     /// The pre-encoded `AUTH` the proxy sends to each node, if configured.
     pub(crate) backend_auth: Option<bytes::Bytes>,
@@ -47,6 +50,11 @@ pub struct Shared {
     /// TLS towards the nodes, when `backend_tls.enabled`.
     pub(crate) backend_tls: Option<Arc<crate::tls::Connector>>,
 }
+
+/// Shutting down: each client is closed at its first moment with nothing owed.
+pub(crate) const DRAIN_WHEN_IDLE: u8 = 1;
+/// The drain timeout passed: no more requests are read; clients close once answered.
+pub(crate) const DRAIN_STOP_READING: u8 = 2;
 
 /// One worker's counters.
 #[derive(Debug, Default)]

@@ -243,6 +243,7 @@ mod tests {
             reloads: Default::default(),
             reload_failures: Default::default(),
             config_source: Default::default(),
+            drain: Default::default(),
             backend_auth: None,
             slowlog: Default::default(),
             tls_acceptor: None,

@@ -42,6 +42,7 @@ use local::SessionInfo;
 pub(crate) mod auth;
 pub(crate) mod budget;
 pub(crate) mod client;
+mod drain;
 pub(crate) mod exclusive;
 pub(crate) mod fanout;
 pub(crate) mod follow;
@@ -233,7 +234,8 @@ impl Session {
             tracing::debug!(client.id = self.info.id, "closing client on CLIENT KILL");
             return Poll::Ready(());
         }
-        if self.poll_inner(cx).is_ready() {
+        let phase = self.drain_phase();
+        if self.poll_inner(cx).is_ready() || self.drain_done(phase) {
             return Poll::Ready(());
         }
         self.publish_state();
