@@ -260,6 +260,7 @@ fn build_shared(
         reload_failures: AtomicU64::new(0),
         config_source: Default::default(),
         drain: Default::default(),
+        ask_slots: Default::default(),
         backend_auth: topology::backend_auth(&config_cluster),
         slowlog,
         tls_acceptor: tls.acceptor,

@@ -52,6 +52,8 @@ pub struct TopologyStats {
     pub refresh_failed: AtomicU64,
     /// New maps installed.
     pub maps_installed: AtomicU64,
+    /// When the latest refresh ran, in milliseconds since the Unix epoch (0: none yet).
+    pub last_refresh_unix_ms: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64) {

@@ -102,6 +102,12 @@ impl Topology {
     /// Returns whether some node answered (installed or not).
     pub async fn refresh_once<S: Source>(&self, source: &mut S) -> bool {
         bump(&self.stats.refresh_performed);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.stats
+            .last_refresh_unix_ms
+            .store(now, std::sync::atomic::Ordering::Relaxed);
         let current = self.map.load_full();
         let mut candidates: Vec<String> = current
             .nodes()

@@ -1,5 +1,5 @@
-//! The admin endpoint: `GET /metrics` in Prometheus's text format, `/healthz` and `/readyz`
-//! for probes, `POST /reload` to re-read the config file, on its own address and its own thread, so scrapes never touch a worker's
+//! The admin endpoint: `GET /metrics` in Prometheus's text format, the status page (`/`,
+//! refreshed from `/status.json`), `/healthz` and `/readyz` for probes, `POST /reload` to re-read the config file, on its own address and its own thread, so scrapes never touch a worker's
 //! event loop. Off unless `admin.listen` is set; loopback is the sensible choice.
 
 use std::io::{BufRead, BufReader, Write};
@@ -42,11 +42,17 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     }
     let mut words = line.split_whitespace();
     let method = words.next().unwrap_or("");
-    let (status, body) = route(method, words.next().unwrap_or(""), shared);
+    let path = words.next().unwrap_or("");
+    let (status, body) = route(method, path, shared);
+    let kind = match path.split('?').next() {
+        Some("/") => "text/html; charset=utf-8",
+        Some("/status.json") => "application/json",
+        _ => "text/plain; version=0.0.4",
+    };
     let mut stream = stream;
     write!(
         stream,
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )?;
     stream.shutdown(std::net::Shutdown::Write)
@@ -61,6 +67,8 @@ fn route(method: &str, path: &str, shared: &Shared) -> (&'static str, String) {
     // A probe may add a query string (`/readyz?verbose`): the path alone decides.
     match path.split('?').next().unwrap_or("") {
         "/metrics" => ("200 OK", crate::admin::metrics::render(shared)),
+        "/" => ("200 OK", crate::admin::status::PAGE.to_string()),
+        "/status.json" => ("200 OK", crate::admin::status::json(shared)),
         "/healthz" | "/livez" => health(crate::admin::health::live()),
         "/readyz" => health(crate::admin::health::ready(shared)),
         // A state change: POST only, so a crawler or a prefetch cannot trigger it.
@@ -71,7 +79,7 @@ fn route(method: &str, path: &str, shared: &Shared) -> (&'static str, String) {
         "/reload" => ("405 Method Not Allowed", "use POST /reload\n".into()),
         _ => (
             "404 Not Found",
-            "try /metrics, /healthz, /readyz or POST /reload\n".to_string(),
+            "try /, /status.json, /metrics, /healthz, /readyz or POST /reload\n".to_string(),
         ),
     }
 }

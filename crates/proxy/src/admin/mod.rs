@@ -11,4 +11,5 @@ pub(crate) mod http;
 pub(crate) mod info;
 pub(crate) mod metrics;
 pub(crate) mod slowlog;
+pub(crate) mod status;
 pub(crate) mod tls;

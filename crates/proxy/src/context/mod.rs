@@ -4,6 +4,7 @@
 //! so no contention); INFO sums the workers on read. Reading costs O(workers), never
 //! O(clients): there is no client list to walk.
 
+pub(crate) mod asks;
 pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
 pub(crate) mod live;
@@ -36,6 +37,8 @@ pub struct Shared {
     /// Graceful shutdown's phase: 0 serving, then `DRAIN_WHEN_IDLE`, `DRAIN_STOP_READING`;
     /// sessions read it once per poll.
     pub(crate) drain: std::sync::atomic::AtomicU8,
+    /// Slots that answered ASK since the map last changed: migrating (status page).
+    pub(crate) ask_slots: asks::AskSlots,
     pub(crate) config_source: std::sync::Mutex<Option<crate::config::ConfigSource>>,
     /// The pre-encoded `AUTH` the proxy sends to each node, if configured.
     pub(crate) backend_auth: Option<bytes::Bytes>,

@@ -244,6 +244,7 @@ mod tests {
             reload_failures: Default::default(),
             config_source: Default::default(),
             drain: Default::default(),
+            ask_slots: Default::default(),
             backend_auth: None,
             slowlog: Default::default(),
             tls_acceptor: None,
