@@ -231,11 +231,12 @@ fn validate(opts: &Options) -> Result<Layout> {
         bail!("node timeout must be positive");
     }
     if let Some(base) = opts.base_port {
-        let top = match opts.tls {
-            Some(_) => BUS_OFFSET.max(crate::launch::TLS_OFFSET),
-            None => BUS_OFFSET,
-        };
-        let last = usize::from(base) + total - 1 + usize::from(top);
+        // TLS ports (base+N..) stay below the bus ports (base+10000..) as long as N does.
+        let tls_fits = opts.tls.is_none() || 2 * total <= usize::from(BUS_OFFSET);
+        let last = usize::from(base) + total - 1 + usize::from(BUS_OFFSET);
+        if !tls_fits {
+            bail!("{total} TLS nodes need more than {BUS_OFFSET} ports below the bus ports");
+        }
         if base == 0 || last > usize::from(u16::MAX) {
             bail!(
                 "ports {base}..{} plus bus offset {BUS_OFFSET} exceed 65535",

@@ -19,8 +19,10 @@ use crate::Options;
 /// two cores while forming.
 pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 const PORT_RETRIES: usize = 5;
-/// With a fixed base port, a TLS node's TLS port is its plain port plus this.
-pub(crate) const TLS_OFFSET: u16 = 20000;
+/// With a fixed base port, a TLS node's TLS port is its plain port plus the node count.
+pub(crate) fn tls_offset(opts: &Options) -> u16 {
+    (opts.masters * (1 + opts.replicas)) as u16
+}
 
 /// A node process we started.
 pub(crate) struct Proc {
@@ -49,8 +51,8 @@ pub(crate) fn spawn_node(opts: &Options, dir: &Path, index: usize, port: u16) ->
     let nd = node_dir(dir, index);
     let tls_port = match (&opts.tls, opts.base_port) {
         (None, _) => None,
-        // `validate` checked that the TLS range fits too.
-        (Some(_), Some(_)) => Some(port + TLS_OFFSET),
+        // Right after the plain ports: base+N+i for node i of N (`validate` checked the fit).
+        (Some(_), Some(_)) => Some(port + tls_offset(opts)),
         (Some(_), None) => Some(free_port_pair()?),
     };
     let conf = write_config(opts, &nd, port, tls_port)?;
