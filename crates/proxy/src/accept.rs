@@ -167,5 +167,5 @@ fn setup(stream: &TcpStream, worker: &Worker) {
     // TCP_NODELAY is inherited from the listener on Linux (`bind_one`).
     #[cfg(not(target_os = "linux"))]
     let _ = stream.set_nodelay(true);
-    crate::budget::size_socket_buffers(stream, &worker.shared.live.load().config.limits);
+    crate::budget::size_socket_buffers(stream, &worker.live().config.limits);
 }

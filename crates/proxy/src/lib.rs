@@ -256,6 +256,7 @@ fn build_shared(
         cluster_view: context::cluster_view::ClusterView::new(addr),
         clients: Default::default(),
         live: arc_swap::ArcSwap::from_pointee(live),
+        live_gen: AtomicU64::new(0),
         reloads: AtomicU64::new(0),
         reload_failures: AtomicU64::new(0),
         config_source: Default::default(),

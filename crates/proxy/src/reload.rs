@@ -146,6 +146,7 @@ fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadEr
     let next = Live::next(&old, config);
     let removed = old.removed_in(&next);
     shared.live.store(std::sync::Arc::new(next));
+    shared.live_gen.fetch_add(1, Ordering::Release);
     close_clients_of(shared, &removed);
     Ok(report)
 }

@@ -30,6 +30,8 @@ pub struct Shared {
     /// What a reload may change: limits, users, timings (`live.rs`). `config` above stays
     /// the configuration the proxy started with (listeners, threads).
     pub live: arc_swap::ArcSwap<live::Live>,
+    /// Bumped after each `live` store: workers reload their snapshot when it moves.
+    pub(crate) live_gen: AtomicU64,
     /// Reloads applied and refused since start.
     pub reloads: AtomicU64,
     pub reload_failures: AtomicU64,

@@ -61,7 +61,7 @@ impl Session {
 
     /// Check a user's password; on success the session is authenticated as that user.
     pub(crate) fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> Bytes {
-        let live = self.worker.shared.live.load();
+        let live = self.worker.live();
         let users = &live.users;
         let found = users
             .iter()
@@ -82,7 +82,7 @@ impl Session {
 
     /// For a restricted user: the NOPERM reply if `req` may not run, else None.
     pub(crate) fn denied(&self, req: &Request) -> Option<Bytes> {
-        let live = self.worker.shared.live.load();
+        let live = self.worker.live();
         let user = live.users.get(self.user?)?;
         if user.unrestricted {
             return None;

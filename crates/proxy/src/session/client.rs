@@ -137,7 +137,7 @@ impl Session {
             None => views.iter().filter(|v| filter.matches(v, self)).collect(),
         };
         for view in shown {
-            client_list::write_line(view, &self.worker.shared.live.load().users, &mut text);
+            client_list::write_line(view, &self.worker.live().users, &mut text);
         }
         self.verbatim(&text)
     }
@@ -149,7 +149,7 @@ impl Session {
         let views = self.all_clients();
         let mut text = String::new();
         if let Some(me) = views.iter().find(|v| v.meta.id == id) {
-            client_list::write_line(me, &self.worker.shared.live.load().users, &mut text);
+            client_list::write_line(me, &self.worker.live().users, &mut text);
         }
         self.verbatim(&text)
     }
@@ -158,7 +158,7 @@ impl Session {
     /// (new form: the number killed). Redis's option parsing, errors and SKIPME default.
     fn client_kill(&mut self, req: &Request) -> Bytes {
         let old_form = req.argc() == 3;
-        let filter = match client_list::parse_kill(req, &self.worker.shared.live.load().users) {
+        let filter = match client_list::parse_kill(req, &self.worker.live().users) {
             Ok(filter) => filter,
             Err(reply) => return reply,
         };
@@ -268,7 +268,7 @@ impl Filter {
             Some(Kind::Replication) => false,
         };
         let user_ok = self.user.as_ref().is_none_or(|want| {
-            client_list::user_name(&me.worker.shared.live.load().users, user) == want.as_str()
+            client_list::user_name(&me.worker.live().users, user) == want.as_str()
         });
         kind_ok
             && user_ok

@@ -111,7 +111,7 @@ impl Session {
     /// requests; this one bounds what requests already in flight can still pile up. Subscribers
     /// that do not read their messages meet Redis's `client-output-buffer-limit pubsub`.
     pub(super) fn output_overflow(&self) -> bool {
-        let live = self.worker.shared.live.load();
+        let live = self.worker.live();
         let limits = &live.config.limits;
         let queued = self.out_bytes + self.cell.queued_bytes();
         let over = match self.pubsub.is_some() {
@@ -131,7 +131,7 @@ impl Session {
 
     /// Backpressure: read only while the client's backlog is within bounds.
     pub(super) fn may_read(&self) -> bool {
-        let live = self.worker.shared.live.load();
+        let live = self.worker.live();
         let limits = &live.config.limits;
         !self.exclusive_busy()
             && self.cell.in_flight() < limits.max_pending_per_client
@@ -219,15 +219,7 @@ impl Session {
     /// Reserve exactly once for a big request, and enforce the query buffer limit.
     pub(super) fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
         let limit = match self.authenticated {
-            true => {
-                self.worker
-                    .shared
-                    .live
-                    .load()
-                    .config
-                    .limits
-                    .max_query_buffer_bytes
-            }
+            true => self.worker.live().config.limits.max_query_buffer_bytes,
             false => crate::session::auth::PRE_AUTH_BUFFER,
         };
         if self.read_buf.len() > limit {

@@ -240,6 +240,7 @@ mod tests {
             live: arc_swap::ArcSwap::from_pointee(crate::context::live::Live::new(
                 crate::Config::default(),
             )),
+            live_gen: Default::default(),
             reloads: Default::default(),
             reload_failures: Default::default(),
             config_source: Default::default(),

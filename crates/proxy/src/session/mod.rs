@@ -70,7 +70,7 @@ pub(crate) mod wide;
 pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worker>) {
     WorkerStats::bump(&worker.stats.connections_received);
     let connected = worker.shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
-    if connected > worker.shared.live.load().config.limits.maxclients {
+    if connected > worker.live().config.limits.maxclients {
         // Redis's answer, then close: O(1), no client list consulted.
         reject(&mut stream).await;
         worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
@@ -184,12 +184,17 @@ impl Drop for Session {
 impl Session {
     fn new(stream: Stream, worker: Rc<Worker>, client: ClientHandle) -> Session {
         let id = client.id;
-        let live = worker.shared.live.load();
+        let (max_bulk_len, auth_required) = {
+            let live = worker.live();
+            (
+                live.config.limits.max_bulk_bytes,
+                live.config.auth_required(),
+            )
+        };
         let limits = resp::Limits {
-            max_bulk_len: live.config.limits.max_bulk_bytes,
+            max_bulk_len,
             ..resp::Limits::default()
         };
-        let auth_required = live.config.auth_required();
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
         let threshold = worker.shared.slowlog.threshold();
@@ -290,14 +295,7 @@ impl Session {
                 return self.reply_now(noperm);
             }
         }
-        let allow_admin = self
-            .worker
-            .shared
-            .live
-            .load()
-            .config
-            .proxy
-            .allow_admin_commands;
+        let allow_admin = self.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
         self.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {

@@ -141,11 +141,14 @@ pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
 }
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
-    let live = session.worker.shared.live.load();
-    let config = &live.config.cluster;
+    let (max_redirects, hold_ms) = {
+        let live = session.worker.live();
+        let cluster = &live.config.cluster;
+        (cluster.max_redirects, cluster.failover_hold_ms)
+    };
     let rules = Rules {
-        max_redirects: config.max_redirects,
-        hold_limit: Duration::from_millis(config.failover_hold_ms),
+        max_redirects,
+        hold_limit: Duration::from_millis(hold_ms),
         stats: &session.worker.stats,
     };
     let Some(Some(plan)) = session
