@@ -42,8 +42,8 @@ fn merged(name: &str, out: &mut String) {
 }
 
 /// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out; `backends`
-/// too, since it grows with the number of masters.
-const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends"];
+/// too, since it grows with the number of masters, and the proxy's own `tls`.
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends", "tls"];
 
 /// The sections `INFO [section ...]` asks for that come from the masters (none: the proxy
 /// answers alone).
