@@ -148,6 +148,13 @@ fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadEr
     shared.live.store(std::sync::Arc::new(next));
     shared.live_gen.fetch_add(1, Ordering::Release);
     close_clients_of(shared, &removed);
+    // Sessions also look at their user when woken: one that authenticated just now, and
+    // was not yet visible in its registry slot, closes too.
+    if !removed.is_empty() {
+        for worker in &shared.workers {
+            worker.registry.wake_all();
+        }
+    }
     Ok(report)
 }
 

@@ -263,4 +263,15 @@ fn nodes_are_verified_and_named() {
     assert_eq!(text(&c.call(&["SET", "a", "1"])), "OK");
     assert_eq!(text(&c.call(&["GET", "a"])), "1");
     proxy.shutdown();
+
+    // TLS only: no plain listener at all.
+    let mut only = tc.config();
+    only.proxy.listen.clear();
+    listen_tls(&mut only, &tc.pki, false);
+    let proxy = Proxy::start(only).expect("a TLS-only proxy starts");
+    assert_eq!(Some(proxy.local_addr()), proxy.tls_addr());
+    let mut c = TlsClient::connect(proxy.local_addr(), &tc.pki.ca);
+    c.send(&[b"GET", b"a"]);
+    assert_eq!(c.read(), b"$1\r\n1\r\n");
+    proxy.shutdown();
 }

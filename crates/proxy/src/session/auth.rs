@@ -80,6 +80,19 @@ impl Session {
         }
     }
 
+    /// Whether a reload removed this session's user: then it is closed, as Redis's ACL
+    /// DELUSER closes its clients (the reload wakes every session to look).
+    pub(crate) fn user_removed(&self) -> bool {
+        let Some(index) = self.user else {
+            return false;
+        };
+        self.worker
+            .live()
+            .users
+            .get(index)
+            .is_some_and(|u| u.is_removed())
+    }
+
     /// For a restricted user: the NOPERM reply if `req` may not run, else None.
     pub(crate) fn denied(&self, req: &Request) -> Option<Bytes> {
         let live = self.worker.live();

@@ -235,8 +235,11 @@ impl Session {
 
     /// Ready(()) when the session is over.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.client.killed() {
-            tracing::debug!(client.id = self.info.id, "closing client on CLIENT KILL");
+        if self.client.killed() || self.user_removed() {
+            tracing::debug!(
+                client.id = self.info.id,
+                "closing client (CLIENT KILL, or its user removed)"
+            );
             return Poll::Ready(());
         }
         let phase = self.drain_phase();
