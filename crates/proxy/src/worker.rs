@@ -80,6 +80,19 @@ impl Worker {
         self.live.borrow()
     }
 
+    /// `cluster.max_redirects` and `cluster.failover_hold_ms` as in force.
+    pub(crate) fn redirect_limits(&self) -> (u8, u64) {
+        let live = self.live();
+        let cluster = &live.config.cluster;
+        (cluster.max_redirects, cluster.failover_hold_ms)
+    }
+
+    /// An ASK redirect: counted, and its slot marked migrating (the status page).
+    pub(crate) fn note_ask(&self, slot: u16) {
+        WorkerStats::bump(&self.stats.redirects_ask);
+        self.shared.ask_slots.mark(slot);
+    }
+
     pub(crate) fn topology(&self) -> &Topology {
         &self.shared.topology
     }

@@ -42,6 +42,7 @@ use local::SessionInfo;
 pub(crate) mod auth;
 pub(crate) mod budget;
 pub(crate) mod client;
+mod close;
 mod drain;
 pub(crate) mod exclusive;
 pub(crate) mod fanout;
@@ -72,7 +73,7 @@ pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worke
     let connected = worker.shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     if connected > worker.live().config.limits.maxclients {
         // Redis's answer, then close: O(1), no client list consulted.
-        reject(&mut stream).await;
+        close::reject(&mut stream).await;
         worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
         WorkerStats::bump(&worker.stats.rejected_connections);
         WorkerStats::bump(&worker.stats.connections_closed);
@@ -83,32 +84,8 @@ pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worke
     let client = crate::session::client::register(&worker, id, peer, &stream).await;
     let mut session = Session::new(stream, worker, client);
     poll_fn(|cx| session.poll(cx)).await;
-    if session.stream.is_tls() {
-        // Push out what TLS still holds and say goodbye (close_notify), briefly: the
-        // client may be gone already.
-        let goodbye = tokio::io::AsyncWriteExt::shutdown(&mut session.stream);
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), goodbye).await;
-    }
+    close::goodbye(&mut session.stream).await;
     tracing::debug!(client.id = id, "client closed");
-}
-
-/// Redis's answer past maxclients, then close. A plain socket takes it at once or never;
-/// TLS needs a flush, bounded so a client that does not read cannot hold the task.
-async fn reject(stream: &mut Stream) {
-    use tokio::io::AsyncWriteExt;
-    const TEXT: &[u8] = b"-ERR max number of clients reached\r\n";
-    match stream {
-        Stream::Plain(tcp) => {
-            let _ = tcp.try_write(TEXT);
-        }
-        tls => {
-            let write = async {
-                tls.write_all(TEXT).await?;
-                tls.shutdown().await
-            };
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
-        }
-    }
 }
 
 pub(crate) struct Session {

@@ -141,11 +141,7 @@ pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
 }
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
-    let (max_redirects, hold_ms) = {
-        let live = session.worker.live();
-        let cluster = &live.config.cluster;
-        (cluster.max_redirects, cluster.failover_hold_ms)
-    };
+    let (max_redirects, hold_ms) = session.worker.redirect_limits();
     let rules = Rules {
         max_redirects,
         hold_limit: Duration::from_millis(hold_ms),
@@ -204,10 +200,7 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
         Kind::Second => {}
         // Throttled by the topology service; the dead master's replacement is what it waits for.
         Kind::Held(_) => worker.topology().request_refresh_now(),
-        Kind::Ask { slot } => {
-            WorkerStats::bump(&worker.stats.redirects_ask);
-            worker.shared.ask_slots.mark(slot);
-        }
+        Kind::Ask { slot } => worker.note_ask(slot),
         Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
         Kind::Reroute(_) => {
             WorkerStats::bump(&worker.stats.cluster_error_retries);
