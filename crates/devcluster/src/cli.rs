@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::{down, status, Cluster, Options};
+use crate::{down, status, Cluster, Options, TlsFiles};
 
 /// `slotgate cluster up|down|status`.
 #[derive(clap::Subcommand, Debug)]
@@ -18,7 +18,8 @@ pub enum ClusterCommand {
         /// Replicas per master.
         #[arg(long, default_value_t = 1)]
         replicas: usize,
-        /// First client port (node i uses port+i and port+i+10000); free ports if omitted.
+        /// First client port (node i of N uses port+i, port+i+10000 and, with TLS,
+        /// port+N+i); free ports if omitted.
         #[arg(long)]
         port: Option<u16>,
         /// Directory for node dirs, logs and the state file; a fresh temp dir if omitted.
@@ -27,6 +28,8 @@ pub enum ClusterCommand {
         /// cluster-node-timeout in milliseconds.
         #[arg(long, default_value_t = 2000)]
         node_timeout: u64,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Stop the cluster recorded in DIR.
     Down {
@@ -42,6 +45,35 @@ pub enum ClusterCommand {
     },
 }
 
+/// TLS for `cluster up`: all three files, or none.
+#[derive(clap::Args, Debug)]
+pub struct TlsArgs {
+    /// Also serve TLS on a port of each node (tls-cluster and tls-replication on): the
+    /// node's certificate (PEM, with 127.0.0.1 in its subjectAltName).
+    #[arg(long, requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// The node certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) for peers and clients.
+    #[arg(long, requires = "tls_cert")]
+    tls_ca: Option<PathBuf>,
+    /// Accept TLS clients without a certificate (Redis `tls-auth-clients no`).
+    #[arg(long, requires = "tls_cert")]
+    tls_no_client_auth: bool,
+}
+
+impl TlsArgs {
+    fn files(&self) -> Option<TlsFiles> {
+        Some(TlsFiles {
+            cert: self.tls_cert.clone()?,
+            key: self.tls_key.clone()?,
+            ca: self.tls_ca.clone()?,
+            auth_clients: !self.tls_no_client_auth,
+        })
+    }
+}
+
 /// Runs one `cluster` subcommand, printing to stdout.
 pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
     match cmd {
@@ -51,6 +83,7 @@ pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
             port,
             dir,
             node_timeout,
+            tls,
         } => {
             let defaults = Options::default();
             let opts = Options {
@@ -59,6 +92,7 @@ pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
                 base_port: port,
                 dir: dir.unwrap_or(defaults.dir.clone()),
                 node_timeout_ms: node_timeout,
+                tls: tls.files(),
                 ..defaults
             };
             let cluster = Cluster::start(&opts)?;
@@ -85,6 +119,14 @@ fn print_up(cluster: &Cluster) {
     println!("seed: {}", cluster.seed());
     println!("masters: {}", join(masters));
     println!("replicas: {}", join(replicas));
+    let tls: Vec<String> = (cluster.masters().iter())
+        .filter_map(|a| cluster.tls_addr(*a))
+        .map(|a| a.to_string())
+        .collect();
+    if !tls.is_empty() {
+        println!("tls seed: {}", tls[0]);
+        println!("tls masters: {}", join(tls));
+    }
     println!("dir: {}", cluster.dir().display());
     println!(
         "stop with: slotgate cluster down --dir {}",

@@ -121,6 +121,14 @@ impl Cluster {
         self.nodes[0].addr
     }
 
+    /// The TLS address of the node whose plain address is `addr` (TLS clusters only).
+    pub fn tls_addr(&self, addr: SocketAddr) -> Option<SocketAddr> {
+        self.procs
+            .iter()
+            .find(|p| p.addr() == addr)
+            .and_then(Proc::tls_addr)
+    }
+
     /// The directory holding node dirs, logs and the state file.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -223,7 +231,12 @@ fn validate(opts: &Options) -> Result<Layout> {
         bail!("node timeout must be positive");
     }
     if let Some(base) = opts.base_port {
+        // TLS ports (base+N..) stay below the bus ports (base+10000..) as long as N does.
+        let tls_fits = opts.tls.is_none() || 2 * total <= usize::from(BUS_OFFSET);
         let last = usize::from(base) + total - 1 + usize::from(BUS_OFFSET);
+        if !tls_fits {
+            bail!("{total} TLS nodes need more than {BUS_OFFSET} ports below the bus ports");
+        }
         if base == 0 || last > usize::from(u16::MAX) {
             bail!(
                 "ports {base}..{} plus bus offset {BUS_OFFSET} exceed 65535",

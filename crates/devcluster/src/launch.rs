@@ -19,6 +19,10 @@ use crate::Options;
 /// two cores while forming.
 pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 const PORT_RETRIES: usize = 5;
+/// With a fixed base port, a TLS node's TLS port is its plain port plus the node count.
+pub(crate) fn tls_offset(opts: &Options) -> u16 {
+    (opts.masters * (1 + opts.replicas)) as u16
+}
 
 /// A node process we started.
 pub(crate) struct Proc {
@@ -26,6 +30,8 @@ pub(crate) struct Proc {
     pub child: Option<Child>,
     pub pid: u32,
     pub port: u16,
+    /// The TLS client port, for TLS clusters.
+    pub tls_port: Option<u16>,
     pub node_dir: PathBuf,
 }
 
@@ -33,12 +39,23 @@ impl Proc {
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
     }
+
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_port
+            .map(|p| SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
+    }
 }
 
 /// Writes node `index`'s config and spawns it on `port`.
 pub(crate) fn spawn_node(opts: &Options, dir: &Path, index: usize, port: u16) -> Result<Proc> {
     let nd = node_dir(dir, index);
-    let conf = write_config(opts, &nd, port)?;
+    let tls_port = match (&opts.tls, opts.base_port) {
+        (None, _) => None,
+        // Right after the plain ports: base+N+i for node i of N (`validate` checked the fit).
+        (Some(_), Some(_)) => Some(port + tls_offset(opts)),
+        (Some(_), None) => Some(free_port_pair()?),
+    };
+    let conf = write_config(opts, &nd, port, tls_port)?;
     // A fresh log, so errors from an earlier attempt are not mistaken for ours.
     let _ = std::fs::remove_file(log_path(&nd));
     let child = spawn(&opts.redis_server, &conf, &nd)?;
@@ -46,6 +63,7 @@ pub(crate) fn spawn_node(opts: &Options, dir: &Path, index: usize, port: u16) ->
         pid: child.id(),
         child: Some(child),
         port,
+        tls_port,
         node_dir: nd,
     })
 }

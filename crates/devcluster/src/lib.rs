@@ -56,6 +56,22 @@ pub struct Options {
     pub redis_server: PathBuf,
     /// Extra `key value` lines appended to every node's config.
     pub extra_config: Vec<(String, String)>,
+    /// Serve clients over TLS too (a `tls-port` per node, `tls-cluster yes`,
+    /// `tls-replication yes`); the plain port stays for devcluster's own use.
+    pub tls: Option<TlsFiles>,
+}
+
+/// PEM files for TLS nodes. Each node presents `cert` (with the loopback IP
+/// in its subjectAltName), also as its client certificate on the cluster bus,
+/// and checks peers and clients against `ca`. Clients must present a
+/// certificate signed by `ca` unless `auth_clients` is false.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    /// Redis `tls-auth-clients`: yes (its default) or no.
+    pub auth_clients: bool,
 }
 
 impl Default for Options {
@@ -72,6 +88,7 @@ impl Default for Options {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("redis-server")),
             extra_config: Vec::new(),
+            tls: None,
         }
     }
 }

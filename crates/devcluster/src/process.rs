@@ -24,7 +24,12 @@ pub(crate) fn log_path(node_dir: &Path) -> PathBuf {
 
 /// Writes `redis.conf` for one node and removes a stale `nodes.conf`, which
 /// would otherwise make the node rejoin a cluster from an earlier run.
-pub(crate) fn write_config(opts: &Options, node_dir: &Path, port: u16) -> Result<PathBuf> {
+pub(crate) fn write_config(
+    opts: &Options,
+    node_dir: &Path,
+    port: u16,
+    tls_port: Option<u16>,
+) -> Result<PathBuf> {
     fs::create_dir_all(node_dir).with_context(|| format!("create {}", node_dir.display()))?;
     let stale = node_dir.join("nodes.conf");
     if stale.exists() {
@@ -42,12 +47,30 @@ pub(crate) fn write_config(opts: &Options, node_dir: &Path, port: u16) -> Result
     // Diskless sync waits 5 s by default for more replicas to batch; that
     // would dominate `up` time with replicas.
     conf.push_str("repl-diskless-sync-delay 0\n");
+    if let (Some(tls), Some(tls_port)) = (&opts.tls, tls_port) {
+        conf.push_str(&tls_config(tls, port, tls_port));
+    }
     for (k, v) in &opts.extra_config {
         conf.push_str(&format!("{k} {v}\n"));
     }
     let path = node_dir.join("redis.conf");
     fs::write(&path, conf).with_context(|| format!("write {}", path.display()))?;
     Ok(path)
+}
+
+/// A TLS node: clients on `tls_port`, the bus in TLS on the plain port's usual bus
+/// port (so forming the cluster over the plain port works as without TLS).
+fn tls_config(tls: &crate::TlsFiles, port: u16, tls_port: u16) -> String {
+    format!(
+        "tls-port {tls_port}\ntls-cert-file \"{cert}\"\ntls-key-file \"{key}\"\n\
+         tls-ca-cert-file \"{ca}\"\ntls-cluster yes\ntls-replication yes\n\
+         tls-auth-clients {auth}\ncluster-port {bus}\n",
+        cert = tls.cert.display(),
+        key = tls.key.display(),
+        ca = tls.ca.display(),
+        auth = if tls.auth_clients { "yes" } else { "no" },
+        bus = port + crate::BUS_OFFSET,
+    )
 }
 
 /// Starts one node as a child process. Output goes to its logfile; standard

@@ -1,21 +1,48 @@
-//! The front door of a worker: accept clients on its own listener (`SO_REUSEPORT`) and
-//! start a session task for each, on this thread. Kept apart from `worker.rs`, which holds
-//! the per-thread state the sessions use, so the state sits below the sessions and the
-//! loop that starts them above.
+//! The front door of a worker: accept clients on its own listeners (`SO_REUSEPORT`), plain
+//! and TLS, and start a session task for each, on this thread. Kept apart from `worker.rs`,
+//! which holds the per-thread state the sessions use, so the state sits below the sessions
+//! and the loop that starts them above.
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::context::WorkerStats;
+use crate::tls::Stream;
 use crate::worker::Worker;
+
+mod bind;
+pub(crate) use bind::bind_listeners;
+
+/// A TLS client that has not finished its handshake by then is dropped: it holds a slot
+/// and a task, and a slow handshake is how a slowloris would try it.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One worker's listeners: the plain one, the TLS one, or both.
+pub(crate) struct Listeners<L> {
+    pub plain: Option<L>,
+    pub tls: Option<L>,
+}
+
+impl Listeners<std::net::TcpListener> {
+    /// Register the sockets with this thread's runtime.
+    pub(crate) fn into_tokio(self) -> std::io::Result<Listeners<TcpListener>> {
+        Ok(Listeners {
+            plain: self.plain.map(TcpListener::from_std).transpose()?,
+            tls: self.tls.map(TcpListener::from_std).transpose()?,
+        })
+    }
+}
 
 /// Accept clients until shutdown; each client becomes a task on this thread.
 pub(crate) async fn accept_loop(
-    listener: TcpListener,
+    listeners: Listeners<TcpListener>,
     worker: Rc<Worker>,
     mut shutdown: watch::Receiver<bool>,
+    mut drain: watch::Receiver<bool>,
 ) {
     // The registry's coarse clock (CLIENT LIST idle/age) and the big-buffer pool's aging:
     // one tick per worker, not per client.
@@ -27,21 +54,118 @@ pub(crate) async fn accept_loop(
                 worker.stats.registry.tick();
                 crate::backend::bigbuf::tick();
             }
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    // TCP_NODELAY is inherited from the listener on Linux (`bind_one`).
-                    #[cfg(not(target_os = "linux"))]
-                    let _ = stream.set_nodelay(true);
-                    crate::budget::size_socket_buffers(&stream, &worker.shared.config.limits);
-                    tokio::task::spawn_local(crate::session::serve(stream, peer, worker.clone()));
-                }
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning on the error.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+            accepted = accept(&listeners.plain) => if let Some((stream, peer)) = accepted {
+                setup(&stream, &worker);
+                tokio::task::spawn_local(crate::session::serve(
+                    Stream::Plain(stream),
+                    peer,
+                    worker.clone(),
+                ));
+            },
+            accepted = accept(&listeners.tls) => if let Some((stream, peer)) = accepted {
+                if let Some(acceptor) = worker.shared.tls_acceptor.clone() {
+                    setup(&stream, &worker);
+                    tokio::task::spawn_local(handshake(acceptor, stream, peer, worker.clone()));
                 }
             },
             _ = shutdown.changed() => return,
+            _ = drain.changed() => return take_queued(listeners, &worker),
         }
     }
+}
+
+/// Draining: serve the clients already waiting in the listeners' queues (closing a
+/// listener would reset them), then close the listeners, so new clients reach whoever
+/// else listens on the port.
+fn take_queued(listeners: Listeners<TcpListener>, worker: &Rc<Worker>) {
+    let acceptor = worker.shared.tls_acceptor.clone();
+    for (listener, tls) in [(listeners.plain, false), (listeners.tls, true)] {
+        let Some(listener) = listener.and_then(|l| l.into_std().ok()) else {
+            continue;
+        };
+        // Non-blocking since `bind_one`: stops at the first would-block.
+        while let Ok((std_stream, peer)) = listener.accept() {
+            // accept(2) does not pass O_NONBLOCK on; tokio needs it.
+            let registered = std_stream
+                .set_nonblocking(true)
+                .and_then(|()| TcpStream::from_std(std_stream));
+            let Ok(stream) = registered else {
+                continue;
+            };
+            setup(&stream, worker);
+            match (tls, &acceptor) {
+                (false, _) => {
+                    let session =
+                        crate::session::serve(Stream::Plain(stream), peer, worker.clone());
+                    tokio::task::spawn_local(session);
+                }
+                (true, Some(acceptor)) => {
+                    tokio::task::spawn_local(handshake(
+                        acceptor.clone(),
+                        stream,
+                        peer,
+                        worker.clone(),
+                    ));
+                }
+                (true, None) => {}
+            }
+        }
+    }
+}
+
+/// After the accept loop: wait until this worker's clients are gone (they close themselves
+/// while draining), or until told to stop at once.
+pub(crate) async fn wait_for_clients(worker: &Worker, mut shutdown: watch::Receiver<bool>) {
+    while worker.stats.registry.len() > 0 && !*shutdown.borrow() {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// The next client of `listener`, set up; pending for ever when there is no listener.
+/// None after an error (already logged and backed off).
+async fn accept(listener: &Option<TcpListener>) -> Option<(TcpStream, std::net::SocketAddr)> {
+    let Some(listener) = listener else {
+        return std::future::pending().await;
+    };
+    match listener.accept().await {
+        Ok((stream, peer)) => Some((stream, peer)),
+        Err(e) => {
+            // EMFILE and friends: back off instead of spinning on the error.
+            tracing::warn!(error = %e, "accept failed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            None
+        }
+    }
+}
+
+/// A TLS client's handshake, then its session. A failed handshake (a plain client on the
+/// TLS port, an unknown client certificate) is logged at debug and closes the socket.
+async fn handshake(
+    acceptor: Arc<crate::tls::Acceptor>,
+    tcp: TcpStream,
+    peer: std::net::SocketAddr,
+    worker: Rc<Worker>,
+) {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => crate::session::serve(stream, peer, worker).await,
+        Ok(Err(e)) => {
+            WorkerStats::bump(&worker.stats.tls_handshake_failures);
+            tracing::debug!(client.addr = %peer, error = %e, "TLS handshake failed");
+        }
+        Err(_) => {
+            WorkerStats::bump(&worker.stats.tls_handshake_failures);
+            tracing::debug!(client.addr = %peer, "TLS handshake timed out");
+        }
+    }
+}
+
+/// Socket options for a client, whichever listener it came from.
+fn setup(stream: &TcpStream, worker: &Worker) {
+    // TCP_NODELAY is inherited from the listener on Linux (`bind_one`).
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream.set_nodelay(true);
+    crate::budget::size_socket_buffers(stream, &worker.live().config.limits);
 }

@@ -50,6 +50,8 @@ pub(crate) struct User {
     keys: Vec<Vec<u8>>,
     /// Every command and every key: no per-request check needed.
     pub unrestricted: bool,
+    /// Removed by a reload: a tombstone keeping its index (`context/live.rs`).
+    removed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +91,7 @@ impl User {
             rules,
             keys,
             unrestricted,
+            removed: false,
         })
     }
 
@@ -100,11 +103,33 @@ impl User {
             rules: vec![Rule::AllowCategory(u64::MAX)],
             keys: vec![b"*".to_vec()],
             unrestricted: true,
+            removed: false,
         }
+    }
+
+    /// What a user removed by a reload leaves in its place: no password matches, nothing
+    /// may run, so its index is never reused by someone else.
+    pub(crate) fn removed(name: &str) -> User {
+        User {
+            name: name.into(),
+            password: String::new(),
+            rules: Vec::new(),
+            keys: Vec::new(),
+            unrestricted: false,
+            removed: true,
+        }
+    }
+
+    /// Whether this is a removed user's tombstone.
+    pub(crate) fn is_removed(&self) -> bool {
+        self.removed
     }
 
     /// Constant-time-ish comparison, so a wrong password's timing reveals little.
     pub(crate) fn password_matches(&self, given: &[u8]) -> bool {
+        if self.removed {
+            return false;
+        }
         let want = self.password.as_bytes();
         let mut diff = want.len() ^ given.len();
         for (i, b) in given.iter().enumerate() {

@@ -8,6 +8,11 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
+mod source;
+mod tls;
+pub use source::ConfigSource;
+pub use tls::{BackendTlsConfig, TlsConfig};
+
 /// Everything `slotgate proxy` can be told. CLI flags override the file.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -19,6 +24,8 @@ pub struct Config {
     pub admin: AdminConfig,
     pub log: LogConfig,
     pub slowlog: SlowlogConfig,
+    pub tls: TlsConfig,
+    pub backend_tls: BackendTlsConfig,
 }
 
 /// The admin endpoint (Prometheus `GET /metrics`).
@@ -50,6 +57,9 @@ pub struct ProxyConfig {
     pub threads: usize,
     /// Forward administrative commands (CONFIG, DEBUG, SHUTDOWN, …) instead of refusing them.
     pub allow_admin_commands: bool,
+    /// On SIGTERM: how long clients get to pause between requests (each is closed at its
+    /// first such moment) before the proxy stops reading and closes them once answered.
+    pub drain_timeout_ms: u64,
 }
 
 /// How the proxy finds and follows the Redis Cluster.
@@ -144,6 +154,7 @@ impl Default for ProxyConfig {
             listen: "127.0.0.1:7777".into(),
             threads: 0,
             allow_admin_commands: false,
+            drain_timeout_ms: 10_000,
         }
     }
 }
@@ -194,6 +205,19 @@ impl Default for LogConfig {
     }
 }
 
+/// Where clients connect: the plain listener, the TLS one, or both.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ListenAddrs {
+    pub plain: Option<SocketAddr>,
+    pub tls: Option<SocketAddr>,
+}
+
+/// An `ip:port` from the config.
+fn parse_addr(text: &str) -> Result<SocketAddr, ConfigError> {
+    text.parse()
+        .map_err(|_| ConfigError::Listen(text.to_string()))
+}
+
 /// A configuration that cannot be used, with the reason in words an operator can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -201,6 +225,10 @@ pub enum ConfigError {
     Parse(#[from] toml::de::Error),
     #[error("proxy.listen: {0:?} is not an ip:port address")]
     Listen(String),
+    #[error("nothing to listen on: set proxy.listen, tls.listen or both")]
+    NoListener,
+    #[error("{0} must be set: {1}")]
+    Missing(&'static str, &'static str),
     #[error("cluster.seeds: at least one seed node is required")]
     NoSeeds,
     #[error("cluster.seeds: {0:?} is not a host:port address")]
@@ -223,13 +251,16 @@ impl Config {
         Ok(toml::from_str(text)?)
     }
 
-    /// Check the whole configuration once, at start. Returns the listen address.
-    pub fn validate(&self) -> Result<SocketAddr, ConfigError> {
-        let listen: SocketAddr = self
-            .proxy
-            .listen
-            .parse()
-            .map_err(|_| ConfigError::Listen(self.proxy.listen.clone()))?;
+    /// Check the whole configuration once, at start. Returns the addresses to listen on.
+    pub fn validate(&self) -> Result<ListenAddrs, ConfigError> {
+        let plain = match self.proxy.listen.as_str() {
+            "" => None,
+            text => Some(parse_addr(text)?),
+        };
+        let tls = self.check_tls()?;
+        if plain.is_none() && tls.is_none() {
+            return Err(ConfigError::NoListener);
+        }
         self.check_seeds()?;
         self.check_nonzero()?;
         self.admin_addr()?;
@@ -241,10 +272,20 @@ impl Config {
         for user in &self.auth.users {
             crate::auth::User::from_config(user)?;
         }
-        if !listen.ip().is_loopback() && !self.auth_required() {
-            return Err(ConfigError::Unprotected(listen));
+        // Client certificates authenticate the TLS listener's clients; the plain one has
+        // only AUTH.
+        let mtls = !self.tls.client_ca_file.is_empty();
+        let open = [
+            (plain, self.auth_required()),
+            (tls, self.auth_required() || mtls),
+        ];
+        if let Some((Some(addr), _)) = open
+            .iter()
+            .find(|(addr, guarded)| addr.is_some_and(|a| !a.ip().is_loopback()) && !guarded)
+        {
+            return Err(ConfigError::Unprotected(*addr));
         }
-        Ok(listen)
+        Ok(ListenAddrs { plain, tls })
     }
 
     /// At least one seed, each `host:port`, so bootstrap has somewhere to start.
@@ -337,40 +378,4 @@ impl Default for SlowlogConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn example_file_parses_to_the_defaults_plus_seeds() {
-        let text = include_str!("../../../config/proxy.example.toml");
-        let cfg = Config::from_toml(text).expect("example config parses");
-        let mut expected = Config::default();
-        expected.cluster.seeds = vec!["127.0.0.1:30001".into()];
-        assert_eq!(cfg, expected, "the example must document the defaults");
-        cfg.validate().expect("example validates");
-    }
-
-    #[test]
-    fn unknown_keys_are_refused() {
-        let err = Config::from_toml("[proxy]\nlisten_addr = \"x\"\n").unwrap_err();
-        assert!(err.to_string().contains("unknown field"), "{err}");
-    }
-
-    #[test]
-    fn validate_names_the_bad_key() {
-        let mut cfg = Config::default();
-        assert!(matches!(cfg.validate(), Err(ConfigError::NoSeeds)));
-        cfg.cluster.seeds = vec!["nope".into()];
-        assert!(matches!(cfg.validate(), Err(ConfigError::Seed(_))));
-        cfg.cluster.seeds = vec!["127.0.0.1:1".into()];
-        cfg.proxy.listen = "localhost".into();
-        assert!(matches!(cfg.validate(), Err(ConfigError::Listen(_))));
-        cfg.proxy.listen = "0.0.0.0:7777".into();
-        assert!(matches!(cfg.validate(), Err(ConfigError::Unprotected(_))));
-        cfg.auth.requirepass = "secret".into();
-        assert!(
-            cfg.validate().is_ok(),
-            "with a password any address is allowed"
-        );
-    }
-}
+mod tests;

@@ -28,9 +28,11 @@ mod context;
 mod keepalive;
 mod node_query;
 mod patience;
+mod reload;
 mod reply;
 mod route;
 mod session;
+mod tls;
 pub mod topology;
 mod worker;
 
@@ -43,8 +45,9 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use self::topology::Topology;
-pub use config::Config;
+pub use config::{Config, ConfigSource};
 use context::{Shared, WorkerStats};
+pub use reload::{ReloadError, ReloadReport};
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +61,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
 }
@@ -65,8 +70,11 @@ pub enum StartError {
 /// A running proxy. Dropping it does not stop it; call `shutdown`.
 pub struct Proxy {
     addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
+    /// Tells the accept loops to hand over their queues and close (graceful shutdown).
+    drain: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
@@ -77,25 +85,29 @@ impl Proxy {
     pub fn start(config: Config) -> Result<Proxy, StartError> {
         let listen = config.validate()?;
         raise_fd_limit(config.limits.maxclients);
-        let topology = topology::bootstrap(&config.cluster)?;
+        let tls = Tls::load(&config)?;
+        let topology = topology::bootstrap(&config.cluster, tls.backend.clone())?;
         let n = config.worker_threads();
-        let listeners = bind_listeners(listen, n)?;
-        let addr = listeners[0]
-            .local_addr()
-            .map_err(|source| StartError::Listen {
-                addr: listen,
-                source,
-            })?;
+        let listeners = accept::bind_listeners(listen, n).map_err(|e| StartError::Listen {
+            addr: e.addr,
+            source: e.source,
+        })?;
+        let addr = listeners.addr;
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
-        let shared = build_shared(config, addr, &topology, &workers);
+        let shared = build_shared(config, addr, &topology, &workers, tls);
         let admin_addr = start_admin(&shared)?;
         let (tx, rx) = watch::channel(false);
-        let threads = spawn_threads(&topology, &shared, listeners, workers, rx)?;
-        tracing::info!(%addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
+        let (drain, drain_rx) = watch::channel(false);
+        let tls_addr = listeners.tls_addr;
+        let stops = (rx, drain_rx);
+        let threads = spawn_threads(&topology, &shared, listeners.per_worker, workers, stops)?;
+        tracing::info!(%addr, ?tls_addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
         Ok(Proxy {
             addr,
+            tls_addr,
             admin_addr,
             shutdown: tx,
+            drain,
             threads,
             shared,
         })
@@ -104,6 +116,11 @@ impl Proxy {
     /// The address clients connect to (the real port when configured with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The TLS listener's address, when `tls.listen` is set.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// Where `GET /metrics` is served, when enabled.
@@ -116,11 +133,73 @@ impl Proxy {
         &self.shared.topology
     }
 
+    /// Re-read the configuration from `source` on every later reload (SIGHUP, `POST
+    /// /reload`); without one, only `reload_with` can reload.
+    pub fn set_config_source(&self, source: ConfigSource) {
+        *self
+            .shared
+            .config_source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(source);
+    }
+
+    /// Re-read the configuration file and apply what can change live (docs/operations.md).
+    /// On error nothing changed.
+    pub fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        reload::from_source(&self.shared)
+    }
+
+    /// Apply `config` as a reload of the file would.
+    pub fn reload_with(&self, config: Config) -> Result<ReloadReport, ReloadError> {
+        reload::apply(&self.shared, config)
+    }
+
+    /// A handle that reloads from another thread (a signal handler) while `self` waits.
+    pub fn reloader(&self) -> Reloader {
+        Reloader(self.shared.clone())
+    }
+
     /// Stop accepting, close every client and backend connection, join the threads.
     pub fn shutdown(self) {
         let _ = self.shutdown.send(true);
         for t in self.threads {
             let _ = t.join();
+        }
+    }
+
+    /// Stop as an upgrade needs it: stop accepting (clients already queued are still
+    /// served; a new process may listen on the same port meanwhile), close each client at
+    /// its first moment with nothing owed, and after `drain` read nothing more and close
+    /// each client once what it sent is answered (at most `DRAIN_GRACE` more). Then stop.
+    pub fn shutdown_gracefully(self, drain: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let started = std::time::Instant::now();
+        self.shared.drain.store(context::DRAIN_WHEN_IDLE, Relaxed);
+        let _ = self.drain.send(true);
+        self.wake_clients();
+        let gone = || self.shared.clients.load(Relaxed) == 0;
+        wait_until(started + drain, gone);
+        if !gone() {
+            self.shared
+                .drain
+                .store(context::DRAIN_STOP_READING, Relaxed);
+            self.wake_clients();
+            wait_until(std::time::Instant::now() + DRAIN_GRACE, gone);
+        }
+        tracing::info!(left = self.shared.clients.load(Relaxed), "drained");
+        self.shutdown();
+    }
+
+    /// `proxy.drain_timeout_ms` as in force (a reload may change it).
+    pub fn drain_timeout(&self) -> std::time::Duration {
+        let ms = self.shared.live.load().config.proxy.drain_timeout_ms;
+        std::time::Duration::from_millis(ms)
+    }
+
+    /// Make every session look at the drain phase now, idle ones included.
+    fn wake_clients(&self) {
+        for w in &self.shared.workers {
+            w.registry.wake_all();
         }
     }
 
@@ -132,6 +211,28 @@ impl Proxy {
     }
 }
 
+/// How long clients still connected after the drain timeout get for the replies they are
+/// owed before the proxy stops anyway.
+const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Poll `done` every 10 ms until it holds or `deadline` passes (shutdown only).
+fn wait_until(deadline: std::time::Instant, done: impl Fn() -> bool) {
+    while !done() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Reloads the proxy it came from (`Proxy::reloader`).
+#[derive(Clone)]
+pub struct Reloader(Arc<Shared>);
+
+impl Reloader {
+    /// As `Proxy::reload`.
+    pub fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        reload::from_source(&self.0)
+    }
+}
+
 /// The state every worker and the admin side share; `addr` is the bound address, which
 /// replaces `proxy.listen` so a configured port 0 reads back as the real port.
 fn build_shared(
@@ -139,9 +240,11 @@ fn build_shared(
     addr: SocketAddr,
     topology: &Arc<Topology>,
     workers: &[Arc<WorkerStats>],
+    tls: Tls,
 ) -> Arc<Shared> {
+    // As configured: a reload compares the file with it (port 0 stays 0).
+    let live = context::live::Live::new(config.clone());
     config.proxy.listen = addr.to_string();
-    let config_users = config.auth.clone();
     let config_cluster = config.cluster.clone();
     let slowlog = context::slowlog::Slowlog::new(&config.slowlog);
     Arc::new(Shared {
@@ -152,10 +255,35 @@ fn build_shared(
         next_client_id: AtomicU64::new(1),
         cluster_view: context::cluster_view::ClusterView::new(addr),
         clients: Default::default(),
-        users: users(&config_users),
+        live: arc_swap::ArcSwap::from_pointee(live),
+        live_gen: AtomicU64::new(0),
+        reloads: AtomicU64::new(0),
+        reload_failures: AtomicU64::new(0),
+        config_source: Default::default(),
+        drain: Default::default(),
+        ask_slots: Default::default(),
         backend_auth: topology::backend_auth(&config_cluster),
         slowlog,
+        tls_acceptor: tls.acceptor,
+        backend_tls: tls.backend,
     })
+}
+
+/// Both sides' TLS settings, loaded before anything listens or dials.
+struct Tls {
+    acceptor: Option<Arc<tls::Acceptor>>,
+    backend: Option<Arc<tls::Connector>>,
+}
+
+impl Tls {
+    fn load(config: &Config) -> Result<Tls, StartError> {
+        let acceptor = match config.tls.listen.is_empty() {
+            true => None,
+            false => Some(Arc::new(tls::Acceptor::new(&config.tls)?)),
+        };
+        let backend = tls::Connector::new(&config.backend_tls)?;
+        Ok(Tls { acceptor, backend })
+    }
 }
 
 /// The topology refresher, the slowlog clock and one worker per listener, all stopped by
@@ -163,21 +291,24 @@ fn build_shared(
 fn spawn_threads(
     topology: &Arc<Topology>,
     shared: &Arc<Shared>,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<accept::Listeners<std::net::TcpListener>>,
     workers: Vec<Arc<WorkerStats>>,
-    rx: watch::Receiver<bool>,
+    (rx, drain): (watch::Receiver<bool>, watch::Receiver<bool>),
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
-    let mut threads = vec![
-        topology::spawn_refresher(topology, &shared.config.cluster, rx.clone())
-            .map_err(StartError::Thread)?,
-    ];
+    let mut threads = vec![topology::spawn_refresher(
+        topology,
+        &shared.config.cluster,
+        shared.backend_tls.clone(),
+        rx.clone(),
+    )
+    .map_err(StartError::Thread)?];
     for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
         threads.push(spawn_worker(
             i,
             listener,
             shared.clone(),
             stats,
-            rx.clone(),
+            (rx.clone(), drain.clone()),
         )?);
     }
     Ok(threads)
@@ -214,59 +345,12 @@ fn start_admin(shared: &Arc<Shared>) -> Result<Option<SocketAddr>, StartError> {
     Ok(Some(bound))
 }
 
-/// The users clients may AUTH as: `requirepass`'s default user, then the configured ones
-/// (already checked by `Config::validate`).
-fn users(auth: &config::AuthConfig) -> Vec<auth::User> {
-    let default = (!auth.requirepass.is_empty())
-        .then(|| auth::User::default_with_password(&auth.requirepass));
-    default
-        .into_iter()
-        .chain(
-            auth.users
-                .iter()
-                .filter_map(|u| auth::User::from_config(u).ok()),
-        )
-        .collect()
-}
-
-/// One listening socket per worker on the same address (SO_REUSEPORT): the kernel spreads
-/// connections over workers, so accepting never hops threads.
-fn bind_listeners(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>, StartError> {
-    let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(n);
-    let mut addr = addr;
-    for _ in 0..n {
-        let listener = bind_one(addr).map_err(|source| StartError::Listen { addr, source })?;
-        if addr.port() == 0 {
-            // The first bind chose the port; the others must share it.
-            addr = listener
-                .local_addr()
-                .map_err(|source| StartError::Listen { addr, source })?;
-        }
-        out.push(listener);
-    }
-    Ok(out)
-}
-
-fn bind_one(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    // Linux copies TCP_NODELAY from the listener to every accepted socket: one setsockopt
-    // here instead of one per connection (short-lived clients pay for each syscall).
-    socket.set_nodelay(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(1024)?;
-    Ok(socket.into())
-}
-
 fn spawn_worker(
     i: usize,
-    listener: std::net::TcpListener,
+    listeners: accept::Listeners<std::net::TcpListener>,
     shared: Arc<Shared>,
     stats: Arc<WorkerStats>,
-    shutdown: watch::Receiver<bool>,
+    (shutdown, drain): (watch::Receiver<bool>, watch::Receiver<bool>),
 ) -> Result<JoinHandle<()>, StartError> {
     std::thread::Builder::new()
         .name(format!("slotgate-w{i}"))
@@ -280,12 +364,13 @@ fn spawn_worker(
             };
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, async move {
-                let listener = match tokio::net::TcpListener::from_std(listener) {
+                let listeners = match listeners.into_tokio() {
                     Ok(l) => l,
                     Err(e) => return tracing::error!(error = %e, "worker cannot use its listener"),
                 };
                 let worker = worker::Worker::new(shared, stats);
-                accept::accept_loop(listener, worker, shutdown).await;
+                accept::accept_loop(listeners, worker.clone(), shutdown.clone(), drain).await;
+                accept::wait_for_clients(&worker, shutdown).await;
             });
         })
         .map_err(StartError::Thread)

@@ -10,13 +10,15 @@ use resp::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::tls::{Connector, Stream};
+
 /// How long one connect (with its AUTH) or one round trip may take before the node is
 /// skipped.
 pub(crate) const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A minimal request/response connection to a node.
 pub(crate) struct NodeConn {
-    stream: TcpStream,
+    stream: Stream,
     buf: BytesMut,
 }
 
@@ -27,25 +29,34 @@ impl NodeConn {
     pub(crate) async fn connect(
         addr: &str,
         auth: Option<&bytes::Bytes>,
+        tls: Option<&Connector>,
     ) -> Result<NodeConn, String> {
-        tokio::time::timeout(QUERY_TIMEOUT, Self::connect_inner(addr, auth))
+        tokio::time::timeout(QUERY_TIMEOUT, Self::connect_inner(addr, auth, tls))
             .await
             .map_err(|_| "connect or AUTH timed out".to_string())?
     }
 
-    async fn connect_inner(addr: &str, auth: Option<&bytes::Bytes>) -> Result<NodeConn, String> {
-        let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let _ = stream.set_nodelay(true);
-        crate::keepalive::enable(&stream);
+    async fn connect_inner(
+        addr: &str,
+        auth: Option<&bytes::Bytes>,
+        tls: Option<&Connector>,
+    ) -> Result<NodeConn, String> {
+        let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        crate::keepalive::enable(&tcp);
+        let stream = match tls {
+            None => Stream::Plain(tcp),
+            Some(tls) => tls
+                .connect(tcp, addr)
+                .await
+                .map_err(|e| format!("TLS: {e}"))?,
+        };
         let mut conn = NodeConn {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),
         };
         if let Some(auth) = auth {
-            conn.stream
-                .write_all(auth)
-                .await
-                .map_err(|e| e.to_string())?;
+            conn.write(auth).await?;
             if let Value::Error(e) = conn.read_reply().await? {
                 // Redis's error text never contains the password.
                 return Err(format!("AUTH refused: {}", String::from_utf8_lossy(&e)));
@@ -63,11 +74,17 @@ impl NodeConn {
     async fn call_inner(&mut self, args: &[&[u8]]) -> Result<Value, String> {
         let mut out = BytesMut::new();
         resp::encode_command(&mut out, args);
+        self.write(&out).await?;
+        self.read_reply().await
+    }
+
+    /// Write and flush (TLS holds records until flushed).
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.stream
-            .write_all(&out)
+            .write_all(bytes)
             .await
             .map_err(|e| e.to_string())?;
-        self.read_reply().await
+        self.stream.flush().await.map_err(|e| e.to_string())
     }
 
     async fn read_reply(&mut self) -> Result<Value, String> {

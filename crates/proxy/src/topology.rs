@@ -22,6 +22,9 @@ pub use ::topology::{Topology, TopologyStats};
 use crate::config::ClusterConfig;
 use crate::node_query::NodeConn;
 
+/// TLS towards the nodes, when `backend_tls.enabled`.
+pub(crate) type Tls = Option<Arc<crate::tls::Connector>>;
+
 /// Connections to nodes the refresher keeps open between refreshes, at most.
 const MAX_KEPT_CONNECTIONS: usize = 8;
 
@@ -32,13 +35,13 @@ pub struct BootstrapError(String);
 
 /// Ask the seeds, in random order, until one returns a usable map. Blocking; call once at
 /// start, outside any runtime.
-pub fn bootstrap(cfg: &ClusterConfig) -> Result<Arc<Topology>, BootstrapError> {
+pub(crate) fn bootstrap(cfg: &ClusterConfig, tls: Tls) -> Result<Arc<Topology>, BootstrapError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| BootstrapError(e.to_string()))?;
     // Connections opened here belong to this runtime and close with the source.
-    let mut source = NodeSource::new(cfg);
+    let mut source = NodeSource::new(cfg, tls);
     let map = rt
         .block_on(::topology::bootstrap(&cfg.seeds, &mut source))
         .map_err(|e| BootstrapError(e.to_string()))?;
@@ -52,7 +55,7 @@ pub fn with_map(cfg: &ClusterConfig, map: SlotMap) -> Arc<Topology> {
 
 /// The proxy's refresh pacing. The extra wait is a quarter of the interval: enough to keep a
 /// fleet of proxies apart, and the interval stays a true minimum.
-fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
+pub(crate) fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
     let min_interval = Duration::from_millis(cfg.min_refresh_interval_ms);
     ::topology::Pacing {
         min_interval,
@@ -63,13 +66,14 @@ fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
 
 /// Run the refresher on its own thread (with its own runtime, so no worker's event loop ever
 /// runs a topology query) until `shutdown` turns true.
-pub fn spawn_refresher(
+pub(crate) fn spawn_refresher(
     topo: &Arc<Topology>,
     cfg: &ClusterConfig,
+    tls: Tls,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let topo = topo.clone();
-    let source = NodeSource::new(cfg);
+    let source = NodeSource::new(cfg, tls);
     std::thread::Builder::new()
         .name("slotgate-topology".into())
         .spawn(move || {
@@ -111,14 +115,16 @@ pub(crate) fn backend_auth(cfg: &ClusterConfig) -> Option<bytes::Bytes> {
 struct NodeSource {
     conns: HashMap<String, NodeConn>,
     auth: Option<bytes::Bytes>,
+    tls: Tls,
     command: TopologyCommand,
 }
 
 impl NodeSource {
-    fn new(cfg: &ClusterConfig) -> NodeSource {
+    fn new(cfg: &ClusterConfig, tls: Tls) -> NodeSource {
         NodeSource {
             conns: HashMap::new(),
             auth: backend_auth(cfg),
+            tls,
             // `Config::validate` refused any other name.
             command: TopologyCommand::from_name(&cfg.topology_command).unwrap_or_default(),
         }
@@ -133,7 +139,7 @@ impl NodeSource {
         }
         let result = match self.conns.get_mut(addr) {
             Some(conn) => conn.call(self.command.args()).await,
-            None => match NodeConn::connect(addr, self.auth.as_ref()).await {
+            None => match NodeConn::connect(addr, self.auth.as_ref(), self.tls.as_deref()).await {
                 Ok(mut conn) => {
                     let r = conn.call(self.command.args()).await;
                     self.conns.insert(addr.to_string(), conn);

@@ -8,6 +8,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::Ordering::Acquire;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use cluster::slot_map::SlotMap;
 
 use crate::backend::{Backend, Settings};
 use crate::budget::Budget;
+use crate::context::live::Live;
 use crate::context::{Shared, WorkerStats};
 use crate::topology::Topology;
 
@@ -29,6 +31,9 @@ pub(crate) struct Worker {
     round_robin: Cell<usize>,
     /// This worker's share of `limits.memory_budget_bytes` and what its clients hold.
     pub budget: Rc<Budget>,
+    /// The live config as this worker last saw it, and its generation (`live()`).
+    live: RefCell<Arc<Live>>,
+    live_seen: Cell<u64>,
 }
 
 /// One protocol's connections, by address and by the current map's master index.
@@ -49,13 +54,43 @@ impl Worker {
             shared.workers.len(),
             stats.clone(),
         );
+        let live_seen = shared.live_gen.load(Acquire);
         Rc::new(Worker {
             budget,
+            live: RefCell::new(shared.live.load_full()),
+            live_seen: Cell::new(live_seen),
             shared,
             stats,
             pools: Default::default(),
             round_robin: Cell::new(0),
         })
+    }
+
+    /// The configuration in force: one load of the reload generation per call, and
+    /// only after a reload a new snapshot (never a per-request `ArcSwap` load or a shared
+    /// reference count). A snapshot still borrowed delays the switch to the next call.
+    pub(crate) fn live(&self) -> std::cell::Ref<'_, Arc<Live>> {
+        let generation = self.shared.live_gen.load(Acquire);
+        if generation != self.live_seen.get() {
+            if let Ok(mut mine) = self.live.try_borrow_mut() {
+                *mine = self.shared.live.load_full();
+                self.live_seen.set(generation);
+            }
+        }
+        self.live.borrow()
+    }
+
+    /// `cluster.max_redirects` and `cluster.failover_hold_ms` as in force.
+    pub(crate) fn redirect_limits(&self) -> (u8, u64) {
+        let live = self.live();
+        let cluster = &live.config.cluster;
+        (cluster.max_redirects, cluster.failover_hold_ms)
+    }
+
+    /// An ASK redirect: counted, and its slot marked migrating (the status page).
+    pub(crate) fn note_ask(&self, slot: u16) {
+        WorkerStats::bump(&self.stats.redirects_ask);
+        self.shared.ask_slots.mark(slot);
     }
 
     pub(crate) fn topology(&self) -> &Topology {
@@ -115,13 +150,15 @@ impl Worker {
     /// dedicated or pub/sub one). Each request's deadline follows its command (`watchdog.rs`):
     /// a blocking one may wait as long as its own timeout says; a subscription owes no reply.
     pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        let cluster = &self.shared.config.cluster;
+        let live = self.live();
+        let cluster = &live.config.cluster;
         let settings = Settings {
             connect_timeout: Duration::from_millis(cluster.connect_timeout_ms),
             request_timeout: Duration::from_millis(cluster.request_timeout_ms),
             slow_timeout: Duration::from_millis(cluster.slow_command_timeout_ms),
             resp3,
             auth: self.shared.backend_auth.clone(),
+            tls: self.shared.backend_tls.clone(),
             node: self.stats.nodes.node(addr),
         };
         Backend::new(addr, settings, self.shared.topology.clone())

@@ -101,6 +101,7 @@ fn info_sections_by_name_all_and_everything() {
                 "# Commandstats",
                 "# Latencystats",
                 "# Backends",
+                "# Tls",
                 "# Keyspace"
             ]
         );

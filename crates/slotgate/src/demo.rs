@@ -27,7 +27,7 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: DemoArgs) -> Result<()> {
-    crate::init_logging("warn");
+    let _ = crate::init_logging("warn");
     let dir = std::env::temp_dir().join(format!("slotgate-demo-{}", std::process::id()));
     let options = devcluster::Options {
         masters: args.masters,

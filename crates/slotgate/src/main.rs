@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use proxy::{Config, Proxy};
+use proxy::{Config, ConfigSource, Proxy};
+use tracing_subscriber::EnvFilter;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -76,17 +77,25 @@ fn proxy_config(args: &ProxyArgs) -> Result<Config> {
         }
         None => Config::default(),
     };
-    if let Some(listen) = &args.listen {
-        config.proxy.listen = listen.clone();
-    }
-    if !args.seed.is_empty() {
-        config.cluster.seeds = args.seed.clone();
-    }
-    if let Some(threads) = args.threads {
-        config.proxy.threads = threads;
-    }
+    flags(args)(&mut config);
     config.validate()?;
     Ok(config)
+}
+
+/// The flags that override the file, as a function a reload applies again.
+fn flags(args: &ProxyArgs) -> impl Fn(&mut Config) + Send + Sync + 'static {
+    let (listen, seed, threads) = (args.listen.clone(), args.seed.clone(), args.threads);
+    move |config: &mut Config| {
+        if let Some(listen) = &listen {
+            config.proxy.listen = listen.clone();
+        }
+        if !seed.is_empty() {
+            config.cluster.seeds = seed.clone();
+        }
+        if let Some(threads) = threads {
+            config.proxy.threads = threads;
+        }
+    }
 }
 
 fn run_proxy(args: ProxyArgs) -> Result<()> {
@@ -95,22 +104,77 @@ fn run_proxy(args: ProxyArgs) -> Result<()> {
         println!("configuration ok");
         return Ok(());
     }
-    init_logging(&config.log.level);
+    let log = init_logging(&config.log.level);
     let proxy = Proxy::start(config)?;
+    if let Some(path) = args.config.clone() {
+        proxy.set_config_source(ConfigSource {
+            path,
+            overrides: Box::new(flags(&args)),
+            on_applied: Box::new(move |config| set_log_level(log.as_ref(), &config.log.level)),
+        });
+    }
     eprintln!("slotgate proxy listening on {}", proxy.local_addr());
-    wait_for_signal(None)?;
-    proxy.shutdown();
+    let reloader = proxy.reloader();
+    wait_for_stop(|| {
+        // The outcome is logged and counted by the reload itself.
+        let _ = reloader.reload();
+    })?;
+    let drain = proxy.drain_timeout();
+    tracing::info!(?drain, "stopping: draining clients");
+    proxy.shutdown_gracefully(drain);
     Ok(())
 }
 
-/// Logs go to stderr; `RUST_LOG` overrides the configured level.
-pub(crate) fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+/// Changes the log level at run time; None when `RUST_LOG` decides it.
+type LogHandle = tracing_subscriber::reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
+/// Logs go to stderr, with colours only when it is a terminal (a journal or a file gets
+/// plain text); `RUST_LOG` overrides the configured level, and then reloads leave it be.
+pub(crate) fn init_logging(level: &str) -> Option<LogHandle> {
+    use std::io::IsTerminal;
+    use tracing_subscriber::prelude::*;
+    let from_env = std::env::var_os("RUST_LOG").is_some();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .try_init();
+        .with_ansi(std::io::stderr().is_terminal());
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .try_init()
+        .ok()?;
+    (!from_env).then_some(handle)
+}
+
+/// A reload's `log.level`, when the level is ours to set.
+fn set_log_level(handle: Option<&LogHandle>, level: &str) {
+    if let Some(handle) = handle {
+        if let Err(e) = handle.reload(EnvFilter::new(level)) {
+            tracing::warn!(error = %e, "cannot change the log level");
+        }
+    }
+}
+
+/// Block until Ctrl-C or SIGTERM (then the caller drains); every SIGHUP calls `on_hup` (a
+/// reload) meanwhile.
+fn wait_for_stop(on_hup: impl Fn()) -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        loop {
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => return r,
+                _ = term.recv() => return Ok(()),
+                _ = hup.recv() => on_hup(),
+            }
+        }
+    })?;
+    Ok(())
 }
 
 /// Block until Ctrl-C or SIGTERM, or until `limit` has passed.

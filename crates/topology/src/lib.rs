@@ -52,6 +52,8 @@ pub struct TopologyStats {
     pub refresh_failed: AtomicU64,
     /// New maps installed.
     pub maps_installed: AtomicU64,
+    /// When the latest refresh ran, in milliseconds since the Unix epoch (0: none yet).
+    pub last_refresh_unix_ms: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -69,7 +71,8 @@ pub struct Topology {
     notify: Notify,
     next_version: AtomicU64,
     pub stats: TopologyStats,
-    pacing: Pacing,
+    /// Read once per refresher turn, never per request; a reload may replace it.
+    pacing: Mutex<Pacing>,
 }
 
 // === impl Topology ===
@@ -85,8 +88,18 @@ impl Topology {
             // The starting map is version 1; refreshed maps count on from there.
             next_version: AtomicU64::new(2),
             stats: TopologyStats::default(),
-            pacing,
+            pacing: Mutex::new(pacing),
         }
+    }
+
+    /// The refresh pacing in force.
+    pub fn pacing(&self) -> Pacing {
+        *self.pacing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// New refresh pacing (a config reload): used from the refresher's next turn on.
+    pub fn set_pacing(&self, pacing: Pacing) {
+        *self.pacing.lock().unwrap_or_else(|p| p.into_inner()) = pacing;
     }
 
     /// The map to route with. Lock-free; hold the guard only while routing one request.

@@ -72,12 +72,13 @@ impl Topology {
         tokio::pin!(shutdown);
         let mut last = Instant::now();
         loop {
+            let pacing = self.pacing();
             tokio::select! {
                 _ = self.notify.notified() => {}
-                _ = tokio::time::sleep(jittered(self.pacing.periodic, 5)) => {}
+                _ = tokio::time::sleep(jittered(pacing.periodic, 5)) => {}
                 _ = &mut shutdown => return,
             }
-            let earliest = last + self.pacing.min_interval + jitter_up_to(self.pacing.max_extra);
+            let earliest = last + pacing.min_interval + jitter_up_to(pacing.max_extra);
             if Instant::now() < earliest {
                 bump(&self.stats.refresh_throttled);
                 tokio::select! {
@@ -101,6 +102,12 @@ impl Topology {
     /// Returns whether some node answered (installed or not).
     pub async fn refresh_once<S: Source>(&self, source: &mut S) -> bool {
         bump(&self.stats.refresh_performed);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.stats
+            .last_refresh_unix_ms
+            .store(now, std::sync::atomic::Ordering::Relaxed);
         let current = self.map.load_full();
         let mut candidates: Vec<String> = current
             .nodes()

@@ -27,7 +27,8 @@ fn masters(shared: &Shared) -> Vec<(String, usize, NodeTotals)> {
         .collect()
 }
 
-fn slot_counts(map: &SlotMap) -> Vec<usize> {
+/// Slots per node of `map`, in `map.nodes()` order.
+pub(crate) fn slot_counts(map: &SlotMap) -> Vec<usize> {
     let mut counts = vec![0; map.nodes().len()];
     for slot in 0..cluster::SLOT_COUNT as u16 {
         if let Some(c) = map

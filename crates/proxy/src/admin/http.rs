@@ -1,6 +1,6 @@
-//! The admin endpoint: `GET /metrics` in Prometheus's text format, on its own address and
-//! its own thread, so scrapes never touch a worker's event loop. Off unless
-//! `admin.listen` is set; loopback is the sensible choice.
+//! The admin endpoint: `GET /metrics` in Prometheus's text format, the status page (`/`,
+//! refreshed from `/status.json`), `/healthz` and `/readyz` for probes, `POST /reload` to re-read the config file, on its own address and its own thread, so scrapes never touch a worker's
+//! event loop. Off unless `admin.listen` is set; loopback is the sensible choice.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -40,17 +40,48 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             break;
         }
     }
-    let (status, body) = match line.split_whitespace().nth(1) {
-        Some("/metrics") => ("200 OK", crate::admin::metrics::render(shared)),
-        _ => ("404 Not Found", "try /metrics\n".to_string()),
+    let mut words = line.split_whitespace();
+    let method = words.next().unwrap_or("");
+    let path = words.next().unwrap_or("");
+    let (status, body) = route(method, path, shared);
+    let kind = match path.split('?').next() {
+        Some("/") => "text/html; charset=utf-8",
+        Some("/status.json") => "application/json",
+        _ => "text/plain; version=0.0.4",
     };
     let mut stream = stream;
     write!(
         stream,
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )?;
     stream.shutdown(std::net::Shutdown::Write)
+}
+
+/// The answer to `GET path`: status line and body.
+fn route(method: &str, path: &str, shared: &Shared) -> (&'static str, String) {
+    let health = |(ok, body): (bool, String)| match ok {
+        true => ("200 OK", body),
+        false => ("503 Service Unavailable", body),
+    };
+    // A probe may add a query string (`/readyz?verbose`): the path alone decides.
+    match path.split('?').next().unwrap_or("") {
+        "/metrics" => ("200 OK", crate::admin::metrics::render(shared)),
+        "/" => ("200 OK", crate::admin::status::PAGE.to_string()),
+        "/status.json" => ("200 OK", crate::admin::status::json(shared)),
+        "/healthz" | "/livez" => health(crate::admin::health::live()),
+        "/readyz" => health(crate::admin::health::ready(shared)),
+        // A state change: POST only, so a crawler or a prefetch cannot trigger it.
+        "/reload" if method == "POST" => match crate::reload::from_source(shared) {
+            Ok(report) => ("200 OK", format!("{report:#?}\n")),
+            Err(e) => ("500 Internal Server Error", format!("{e}\n")),
+        },
+        "/reload" => ("405 Method Not Allowed", "use POST /reload\n".into()),
+        _ => (
+            "404 Not Found",
+            "try /, /status.json, /metrics, /healthz, /readyz or POST /reload\n".to_string(),
+        ),
+    }
 }
 
 /// Read one line, at most 8 KiB.

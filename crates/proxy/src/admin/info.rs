@@ -32,6 +32,7 @@ const SECTIONS: &[(&str, &str, Section)] = &[
     ("commandstats", "Commandstats", commandstats),
     ("latencystats", "Latencystats", latencystats),
     ("backends", "Backends", crate::admin::backends::info),
+    ("tls", "Tls", crate::admin::tls::info),
     ("keyspace", "Keyspace", |_, out| merged("keyspace", out)),
 ];
 
@@ -41,8 +42,8 @@ fn merged(name: &str, out: &mut String) {
 }
 
 /// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out; `backends`
-/// too, since it grows with the number of masters.
-const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends"];
+/// too, since it grows with the number of masters, and the proxy's own `tls`.
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends", "tls"];
 
 /// The sections `INFO [section ...]` asks for that come from the masters (none: the proxy
 /// answers alone).
@@ -126,6 +127,16 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "failover_released_requests", t.failover_released);
     line(out, "failover_expired_requests", t.failover_expired);
     line(out, "rejected_connections", t.rejected_connections);
+    line(
+        out,
+        "config_reloads",
+        shared.reloads.load(Ordering::Relaxed),
+    );
+    line(
+        out,
+        "config_reload_failures",
+        shared.reload_failures.load(Ordering::Relaxed),
+    );
     line(out, "client_limit_disconnections", t.limit_disconnects);
     line(
         out,

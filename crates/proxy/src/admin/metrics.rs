@@ -11,6 +11,21 @@ use crate::context::{Shared, Totals};
 /// Every metric the proxy exports; `docs/metrics.md` documents each (a test checks it).
 pub const METRICS: &[(&str, &str, &str)] = &[
     (
+        "slotgate_config_reloads_total",
+        "counter",
+        "Configuration reloads, applied (ok) or refused with nothing changed (failed).",
+    ),
+    (
+        "slotgate_tls_handshake_failures_total",
+        "counter",
+        "TLS clients whose handshake failed or timed out.",
+    ),
+    (
+        "slotgate_tls_certificate_days_left",
+        "gauge",
+        "Whole days until a certificate the proxy presents expires, by role and file.",
+    ),
+    (
         "slotgate_connections_received_total",
         "counter",
         "Client connections accepted.",
@@ -155,6 +170,18 @@ pub fn render(shared: &Shared) -> String {
         logged,
     );
     crate::admin::backends::metrics(shared, &mut out, &mut described);
+    crate::admin::tls::metrics(shared, &mut out, &mut described);
+    for (result, counter) in [("ok", &shared.reloads), ("failed", &shared.reload_failures)] {
+        let labels = format!("result=\"{result}\"");
+        let n = counter.load(Ordering::Relaxed);
+        sample(
+            &mut out,
+            &mut described,
+            "slotgate_config_reloads_total",
+            &labels,
+            n,
+        );
+    }
     commands(shared, &mut out, &mut described);
     out
 }

@@ -6,7 +6,10 @@
 pub(crate) mod backends;
 pub(crate) mod client_list;
 pub(crate) mod cpu;
+pub(crate) mod health;
 pub(crate) mod http;
 pub(crate) mod info;
 pub(crate) mod metrics;
 pub(crate) mod slowlog;
+pub(crate) mod status;
+pub(crate) mod tls;

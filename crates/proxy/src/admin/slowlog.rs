@@ -39,7 +39,7 @@ fn len(shared: &Shared) -> usize {
         .iter()
         .map(|w| w.slowlog.0.lock().unwrap_or_else(|e| e.into_inner()).len())
         .sum();
-    total.min(shared.slowlog.max_len)
+    total.min(shared.slowlog.max_len())
 }
 
 /// `SLOWLOG GET [count]`: newest first; count 10 by default, -1 for all.
@@ -52,7 +52,7 @@ fn get(req: &Request, shared: &Shared) -> Bytes {
             _ => return error("count should be greater than or equal to -1"),
         },
     };
-    let entries = newest(shared, count.min(shared.slowlog.max_len));
+    let entries = newest(shared, count.min(shared.slowlog.max_len()));
     let mut out = BytesMut::new();
     resp::write_array_header(&mut out, entries.len());
     for e in &entries {

@@ -98,8 +98,8 @@ fn negative_threshold_turns_the_log_off() {
         log_slower_than_us: -1,
         max_len: 128,
     });
-    assert_eq!(off.threshold_us, None);
-    assert_eq!(Slowlog::default().threshold_us, Some(10_000));
+    assert_eq!(off.threshold(), None);
+    assert_eq!(Slowlog::default().threshold(), Some(10_000));
 }
 
 #[test]

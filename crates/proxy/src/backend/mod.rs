@@ -33,18 +33,19 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use resp::ReplyFramer;
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::backend::stats::NodeStats;
 use crate::backend::watchdog::Watchdog;
 use crate::patience::Patience;
+use crate::tls::Stream;
 use crate::topology::Topology;
 
 pub(crate) mod bigbuf;
 mod refusal;
 mod replies;
 mod requests;
+mod settings;
 pub(crate) mod sink;
 pub(crate) mod stats;
 mod task;
@@ -54,23 +55,10 @@ mod writev;
 pub(crate) use refusal::is_redirect;
 pub(crate) use requests::Outgoing;
 use requests::{InFlight, Owed};
+pub(crate) use settings::Settings;
 pub(crate) use sink::ReplySink;
 use task::run;
 pub(crate) use writev::{advance, fill_slices};
-
-/// How a connection to a node is set up.
-pub(crate) struct Settings {
-    pub connect_timeout: Duration,
-    /// No reply for this long while requests are owed poisons the connection (0: never).
-    pub request_timeout: Duration,
-    /// The same while a slow command is owed (`watchdog.rs`).
-    pub slow_timeout: Duration,
-    pub resp3: bool,
-    /// A pre-encoded `AUTH` for the node, if the nodes require one.
-    pub auth: Option<Bytes>,
-    /// This worker's counters for the node (INFO backends, `/metrics`).
-    pub node: Arc<NodeStats>,
-}
 
 /// How long a node that refused a connection is failed fast before the next dial.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
@@ -109,6 +97,8 @@ pub(crate) struct Backend {
     pub resp3: bool,
     /// `AUTH [user] password` sent first on every new connection, when configured.
     auth: Option<Bytes>,
+    /// TLS towards the node (`backend_tls`), when enabled.
+    tls: Option<Arc<crate::tls::Connector>>,
     /// Stream mode (a session's pub/sub connection): every frame the node sends is handed to
     /// this client as it comes, with no request/reply pairing.
     sink: RefCell<Option<Rc<dyn ReplySink>>>,
@@ -125,35 +115,6 @@ pub(crate) struct Backend {
 // === impl Backend ===
 
 impl Backend {
-    pub(crate) fn new(addr: &str, settings: Settings, topology: Arc<Topology>) -> Rc<Backend> {
-        let Settings {
-            connect_timeout,
-            request_timeout,
-            slow_timeout,
-            resp3,
-            auth,
-            node,
-        } = settings;
-        Rc::new(Backend {
-            addr: addr.into(),
-            queue: RefCell::new(VecDeque::new()),
-            waker: RefCell::new(None),
-            running: Cell::new(false),
-            closed: Cell::new(false),
-            down_until: Cell::new(None),
-            connect_timeout,
-            request_timeout,
-            slow_timeout,
-            topology,
-            resp3,
-            auth,
-            sink: RefCell::new(None),
-            node,
-            breaks: Cell::new(0),
-            keeps_state: Cell::new(false),
-        })
-    }
-
     /// How many times a connection of this backend broke or failed to connect.
     pub(crate) fn breaks(&self) -> u32 {
         self.breaks.get()
@@ -263,7 +224,7 @@ fn node_error(addr: &str, what: &str) -> Bytes {
 /// The live connection's state, owned by the task.
 struct Conn {
     backend: Rc<Backend>,
-    stream: TcpStream,
+    stream: Stream,
     write_queue: VecDeque<Bytes>,
     in_flight: VecDeque<InFlight>,
     read_buf: BytesMut,
@@ -280,7 +241,7 @@ struct Conn {
 // === impl Conn ===
 
 impl Conn {
-    fn new(backend: Rc<Backend>, stream: TcpStream) -> Conn {
+    fn new(backend: Rc<Backend>, stream: Stream) -> Conn {
         Conn {
             stream,
             write_queue: VecDeque::new(),
@@ -364,6 +325,10 @@ impl Conn {
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => break,
             }
+        }
+        // TLS may hold the last record back when the socket was full (plain: a no-op).
+        if let Poll::Ready(Err(e)) = Pin::new(&mut self.stream).poll_flush(cx) {
+            return Err(e);
         }
         Ok(total)
     }

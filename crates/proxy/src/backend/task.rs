@@ -1,8 +1,8 @@
 //! The connection task of a `Backend`: dial, send the set-up commands (AUTH, HELLO 3),
 //! pump the connection until it breaks, then fail what it owed and redial if more waits.
 //!
-//! The pump (`Conn`, in `backend.rs`) only moves bytes; timeouts on dial, the set-up
-//! commands and the backoff after a failed dial live here.
+//! The pump (`Conn`, in `mod.rs`) only moves bytes; timeouts on dial (TCP and TLS), the
+//! set-up commands and the backoff after a failed dial live here.
 
 use std::future::poll_fn;
 use std::rc::Rc;
@@ -11,22 +11,18 @@ use bytes::Bytes;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::tls::Stream;
+
 use super::{node_error, Backend, Conn, InFlight, HELLO3, RECONNECT_BACKOFF};
 
 /// The connection task: dial, then pump until the connection breaks.
 pub(super) async fn run(backend: Rc<Backend>) {
     backend.node.dialing();
-    let stream =
-        match tokio::time::timeout(backend.connect_timeout, TcpStream::connect(&*backend.addr))
-            .await
-        {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return connect_failed(&backend, &e.to_string()),
-            Err(_) => return connect_failed(&backend, "connect timed out"),
-        };
-    let _ = stream.set_nodelay(true);
-    // Every kind of backend connection comes through here: shared, dedicated and pub/sub.
-    crate::keepalive::enable(&stream);
+    let stream = match tokio::time::timeout(backend.connect_timeout, dial(&backend)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return connect_failed(&backend, &e.to_string()),
+        Err(_) => return connect_failed(&backend, "connect timed out"),
+    };
     backend.node.connected();
     tracing::debug!(node = %backend.addr, "backend connected");
     let mut conn = Conn::new(backend.clone(), stream);
@@ -60,6 +56,18 @@ pub(super) async fn run(backend: Rc<Backend>) {
     if !backend.closed.get() && !backend.queue.borrow().is_empty() && !backend.running.replace(true)
     {
         tokio::task::spawn_local(run(backend.clone()));
+    }
+}
+
+/// TCP, then TLS when configured: the whole set-up under one connect timeout.
+async fn dial(backend: &Backend) -> std::io::Result<Stream> {
+    let tcp = TcpStream::connect(&*backend.addr).await?;
+    let _ = tcp.set_nodelay(true);
+    // Every kind of backend connection comes through here: shared, dedicated and pub/sub.
+    crate::keepalive::enable(&tcp);
+    match &backend.tls {
+        None => Ok(Stream::Plain(tcp)),
+        Some(tls) => tls.connect(tcp, &backend.addr).await,
     }
 }
 

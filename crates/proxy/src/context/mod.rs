@@ -4,8 +4,10 @@
 //! so no contention); INFO sums the workers on read. Reading costs O(workers), never
 //! O(clients): there is no client list to walk.
 
+pub(crate) mod asks;
 pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
+pub(crate) mod live;
 pub(crate) mod registry;
 pub(crate) mod slowlog;
 
@@ -25,8 +27,21 @@ pub struct Shared {
     pub started: Instant,
     /// Source of CLIENT ID values, unique across workers.
     pub next_client_id: AtomicU64,
-    /// Users clients may authenticate as (the `requirepass` default user first).
-    pub(crate) users: Vec<crate::auth::User>,
+    /// What a reload may change: limits, users, timings (`live.rs`). `config` above stays
+    /// the configuration the proxy started with (listeners, threads).
+    pub live: arc_swap::ArcSwap<live::Live>,
+    /// Bumped after each `live` store: workers reload their snapshot when it moves.
+    pub(crate) live_gen: AtomicU64,
+    /// Reloads applied and refused since start.
+    pub reloads: AtomicU64,
+    pub reload_failures: AtomicU64,
+    /// The file a reload re-reads, once the binary names it.
+    /// Graceful shutdown's phase: 0 serving, then `DRAIN_WHEN_IDLE`, `DRAIN_STOP_READING`;
+    /// sessions read it once per poll.
+    pub(crate) drain: std::sync::atomic::AtomicU8,
+    /// Slots that answered ASK since the map last changed: migrating (status page).
+    pub(crate) ask_slots: asks::AskSlots,
+    pub(crate) config_source: std::sync::Mutex<Option<crate::config::ConfigSource>>,
     /// The pre-encoded `AUTH` the proxy sends to each node, if configured.
     pub(crate) backend_auth: Option<bytes::Bytes>,
     /// Clients connected right now, across workers (for maxclients).
@@ -35,7 +50,16 @@ pub struct Shared {
     pub(crate) cluster_view: ClusterView,
     /// SLOWLOG's threshold, ids and coarse clock.
     pub slowlog: crate::context::slowlog::Slowlog,
+    /// The TLS listener's settings, when `tls.listen` is set.
+    pub(crate) tls_acceptor: Option<Arc<crate::tls::Acceptor>>,
+    /// TLS towards the nodes, when `backend_tls.enabled`.
+    pub(crate) backend_tls: Option<Arc<crate::tls::Connector>>,
 }
+
+/// Shutting down: each client is closed at its first moment with nothing owed.
+pub(crate) const DRAIN_WHEN_IDLE: u8 = 1;
+/// The drain timeout passed: no more requests are read; clients close once answered.
+pub(crate) const DRAIN_STOP_READING: u8 = 2;
 
 /// One worker's counters.
 #[derive(Debug, Default)]
@@ -55,6 +79,8 @@ pub struct WorkerStats {
     pub failover_released: AtomicU64,
     pub failover_expired: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// TLS clients whose handshake failed or timed out.
+    pub tls_handshake_failures: AtomicU64,
     pub limit_disconnects: AtomicU64,
     pub output_limit_disconnects: AtomicU64,
     /// Clients disconnected to keep the worker within its share of the memory budget.
@@ -96,6 +122,7 @@ pub struct Totals {
     pub failover_released: u64,
     pub failover_expired: u64,
     pub rejected_connections: u64,
+    pub tls_handshake_failures: u64,
     pub limit_disconnects: u64,
     pub output_limit_disconnects: u64,
     pub clients_evicted: u64,
@@ -129,6 +156,7 @@ impl Shared {
             t.failover_released += get(&w.failover_released);
             t.failover_expired += get(&w.failover_expired);
             t.rejected_connections += get(&w.rejected_connections);
+            t.tls_handshake_failures += get(&w.tls_handshake_failures);
             t.limit_disconnects += get(&w.limit_disconnects);
             t.output_limit_disconnects += get(&w.output_limit_disconnects);
             t.clients_evicted += get(&w.clients_evicted);

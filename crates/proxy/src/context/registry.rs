@@ -147,7 +147,6 @@ impl Registry {
     }
 
     /// Clients registered right now.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().live
     }
@@ -201,6 +200,14 @@ impl Registry {
                 now_ms,
             })
         }));
+    }
+
+    /// Wake every client of this worker (a graceful shutdown changed phase).
+    pub(crate) fn wake_all(&self) {
+        let slab = self.lock();
+        for meta in slab.slots.iter().filter_map(|s| s.meta.as_ref()) {
+            meta.waker.wake_by_ref();
+        }
     }
 
     /// Mark the client `id` killed and wake it; false when it is no longer here.

@@ -18,7 +18,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
@@ -34,9 +34,9 @@ const MAX_ARG_BYTES: usize = 128;
 /// The proxy-wide part of the log: threshold, ids and the time origin.
 #[derive(Debug)]
 pub struct Slowlog {
-    /// None when the log is off.
-    pub(crate) threshold_us: Option<u64>,
-    pub(crate) max_len: usize,
+    /// Microseconds; negative when the log is off. A reload may change it and `max_len`.
+    threshold_us: AtomicI64,
+    max_len: AtomicUsize,
     next_id: AtomicU64,
     origin: Instant,
 }
@@ -73,11 +73,28 @@ pub(crate) struct Client<'a> {
 impl Slowlog {
     pub(crate) fn new(cfg: &SlowlogConfig) -> Slowlog {
         Slowlog {
-            threshold_us: u64::try_from(cfg.log_slower_than_us).ok(),
-            max_len: cfg.max_len,
+            threshold_us: AtomicI64::new(cfg.log_slower_than_us),
+            max_len: AtomicUsize::new(cfg.max_len),
             next_id: AtomicU64::new(0),
             origin: Instant::now(),
         }
+    }
+
+    /// The threshold in force; None when the log is off.
+    pub(crate) fn threshold(&self) -> Option<u64> {
+        u64::try_from(self.threshold_us.load(Ordering::Relaxed)).ok()
+    }
+
+    /// Entries kept per worker.
+    pub(crate) fn max_len(&self) -> usize {
+        self.max_len.load(Ordering::Relaxed)
+    }
+
+    /// A reload's new settings, for requests timed from now on.
+    pub(crate) fn configure(&self, cfg: &SlowlogConfig) {
+        self.threshold_us
+            .store(cfg.log_slower_than_us, Ordering::Relaxed);
+        self.max_len.store(cfg.max_len, Ordering::Relaxed);
     }
 
     /// Microseconds since start. Callers read it per read or per batch of replies.
@@ -92,7 +109,8 @@ impl Slowlog {
 
     /// Copy `request`'s argv (capped as Redis caps it) into `ring`.
     pub(crate) fn log(&self, ring: &Ring, request: &Bytes, duration_us: u64, client: Client<'_>) {
-        if self.max_len == 0 {
+        let max_len = self.max_len();
+        if max_len == 0 {
             // Redis still spends the id; there is nothing to keep, so nothing to copy.
             self.next_id.fetch_add(1, Ordering::Relaxed);
             return;
@@ -113,7 +131,7 @@ impl Slowlog {
         };
         let mut ring = ring.0.lock().unwrap_or_else(|e| e.into_inner());
         ring.push_back(entry);
-        while ring.len() > self.max_len {
+        while ring.len() > max_len {
             ring.pop_front();
         }
     }

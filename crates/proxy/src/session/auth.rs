@@ -61,7 +61,8 @@ impl Session {
 
     /// Check a user's password; on success the session is authenticated as that user.
     pub(crate) fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> Bytes {
-        let users = &self.worker.shared.users;
+        let live = self.worker.live();
+        let users = &live.users;
         let found = users
             .iter()
             .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
@@ -79,9 +80,23 @@ impl Session {
         }
     }
 
+    /// Whether a reload removed this session's user: then it is closed, as Redis's ACL
+    /// DELUSER closes its clients (the reload wakes every session to look).
+    pub(crate) fn user_removed(&self) -> bool {
+        let Some(index) = self.user else {
+            return false;
+        };
+        self.worker
+            .live()
+            .users
+            .get(index)
+            .is_some_and(|u| u.is_removed())
+    }
+
     /// For a restricted user: the NOPERM reply if `req` may not run, else None.
     pub(crate) fn denied(&self, req: &Request) -> Option<Bytes> {
-        let user = self.worker.shared.users.get(self.user?)?;
+        let live = self.worker.live();
+        let user = live.users.get(self.user?)?;
         if user.unrestricted {
             return None;
         }

@@ -18,7 +18,6 @@ use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use resp::Request;
-use tokio::net::TcpStream;
 
 use crate::admin::client_list::{self, Filter, Kind};
 use crate::context::registry::{flag, ClientHandle, ClientView, Meta};
@@ -27,6 +26,7 @@ use crate::route::Local;
 use crate::session::exclusive::Intake;
 use crate::session::local;
 use crate::session::Session;
+use crate::tls::Stream;
 use crate::worker::Worker;
 
 const SYNTAX: &str = "syntax error";
@@ -36,20 +36,25 @@ pub(crate) async fn register(
     worker: &Worker,
     id: u64,
     addr: SocketAddr,
-    stream: &TcpStream,
+    stream: &Stream,
 ) -> ClientHandle {
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
     let registry = &worker.stats.registry;
-    let laddr = match registry.listen_addr(&worker.shared.config.proxy.listen) {
+    let fixed = match stream.is_tls() {
+        // `proxy.listen` names the plain listener; a TLS client reached the other one.
+        true => None,
+        false => registry.listen_addr(&worker.shared.config.proxy.listen),
+    };
+    let laddr = match fixed {
         Some(fixed) => Some(fixed),
         // Bound to a wildcard: only the socket knows which address the client reached.
-        None => stream.local_addr().ok(),
+        None => stream.tcp().local_addr().ok(),
     };
     registry.insert(Meta {
         id,
         addr,
         laddr,
-        fd: stream.as_raw_fd(),
+        fd: stream.tcp().as_raw_fd(),
         created_ms: 0,
         name: None,
         lib_name: None,
@@ -132,7 +137,7 @@ impl Session {
             None => views.iter().filter(|v| filter.matches(v, self)).collect(),
         };
         for view in shown {
-            client_list::write_line(view, &self.worker.shared.users, &mut text);
+            client_list::write_line(view, &self.worker.live().users, &mut text);
         }
         self.verbatim(&text)
     }
@@ -144,7 +149,7 @@ impl Session {
         let views = self.all_clients();
         let mut text = String::new();
         if let Some(me) = views.iter().find(|v| v.meta.id == id) {
-            client_list::write_line(me, &self.worker.shared.users, &mut text);
+            client_list::write_line(me, &self.worker.live().users, &mut text);
         }
         self.verbatim(&text)
     }
@@ -153,7 +158,7 @@ impl Session {
     /// (new form: the number killed). Redis's option parsing, errors and SKIPME default.
     fn client_kill(&mut self, req: &Request) -> Bytes {
         let old_form = req.argc() == 3;
-        let filter = match client_list::parse_kill(req, &self.worker.shared.users) {
+        let filter = match client_list::parse_kill(req, &self.worker.live().users) {
             Ok(filter) => filter,
             Err(reply) => return reply,
         };
@@ -263,7 +268,7 @@ impl Filter {
             Some(Kind::Replication) => false,
         };
         let user_ok = self.user.as_ref().is_none_or(|want| {
-            client_list::user_name(&me.worker.shared.users, user) == want.as_str()
+            client_list::user_name(&me.worker.live().users, user) == want.as_str()
         });
         kind_ok
             && user_ok

@@ -111,7 +111,8 @@ impl Session {
     /// requests; this one bounds what requests already in flight can still pile up. Subscribers
     /// that do not read their messages meet Redis's `client-output-buffer-limit pubsub`.
     pub(super) fn output_overflow(&self) -> bool {
-        let limits = &self.worker.shared.config.limits;
+        let live = self.worker.live();
+        let limits = &live.config.limits;
         let queued = self.out_bytes + self.cell.queued_bytes();
         let over = match self.pubsub.is_some() {
             true => queued > limits.pubsub_output_limit_bytes,
@@ -130,7 +131,8 @@ impl Session {
 
     /// Backpressure: read only while the client's backlog is within bounds.
     pub(super) fn may_read(&self) -> bool {
-        let limits = &self.worker.shared.config.limits;
+        let live = self.worker.live();
+        let limits = &live.config.limits;
         !self.exclusive_busy()
             && self.cell.in_flight() < limits.max_pending_per_client
             && self.out_bytes + self.cell.queued_bytes() < limits.output_soft_limit_bytes
@@ -217,7 +219,7 @@ impl Session {
     /// Reserve exactly once for a big request, and enforce the query buffer limit.
     pub(super) fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
         let limit = match self.authenticated {
-            true => self.worker.shared.config.limits.max_query_buffer_bytes,
+            true => self.worker.live().config.limits.max_query_buffer_bytes,
             false => crate::session::auth::PRE_AUTH_BUFFER,
         };
         if self.read_buf.len() > limit {
@@ -254,6 +256,11 @@ impl Session {
                 Poll::Pending => return Ok(()),
             }
         }
-        Ok(())
+        // TLS may hold the last record back when the socket was full; a plain socket
+        // answers Ready at once.
+        match Pin::new(&mut self.stream).poll_flush(cx) {
+            Poll::Ready(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
     }
 }

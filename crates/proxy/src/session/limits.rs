@@ -36,7 +36,8 @@ pub(crate) struct Timer {
 impl Session {
     /// Which limit applies right now, with its duration.
     fn wanted_timer(&self) -> Option<(TimerKind, Duration)> {
-        let limits = &self.worker.shared.config.limits;
+        let live = self.worker.live();
+        let limits = &live.config.limits;
         if limits.request_deadline_ms > 0 && self.has_partial_request() {
             return Some((
                 TimerKind::RequestDeadline,

@@ -237,9 +237,19 @@ mod tests {
             next_client_id: std::sync::atomic::AtomicU64::new(1),
             cluster_view: crate::context::cluster_view::ClusterView::new(addr),
             clients: Default::default(),
-            users: vec![],
+            live: arc_swap::ArcSwap::from_pointee(crate::context::live::Live::new(
+                crate::Config::default(),
+            )),
+            live_gen: Default::default(),
+            reloads: Default::default(),
+            reload_failures: Default::default(),
+            config_source: Default::default(),
+            drain: Default::default(),
+            ask_slots: Default::default(),
             backend_auth: None,
             slowlog: Default::default(),
+            tls_acceptor: None,
+            backend_tls: None,
         }
     }
 

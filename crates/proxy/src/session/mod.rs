@@ -25,7 +25,6 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use resp::{Request, RequestParser};
-use tokio::net::TcpStream;
 
 use crate::backend::{Backend, Outgoing};
 use crate::context::registry::ClientHandle;
@@ -36,12 +35,15 @@ use crate::session::fanout::Fanout;
 use crate::session::pubsub::PubSub;
 use crate::session::queue::{ClientCell, Conn, Entry, Resend, Sent};
 use crate::session::transaction::Transaction;
+use crate::tls::Stream;
 use crate::worker::Worker;
 use local::SessionInfo;
 
 pub(crate) mod auth;
 pub(crate) mod budget;
 pub(crate) mod client;
+mod close;
+mod drain;
 pub(crate) mod exclusive;
 pub(crate) mod fanout;
 pub(crate) mod follow;
@@ -66,12 +68,12 @@ pub(crate) mod wait_probe;
 pub(crate) mod wide;
 
 /// Serve one client until it leaves or must be closed.
-pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>) {
+pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worker>) {
     WorkerStats::bump(&worker.stats.connections_received);
     let connected = worker.shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
-    if connected > worker.shared.config.limits.maxclients {
+    if connected > worker.live().config.limits.maxclients {
         // Redis's answer, then close: O(1), no client list consulted.
-        let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+        close::reject(&mut stream).await;
         worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
         WorkerStats::bump(&worker.stats.rejected_connections);
         WorkerStats::bump(&worker.stats.connections_closed);
@@ -82,11 +84,12 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker
     let client = crate::session::client::register(&worker, id, peer, &stream).await;
     let mut session = Session::new(stream, worker, client);
     poll_fn(|cx| session.poll(cx)).await;
+    close::goodbye(&mut session.stream).await;
     tracing::debug!(client.id = id, "client closed");
 }
 
 pub(crate) struct Session {
-    stream: TcpStream,
+    stream: Stream,
     pub(crate) worker: Rc<Worker>,
     pub(crate) cell: Rc<ClientCell>,
     pub(crate) parser: RequestParser,
@@ -156,17 +159,24 @@ impl Drop for Session {
 // === impl Session ===
 
 impl Session {
-    fn new(stream: TcpStream, worker: Rc<Worker>, client: ClientHandle) -> Session {
+    fn new(stream: Stream, worker: Rc<Worker>, client: ClientHandle) -> Session {
         let id = client.id;
+        let (max_bulk_len, auth_required) = {
+            let live = worker.live();
+            (
+                live.config.limits.max_bulk_bytes,
+                live.config.auth_required(),
+            )
+        };
         let limits = resp::Limits {
-            max_bulk_len: worker.shared.config.limits.max_bulk_bytes,
+            max_bulk_len,
             ..resp::Limits::default()
         };
-        let auth_required = worker.shared.config.auth_required();
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
-        let threshold = worker.shared.slowlog.threshold_us;
-        let slowlog = crate::session::slowlog::Tracker::new(threshold, stream.peer_addr().ok());
+        let threshold = worker.shared.slowlog.threshold();
+        let slowlog =
+            crate::session::slowlog::Tracker::new(threshold, stream.tcp().peer_addr().ok());
         Session {
             stream,
             cell: ClientCell::with_budget(worker.budget.clone()),
@@ -202,11 +212,15 @@ impl Session {
 
     /// Ready(()) when the session is over.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.client.killed() {
-            tracing::debug!(client.id = self.info.id, "closing client on CLIENT KILL");
+        if self.client.killed() || self.user_removed() {
+            tracing::debug!(
+                client.id = self.info.id,
+                "closing client (CLIENT KILL, or its user removed)"
+            );
             return Poll::Ready(());
         }
-        if self.poll_inner(cx).is_ready() {
+        let phase = self.drain_phase();
+        if self.poll_inner(cx).is_ready() || self.drain_done(phase) {
             return Poll::Ready(());
         }
         self.publish_state();
@@ -261,7 +275,7 @@ impl Session {
                 return self.reply_now(noperm);
             }
         }
-        let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
+        let allow_admin = self.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
         self.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {

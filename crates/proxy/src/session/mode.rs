@@ -94,7 +94,7 @@ impl Session {
         self.forget_watch();
         self.info = SessionInfo::new(self.info.id);
         self.registry_reset();
-        let auth_required = self.worker.shared.config.auth_required();
+        let auth_required = self.worker.live().config.auth_required();
         self.authenticated = !auth_required;
         self.user = None;
         self.parser.set_unauthenticated(auth_required);

@@ -176,6 +176,11 @@ impl ClientCell {
         self.next_slow.set(mark);
     }
 
+    /// Whether marks of requests not yet answered remain.
+    pub(crate) fn has_slow_marks(&self) -> bool {
+        !self.slow_marks.borrow().is_empty()
+    }
+
     /// The marks of the entries popped so far (their replies are with the writer).
     pub(crate) fn take_answered_marks(&self, into: &mut Vec<Mark>) {
         let head = self.queue.borrow().head_seq;

@@ -51,7 +51,9 @@ enum Kind {
     Moved {
         slot: u16,
     },
-    Ask,
+    Ask {
+        slot: u16,
+    },
     /// TRYAGAIN: the node refused before running it (a multi-key command during a slot
     /// migration); resend to the same node after this delay.
     Retry(Duration),
@@ -139,10 +141,10 @@ pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
 }
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
-    let config = &session.worker.shared.config.cluster;
+    let (max_redirects, hold_ms) = session.worker.redirect_limits();
     let rules = Rules {
-        max_redirects: config.max_redirects,
-        hold_limit: Duration::from_millis(config.failover_hold_ms),
+        max_redirects,
+        hold_limit: Duration::from_millis(hold_ms),
         stats: &session.worker.stats,
     };
     let Some(Some(plan)) = session
@@ -161,7 +163,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         .unwrap_or(false);
     let resp3 = plan.resp3.unwrap_or(session.resp3());
     let (target, delay) = match plan.kind {
-        Kind::Moved { .. } | Kind::Ask => (Target::Node(plan.addr.into()), plan.pace),
+        Kind::Moved { .. } | Kind::Ask { .. } => (Target::Node(plan.addr.into()), plan.pace),
         Kind::Second => (Target::Node(plan.addr.into()), None),
         Kind::Held(delay) => {
             let fallback = Some(plan.addr.into());
@@ -179,7 +181,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         slot: plan.key_slot,
         route: plan.slot,
         not_before: delay.map(|d| Instant::now() + d),
-        asking: matches!(plan.kind, Kind::Ask),
+        asking: matches!(plan.kind, Kind::Ask { .. }),
         target,
         frame: plan.frame,
         pinned,
@@ -198,7 +200,7 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
         Kind::Second => {}
         // Throttled by the topology service; the dead master's replacement is what it waits for.
         Kind::Held(_) => worker.topology().request_refresh_now(),
-        Kind::Ask => WorkerStats::bump(&worker.stats.redirects_ask),
+        Kind::Ask { slot } => worker.note_ask(slot),
         Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
         Kind::Reroute(_) => {
             WorkerStats::bump(&worker.stats.cluster_error_retries);
@@ -355,7 +357,7 @@ fn redirect_target(reply: &[u8], sent_to: &Option<Rc<Backend>>) -> Option<(Kind,
     let line = reply.get(1..reply.len().checked_sub(2)?)?;
     let (kind, to) = match parse_redirect(line)? {
         Redirect::Moved { slot, to } => (Kind::Moved { slot }, to),
-        Redirect::Ask { to, .. } => (Kind::Ask, to),
+        Redirect::Ask { slot, to } => (Kind::Ask { slot }, to),
     };
     let addr = match to.host {
         Host::Name(host) => join_host_port(host, to.port),

@@ -126,7 +126,7 @@ impl Session {
         else {
             return false;
         };
-        let max = self.worker.shared.config.cluster.max_redirects;
+        let max = self.worker.live().config.cluster.max_redirects;
         let Some(p) = self.pubsub.as_mut().filter(|p| p.moved_resends < max) else {
             // The hop budget is spent: the client gets the node's MOVED, never a hot loop.
             return false;

@@ -32,6 +32,9 @@ pub(crate) struct Tracker {
     read_us: u64,
     /// Reused buffer for the marks of answered requests.
     scratch: Vec<Mark>,
+    /// Marks were armed and may still wait for their replies: recording goes on even if a
+    /// reload turned the log off meanwhile, so they are drained, not left to pile up.
+    armed: bool,
 }
 
 impl Tracker {
@@ -41,6 +44,7 @@ impl Tracker {
             peer,
             read_us: 0,
             scratch: Vec::new(),
+            armed: false,
         }
     }
 }
@@ -50,6 +54,8 @@ impl Tracker {
 impl Session {
     /// Bytes just came in from the client: the requests they complete start now.
     pub(crate) fn slowlog_stamp_read(&mut self) {
+        // A reload may change the threshold; one relaxed load per read picks it up.
+        self.slowlog.threshold_us = self.worker.shared.slowlog.threshold();
         if self.slowlog.threshold_us.is_some() {
             self.slowlog.read_us = self.worker.shared.slowlog.now_us();
         }
@@ -65,6 +71,7 @@ impl Session {
             || command
                 .and_then(|i| cluster::command::all().get(i))
                 .is_none_or(|spec| spec.has(flags::SKIP_SLOWLOG));
+        self.slowlog.armed |= !skip;
         let mark = (!skip).then(|| Mark {
             read_us: self.slowlog.read_us,
             request: req.raw().clone(),
@@ -74,8 +81,11 @@ impl Session {
 
     /// Log the requests whose replies were just handed to the writer, if they were slow.
     pub(crate) fn slowlog_record(&mut self) {
-        let Some(threshold) = self.slowlog.threshold_us else {
-            return;
+        let threshold = match self.slowlog.threshold_us {
+            Some(threshold) => threshold,
+            // Turned off since: drain what was armed, log nothing.
+            None if self.slowlog.armed => u64::MAX,
+            None => return,
         };
         let mut marks = std::mem::take(&mut self.slowlog.scratch);
         self.cell.take_answered_marks(&mut marks);
@@ -94,5 +104,8 @@ impl Session {
             }
         }
         self.slowlog.scratch = marks;
+        if self.slowlog.threshold_us.is_none() {
+            self.slowlog.armed = self.cell.has_slow_marks();
+        }
     }
 }

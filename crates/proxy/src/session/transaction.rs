@@ -92,7 +92,7 @@ impl Session {
 
     /// A command between MULTI and EXEC: check it as the node would, then queue it.
     pub(crate) fn queue_in_transaction(&mut self, req: Request, route: Route) {
-        let limit = self.worker.shared.config.limits.max_query_buffer_bytes;
+        let limit = self.worker.live().config.limits.max_query_buffer_bytes;
         let Some(tx) = self.tx.as_mut() else { return };
         if tx.bytes + req.raw().len() > limit {
             // Held until EXEC, the queue would otherwise grow without bound.

@@ -80,7 +80,7 @@ impl Session {
         let Some(tail) = self.parser.pending_tail(&self.read_buf, UPLOAD_MIN) else {
             return Start::No;
         };
-        let allow_admin = self.worker.shared.config.proxy.allow_admin_commands;
+        let allow_admin = self.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = crate::route::route_counted(&tail.probe, allow_admin);
         let Route::Slot(slot) = route else {
             return Start::No;

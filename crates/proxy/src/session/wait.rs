@@ -96,6 +96,7 @@ impl Session {
             numreplicas,
             timeout_ms: timeout_ms as u64,
             auth: self.worker.shared.backend_auth.clone(),
+            tls: self.worker.shared.backend_tls.clone(),
         };
         let seq = self.cell.push(Entry::pending_local());
         let cell = self.cell.clone();

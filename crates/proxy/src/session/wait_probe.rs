@@ -21,6 +21,8 @@ pub(crate) struct Probe {
     /// 0: no limit.
     pub timeout_ms: u64,
     pub auth: Option<Bytes>,
+    /// TLS towards the nodes, when configured.
+    pub tls: Option<std::sync::Arc<crate::tls::Connector>>,
 }
 
 /// The longest pause between two counts.
@@ -55,7 +57,7 @@ pub(crate) async fn probe(plan: Probe, cell: &ClientCell) -> i64 {
     loop {
         let mut least = if masters.is_empty() { 0 } else { i64::MAX };
         for m in masters.iter_mut() {
-            least = least.min(m.acked(plan.auth.as_ref()).await);
+            least = least.min(m.acked(plan.auth.as_ref(), plan.tls.as_deref()).await);
         }
         let out_of_time = deadline.is_some_and(|d| Instant::now() >= d);
         if least >= plan.numreplicas || out_of_time || cell.is_closed() {
@@ -74,9 +76,9 @@ pub(crate) async fn probe(plan: Probe, cell: &ClientCell) -> i64 {
 
 impl Master {
     /// Its online replicas at or past the target; 0 while it cannot be asked.
-    async fn acked(&mut self, auth: Option<&Bytes>) -> i64 {
+    async fn acked(&mut self, auth: Option<&Bytes>, tls: Option<&crate::tls::Connector>) -> i64 {
         if self.conn.is_none() {
-            self.conn = NodeConn::connect(&self.addr, auth).await.ok();
+            self.conn = NodeConn::connect(&self.addr, auth, tls).await.ok();
         }
         let Some(conn) = self.conn.as_mut() else {
             return 0;

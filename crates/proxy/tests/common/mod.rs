@@ -14,6 +14,7 @@ use resp::Value;
 pub mod migrate;
 pub mod reference;
 pub mod slots;
+pub mod tls;
 
 /// A cluster and a proxy; both stop when dropped.
 pub struct Harness {

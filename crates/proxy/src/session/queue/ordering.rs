@@ -115,6 +115,7 @@ mod tests {
             slow_timeout: Duration::ZERO,
             resp3: false,
             auth: None,
+            tls: None,
             node: Arc::default(),
         };
         Backend::new(addr, settings, topology)

@@ -1,0 +1,38 @@
+//! The config's unit tests: the example file documents the defaults, bad keys are named.
+
+use super::*;
+
+#[test]
+fn example_file_parses_to_the_defaults_plus_seeds() {
+    let text = include_str!("../../../../config/proxy.example.toml");
+    let cfg = Config::from_toml(text).expect("example config parses");
+    let mut expected = Config::default();
+    expected.cluster.seeds = vec!["127.0.0.1:30001".into()];
+    assert_eq!(cfg, expected, "the example must document the defaults");
+    let addrs = cfg.validate().expect("example validates");
+    assert_eq!(addrs.tls, None, "TLS is off by default");
+}
+
+#[test]
+fn unknown_keys_are_refused() {
+    let err = Config::from_toml("[proxy]\nlisten_addr = \"x\"\n").unwrap_err();
+    assert!(err.to_string().contains("unknown field"), "{err}");
+}
+
+#[test]
+fn validate_names_the_bad_key() {
+    let mut cfg = Config::default();
+    assert!(matches!(cfg.validate(), Err(ConfigError::NoSeeds)));
+    cfg.cluster.seeds = vec!["nope".into()];
+    assert!(matches!(cfg.validate(), Err(ConfigError::Seed(_))));
+    cfg.cluster.seeds = vec!["127.0.0.1:1".into()];
+    cfg.proxy.listen = "localhost".into();
+    assert!(matches!(cfg.validate(), Err(ConfigError::Listen(_))));
+    cfg.proxy.listen = "0.0.0.0:7777".into();
+    assert!(matches!(cfg.validate(), Err(ConfigError::Unprotected(_))));
+    cfg.auth.requirepass = "secret".into();
+    assert!(
+        cfg.validate().is_ok(),
+        "with a password any address is allowed"
+    );
+}

@@ -1,0 +1,224 @@
+//! Reloading the configuration without a restart (SIGHUP, or `POST /reload` on the admin
+//! port): what can change live takes effect for new requests at once; what cannot is kept
+//! as it runs and reported as needing a restart; an invalid file changes nothing.
+//!
+//! Everything is checked (the TOML, `validate`, every TLS file) before anything is
+//! installed, so a reload is all or nothing. See docs/operations.md for the list.
+
+use std::sync::atomic::Ordering;
+
+use crate::config::{Config, ConfigError};
+use crate::context::live::Live;
+use crate::context::Shared;
+use crate::tls::{AcceptorBuilt, ConnectorBuilt, TlsError};
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReloadReport {
+    /// Sections or keys that changed and are now in force.
+    pub applied: Vec<&'static str>,
+    /// Keys that changed in the file but keep their running value until a restart.
+    pub needs_restart: Vec<&'static str>,
+}
+
+/// Why a reload changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("no configuration file to reload (start with --config)")]
+    NoSource,
+    #[error("cannot read {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// Keys read only at start: a changed value is reported and the running one kept.
+type Keep = fn(&mut Config, &Config) -> bool;
+const RESTART_ONLY: &[(&str, Keep)] = &[
+    ("proxy.listen", |n, o| {
+        keep(&mut n.proxy.listen, &o.proxy.listen)
+    }),
+    ("proxy.threads", |n, o| {
+        keep(&mut n.proxy.threads, &o.proxy.threads)
+    }),
+    ("tls.listen", |n, o| keep(&mut n.tls.listen, &o.tls.listen)),
+    ("admin.listen", |n, o| {
+        keep(&mut n.admin.listen, &o.admin.listen)
+    }),
+    ("cluster.seeds", |n, o| {
+        keep(&mut n.cluster.seeds, &o.cluster.seeds)
+    }),
+    ("cluster.topology_command", |n, o| {
+        keep(&mut n.cluster.topology_command, &o.cluster.topology_command)
+    }),
+    ("cluster.backend_user", |n, o| {
+        keep(&mut n.cluster.backend_user, &o.cluster.backend_user)
+    }),
+    ("cluster.backend_password", |n, o| {
+        keep(&mut n.cluster.backend_password, &o.cluster.backend_password)
+    }),
+    ("backend_tls.enabled", |n, o| {
+        keep(&mut n.backend_tls.enabled, &o.backend_tls.enabled)
+    }),
+    ("limits.memory_budget_bytes", |n, o| {
+        keep(
+            &mut n.limits.memory_budget_bytes,
+            &o.limits.memory_budget_bytes,
+        )
+    }),
+];
+
+fn keep<T: PartialEq + Clone>(new: &mut T, old: &T) -> bool {
+    let changed = new != old;
+    *new = old.clone();
+    changed
+}
+
+/// Re-read the file named by `source` and apply it.
+pub(crate) fn from_source(shared: &Shared) -> Result<ReloadReport, ReloadError> {
+    let guard = shared
+        .config_source
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let Some(source) = guard.as_ref() else {
+        return counted(shared, Err(ReloadError::NoSource));
+    };
+    let parsed = std::fs::read_to_string(&source.path)
+        .map_err(|e| ReloadError::Read {
+            path: source.path.display().to_string(),
+            reason: e.to_string(),
+        })
+        .and_then(|text| Ok(Config::from_toml(&text)?));
+    let result = parsed.and_then(|mut config| {
+        (source.overrides)(&mut config);
+        let report = install(shared, config)?;
+        (source.on_applied)(&shared.live.load().config);
+        Ok(report)
+    });
+    counted(shared, result)
+}
+
+/// Apply `config` as a reload would (for embedders and tests).
+pub(crate) fn apply(shared: &Shared, config: Config) -> Result<ReloadReport, ReloadError> {
+    counted(shared, install(shared, config))
+}
+
+/// Count and log the outcome.
+fn counted(
+    shared: &Shared,
+    result: Result<ReloadReport, ReloadError>,
+) -> Result<ReloadReport, ReloadError> {
+    match &result {
+        Ok(report) => {
+            shared.reloads.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(applied = ?report.applied, "configuration reloaded");
+            if !report.needs_restart.is_empty() {
+                tracing::warn!(keys = ?report.needs_restart, "changed keys take effect only after a restart");
+            }
+        }
+        Err(e) => {
+            shared.reload_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "configuration reload refused; the running configuration stays");
+        }
+    }
+    result
+}
+
+/// Check everything, then install it all.
+fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadError> {
+    config.validate()?;
+    let old = shared.live.load_full();
+    let mut report = ReloadReport::default();
+    for (key, keep) in RESTART_ONLY {
+        if keep(&mut config, &old.config) {
+            report.needs_restart.push(key);
+        }
+    }
+    let tls = prepare_tls(shared, &config)?;
+    report.applied = changed_sections(&old.config, &config);
+    install_tls(shared, tls, &mut report);
+    shared.slowlog.configure(&config.slowlog);
+    shared
+        .topology
+        .set_pacing(crate::topology::pacing(&config.cluster));
+    let next = Live::next(&old, config);
+    let removed = old.removed_in(&next);
+    shared.live.store(std::sync::Arc::new(next));
+    shared.live_gen.fetch_add(1, Ordering::Release);
+    close_clients_of(shared, &removed);
+    // Sessions also look at their user when woken: one that authenticated just now, and
+    // was not yet visible in its registry slot, closes too.
+    if !removed.is_empty() {
+        for worker in &shared.workers {
+            worker.registry.wake_all();
+        }
+    }
+    Ok(report)
+}
+
+/// The sections whose values changed (and are live).
+fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
+    let checks: [(&'static str, bool); 8] = [
+        ("proxy", old.proxy != new.proxy),
+        ("cluster", old.cluster != new.cluster),
+        ("limits", old.limits != new.limits),
+        ("auth", old.auth != new.auth),
+        ("slowlog", old.slowlog != new.slowlog),
+        ("log", old.log != new.log),
+        ("tls", old.tls != new.tls),
+        ("backend_tls", old.backend_tls != new.backend_tls),
+    ];
+    checks.iter().filter(|(_, c)| *c).map(|(n, _)| *n).collect()
+}
+
+/// Both sides' certificates, loaded again even from unchanged paths: a rotation replaces
+/// the files in place.
+fn prepare_tls(
+    shared: &Shared,
+    config: &Config,
+) -> Result<(Option<AcceptorBuilt>, Option<ConnectorBuilt>), TlsError> {
+    let server = match &shared.tls_acceptor {
+        Some(_) => Some(crate::tls::Acceptor::prepare(&config.tls)?),
+        None => None,
+    };
+    let client = match &shared.backend_tls {
+        Some(_) => Some(crate::tls::Connector::prepare(&config.backend_tls)?),
+        None => None,
+    };
+    Ok((server, client))
+}
+
+fn install_tls(
+    shared: &Shared,
+    (server, client): (Option<AcceptorBuilt>, Option<ConnectorBuilt>),
+    report: &mut ReloadReport,
+) {
+    if let (Some(acceptor), Some(built)) = (&shared.tls_acceptor, server) {
+        acceptor.install(built);
+        report.applied.push("tls certificates");
+    }
+    if let (Some(connector), Some(built)) = (&shared.backend_tls, client) {
+        connector.install(built);
+        report.applied.push("backend_tls certificates");
+    }
+}
+
+/// Close the sessions of users the reload removed, as Redis's ACL DELUSER does.
+fn close_clients_of(shared: &Shared, removed: &[usize]) {
+    if removed.is_empty() {
+        return;
+    }
+    let mut views = Vec::new();
+    for worker in &shared.workers {
+        views.clear();
+        worker.registry.snapshot(&mut views);
+        for view in &views {
+            let user = view.live.user.load(Ordering::Relaxed) as usize;
+            if user > 0 && removed.contains(&(user - 1)) {
+                worker.registry.kill(view.meta.id);
+            }
+        }
+    }
+}

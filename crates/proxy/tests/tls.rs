@@ -1,0 +1,277 @@
+//! TLS on both sides against real TLS redis-servers (`tls-port`, `tls-cluster yes`,
+//! client certificates required by the nodes), with `redis-cli --tls` as the reference
+//! client: the same replies as the plain listener, mutual TLS towards clients, nodes
+//! checked by their IP subjectAltName or a configured name, and the certificates' days
+//! left in INFO and `/metrics`. Certificates are made by the test (common/tls.rs).
+
+mod common;
+
+use common::tls::{s, Leaf, Pki, TlsClient};
+use common::{scrape, text};
+use proxy::{Config, Proxy};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+/// A 3-master TLS cluster whose nodes require client certificates, and its PKI.
+struct TlsCluster {
+    cluster: devcluster::Cluster,
+    pki: Pki,
+}
+
+impl TlsCluster {
+    fn start(masters: usize, replicas: usize) -> TlsCluster {
+        let dir = common::tempdir("tls");
+        let pki = Pki::new(&dir.join("pki"), "cluster");
+        let node = pki.leaf("node", &["redis.test"], 365);
+        let opts = devcluster::Options {
+            masters,
+            replicas,
+            dir: dir.join("cluster"),
+            tls: Some(pki.node_files(&node, true)),
+            ..Default::default()
+        };
+        let cluster = devcluster::Cluster::start(&opts).expect("TLS cluster starts");
+        TlsCluster { cluster, pki }
+    }
+
+    /// The masters' TLS addresses, as the proxy's seeds.
+    fn tls_seeds(&self) -> Vec<String> {
+        let masters = self.cluster.masters();
+        let tls = masters
+            .iter()
+            .map(|a| self.cluster.tls_addr(*a).expect("TLS port"));
+        tls.map(|a| a.to_string()).collect()
+    }
+
+    /// A proxy config with TLS towards the nodes (client cert `proxy-backend`).
+    fn config(&self) -> Config {
+        let leaf = self.pki.leaf("proxy-backend", &[], 30);
+        let mut config = Config::default();
+        config.proxy.listen = "127.0.0.1:0".into();
+        config.proxy.threads = 2;
+        config.admin.listen = "127.0.0.1:0".into();
+        config.cluster.seeds = self.tls_seeds();
+        config.backend_tls.enabled = true;
+        config.backend_tls.ca_file = s(&self.pki.ca);
+        config.backend_tls.cert_file = s(&leaf.cert);
+        config.backend_tls.key_file = s(&leaf.key);
+        config
+    }
+}
+
+/// Client-side TLS: the proxy's certificate (10 days left) from its own CA, and mutual
+/// TLS against that CA when `mtls`.
+fn listen_tls(config: &mut Config, pki: &Pki, mtls: bool) -> Leaf {
+    let leaf = pki.leaf("proxy-listener", &["proxy.test"], 10);
+    config.tls.listen = "127.0.0.1:0".into();
+    config.tls.cert_file = s(&leaf.cert);
+    config.tls.key_file = s(&leaf.key);
+    if mtls {
+        config.tls.client_ca_file = s(&pki.ca);
+    }
+    leaf
+}
+
+/// `redis-cli --tls` against `addr`, with a client certificate when given.
+fn redis_cli(addr: SocketAddr, ca: &Path, client: Option<&Leaf>, args: &[&str]) -> (bool, String) {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["--tls", "--cacert"]).arg(ca);
+    if let Some(leaf) = client {
+        cmd.arg("--cert")
+            .arg(&leaf.cert)
+            .arg("--key")
+            .arg(&leaf.key);
+    }
+    cmd.args(["-h", "127.0.0.1", "-p", &addr.port().to_string()]);
+    let out = cmd.args(args).output().expect("redis-cli runs");
+    let all =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), all.trim().to_string())
+}
+
+#[test]
+fn tls_on_both_sides_serves_what_plain_serves() {
+    let tc = TlsCluster::start(3, 0);
+    let client_pki = Pki::new(&tc.pki.dir.join("clients"), "clients");
+    let mut config = tc.config();
+    let listener = listen_tls(&mut config, &client_pki, true);
+    let proxy = Proxy::start(config).expect("proxy starts over TLS nodes");
+    let tls = proxy.tls_addr().expect("TLS listener");
+    let alice = client_pki.leaf("alice", &[], 30);
+    let cli = |args: &[&str]| redis_cli(tls, &client_pki.ca, Some(&alice), args);
+
+    let mut plain = common::Client::connect(proxy.local_addr());
+    for i in 0..50 {
+        let (k, v) = (format!("k{i}"), format!("v{i}"));
+        assert_eq!(cli(&["SET", &k, &v]), (true, "OK".into()));
+        assert_eq!(text(&plain.call(&["GET", &k])), v);
+    }
+    // Multi-slot, fan-out and local commands: the same answer on either listener.
+    for args in [
+        &["MGET", "k1", "k2", "k3", "nokey"][..],
+        &["DBSIZE"],
+        &["EXISTS", "k1", "k7", "k9"],
+        &["GET", "nokey"],
+        &["PING"],
+        &["INCR", "k1"],
+    ] {
+        let (ok, tls_reply) = cli(args);
+        assert!(ok, "{args:?}: {tls_reply}");
+        let plain_reply = redis_cli_plain(proxy.local_addr(), args);
+        assert_eq!(tls_reply, plain_reply, "{args:?}");
+    }
+    assert_eq!(cli(&["DBSIZE"]).1, "50");
+
+    // No client certificate, or one from another CA: refused at the handshake.
+    assert!(!cli_ok(redis_cli(tls, &client_pki.ca, None, &["PING"])));
+    let stranger = tc.pki.leaf("stranger", &[], 30);
+    assert!(!cli_ok(redis_cli(
+        tls,
+        &client_pki.ca,
+        Some(&stranger),
+        &["PING"]
+    )));
+
+    let (_, info) = cli(&["INFO", "tls"]);
+    assert!(info.contains("tls_backend:yes"), "{info}");
+    assert!(
+        info.contains(&format!("tls_listener_cert_file:{}", s(&listener.cert))),
+        "{info}"
+    );
+    assert!(info.contains("tls_listener_cert_days_left:9"), "{info}");
+    assert!(
+        info.contains("tls_backend_client_cert_days_left:29"),
+        "{info}"
+    );
+    let handshakes_failed = info
+        .lines()
+        .find_map(|l| l.strip_prefix("tls_handshake_failures:"))
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    assert!(handshakes_failed >= Some(2), "{info}");
+    let metrics = scrape(proxy.admin_addr().unwrap());
+    let days = format!(
+        "slotgate_tls_certificate_days_left{{role=\"listener\",file=\"{}\"}} ",
+        s(&listener.cert)
+    );
+    let value = metrics.lines().find_map(|l| l.strip_prefix(days.as_str()));
+    assert!(matches!(value, Some("9" | "10")), "{metrics}");
+    proxy.shutdown();
+}
+
+fn cli_ok((ok, out): (bool, String)) -> bool {
+    ok && out == "PONG"
+}
+
+/// The same command through the plain listener, as redis-cli prints it.
+fn redis_cli_plain(addr: SocketAddr, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &addr.port().to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Big values and deep pipelines through TLS on both sides: both sockets fill up, so
+/// every record TLS holds back must still be flushed (a missing flush hangs here).
+#[test]
+fn big_values_and_pipelines_cross_tls_intact() {
+    let tc = TlsCluster::start(3, 0);
+    let mut config = tc.config();
+    listen_tls(&mut config, &tc.pki, false);
+    let proxy = Proxy::start(config).expect("proxy starts");
+    let mut c = TlsClient::connect(proxy.tls_addr().unwrap(), &tc.pki.ca);
+    let big: Vec<u8> = (0..3 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    for i in 0..4 {
+        c.send(&[b"SET", format!("big{i}").as_bytes(), &big]);
+    }
+    for _ in 0..4 {
+        assert_eq!(c.read(), b"+OK\r\n");
+    }
+    for i in 0..4 {
+        c.send(&[b"GET", format!("big{i}").as_bytes()]);
+    }
+    for _ in 0..4 {
+        let reply = c.read();
+        assert_eq!(
+            &reply[reply.len() - big.len() - 2..reply.len() - 2],
+            &big[..]
+        );
+    }
+    for round in 0..5 {
+        for i in 0..2000 {
+            c.send(&[
+                b"SET",
+                format!("p{i}").as_bytes(),
+                format!("{round}-{i}").as_bytes(),
+            ]);
+        }
+        for _ in 0..2000 {
+            assert_eq!(c.read(), b"+OK\r\n");
+        }
+    }
+    for i in 0..2000 {
+        c.send(&[b"GET", format!("p{i}").as_bytes()]);
+    }
+    for i in 0..2000 {
+        let want = format!("4-{i}");
+        assert_eq!(
+            c.read(),
+            format!("${}\r\n{want}\r\n", want.len()).as_bytes()
+        );
+    }
+    proxy.shutdown();
+}
+
+/// Nodes are checked: a proxy without the client certificate the nodes require, or one
+/// that expects another name than the nodes' certificates carry, never gets a topology.
+#[test]
+fn nodes_are_verified_and_named() {
+    let tc = TlsCluster::start(1, 0);
+    let mut no_cert = tc.config();
+    no_cert.backend_tls.cert_file.clear();
+    no_cert.backend_tls.key_file.clear();
+    let err = Proxy::start(no_cert)
+        .err()
+        .expect("nodes require a client certificate");
+    assert!(err.to_string().contains("CertificateRequired"), "{err}");
+
+    let mut wrong_name = tc.config();
+    wrong_name.backend_tls.server_name = "other.test".into();
+    let err = Proxy::start(wrong_name)
+        .err()
+        .expect("the node's certificate is not other.test's");
+    assert!(err.to_string().contains("not valid for name"), "{err}");
+
+    let other_ca = Pki::new(&tc.pki.dir.join("other"), "other");
+    let mut wrong_ca = tc.config();
+    wrong_ca.backend_tls.ca_file = s(&other_ca.ca);
+    let err = Proxy::start(wrong_ca)
+        .err()
+        .expect("the nodes' CA is not trusted");
+    assert!(
+        err.to_string().contains("invalid peer certificate"),
+        "{err}"
+    );
+
+    // The name the node certificates do carry, sent as SNI and checked instead of the IP.
+    let mut named = tc.config();
+    named.backend_tls.server_name = "redis.test".into();
+    let proxy = Proxy::start(named).expect("proxy starts with the right name");
+    let mut c = common::Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["SET", "a", "1"])), "OK");
+    assert_eq!(text(&c.call(&["GET", "a"])), "1");
+    proxy.shutdown();
+
+    // TLS only: no plain listener at all.
+    let mut only = tc.config();
+    only.proxy.listen.clear();
+    listen_tls(&mut only, &tc.pki, false);
+    let proxy = Proxy::start(only).expect("a TLS-only proxy starts");
+    assert_eq!(Some(proxy.local_addr()), proxy.tls_addr());
+    let mut c = TlsClient::connect(proxy.local_addr(), &tc.pki.ca);
+    c.send(&[b"GET", b"a"]);
+    assert_eq!(c.read(), b"$1\r\n1\r\n");
+    proxy.shutdown();
+}

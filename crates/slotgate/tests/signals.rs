@@ -1,0 +1,137 @@
+//! The binary's signals against a real cluster: SIGHUP re-reads `--config` (a new password
+//! works, the old one no longer does, connected clients stay), SIGTERM drains and exits 0,
+//! and the log written to a pipe carries no colour codes.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Send one command, read one line of reply (enough for the simple replies used here).
+fn call(stream: &mut TcpStream, args: &[&str]) -> String {
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    stream.write_all(out.as_bytes()).unwrap();
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") {
+        match stream.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => reply.push(byte[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    String::from_utf8_lossy(&reply).trim_end().to_string()
+}
+
+fn connect(addr: SocketAddr) -> Option<TcpStream> {
+    let s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    Some(s)
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{what}: not within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `kill -<name> <pid>` (the crate forbids unsafe code, so no libc call).
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+#[test]
+fn sighup_reloads_and_sigterm_drains() {
+    let dir = std::env::temp_dir().join(format!("slotgate-signals-{}", std::process::id()));
+    let opts = devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: dir.join("cluster"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let port = devcluster::free_port_pair().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let file = dir.join("proxy.toml");
+    let config = |password: &str| {
+        format!(
+            "[proxy]\nlisten = \"{addr}\"\nthreads = 1\ndrain_timeout_ms = 5000\n[cluster]\nseeds = [\"{}\"]\n[auth]\nrequirepass = \"{password}\"\n",
+            cluster.seed()
+        )
+    };
+    std::fs::write(&file, config("first")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slotgate"))
+        .args(["proxy", "--config"])
+        .arg(&file)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("slotgate starts");
+    wait_until("the proxy listens", || connect(addr).is_some());
+    let mut kept = connect(addr).unwrap();
+    assert_eq!(call(&mut kept, &["AUTH", "first"]), "+OK");
+
+    std::fs::write(&file, config("second")).unwrap();
+    signal(child.id(), "HUP");
+    wait_until("the new password works", || {
+        let mut c = connect(addr).unwrap();
+        call(&mut c, &["AUTH", "second"]) == "+OK"
+    });
+    let mut c = connect(addr).unwrap();
+    assert!(call(&mut c, &["AUTH", "first"]).starts_with("-WRONGPASS"));
+    assert_eq!(
+        call(&mut kept, &["SET", "k", "v"]),
+        "+OK",
+        "connected clients stay"
+    );
+
+    signal(child.id(), "TERM");
+    // An idle client is closed at once by the drain: it reads end of file.
+    let mut rest = Vec::new();
+    let _ = kept.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "closed between requests, nothing half-written"
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "slotgate did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("configuration reloaded"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "no colour codes in a piped log: {log:?}"
+    );
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}
