@@ -259,3 +259,39 @@ fn patch_map_from_another_worker(h: &Harness, k: &str) {
         others.iter_mut().any(|o| o.try_read().is_some())
     });
 }
+
+/// Two resends written together to an importing node: a script over a key that does not
+/// exist yet and a key already migrated (the source answers ASK for both, all its keys
+/// being missing there), then a SET of the migrated key (ASK too). At the target the
+/// script gets TRYAGAIN (one key is not there) and the SET would run at once: the script's
+/// retry would then read the SET's value. Released one at a time, the SET waits for the
+/// script, which runs once the migration ends and reads the old value, as on one Redis.
+#[test]
+fn a_resend_refused_again_is_not_overtaken_by_the_next_one() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    for round in 0..5 {
+        let tag = format!("{{rr{round}}}");
+        let (absent, moved) = (format!("{tag}n"), format!("{tag}s"));
+        assert_eq!(text(&c.call(&["SET", &moved, "old"])), "OK");
+        let m = Move::begin(&h.cluster, &tag);
+        m.migrate(std::slice::from_ref(&moved));
+        let script = "return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[2])}";
+        c.send(&[
+            b"EVAL",
+            script.as_bytes(),
+            b"2",
+            absent.as_bytes(),
+            moved.as_bytes(),
+        ]);
+        c.send(&[b"SET", moved.as_bytes(), b"new"]);
+        // Ends the migration well inside the retry budget (2-3 s): the script then runs.
+        std::thread::sleep(Duration::from_millis(200));
+        m.finish();
+        let eval = c.read().expect("EVAL reply");
+        let got: Vec<String> = eval.as_array().expect("array").iter().map(text).collect();
+        assert_eq!(got, [":1", "old"], "round {round}: the SET ran first");
+        assert_eq!(text(&c.read().expect("SET reply")), "OK");
+        assert_eq!(text(&c.call(&["GET", &moved])), "new");
+    }
+}

@@ -189,7 +189,9 @@ fn shard_subscriptions_survive_a_manual_failover() {
         .unwrap()
         .ok()
         .unwrap();
-    wait_until(CEILING, || h.cluster.owner_of(b"{fo}").ok() == Some(replica));
+    wait_until(CEILING, || {
+        h.cluster.owner_of(b"{fo}").ok() == Some(replica)
+    });
     // Publish until a message gets through: the proxy resubscribes on the new master once it
     // learns of the failover (a publish's MOVED may be what tells it). The ceiling is
     // generous; each try waits up to a second for the delivery.

@@ -19,7 +19,11 @@
 //!
 //! The second condition is stricter than "the earlier requests are on that connection":
 //! a resend also waits for later requests still in flight elsewhere. It costs a round trip
-//! in a rare case and lets a count per slot stand for the set of requests in flight.
+//! in a rare case and lets a count per slot stand for the set of requests in flight. And
+//! a request released from the queue goes alone: nothing else of its slot is sent until it
+//! is answered. Two resends written together to an importing node can otherwise be split
+//! by it, the first refused again (TRYAGAIN: one of its keys is not there yet) and the
+//! second run. It costs a round trip per request of that slot while the episode lasts.
 //!
 //! What it cannot undo: requests already written together. A node that refuses one request
 //! (MOVED, ASK, TRYAGAIN, LOADING…) and runs a later one it received on the same
@@ -152,18 +156,24 @@ struct Lane {
     mixed: bool,
     /// The release pass that left a request of this lane waiting: later ones wait too.
     held_in: u64,
+    /// A request released from the queue (a resend, or one that waited its turn) is in
+    /// flight: nothing else of the lane goes until it is answered. Sent together, a resend
+    /// refused again (TRYAGAIN at an importing node: one of its keys is not there yet) and
+    /// a later request the node runs would execute out of order.
+    serial: bool,
 }
 
 impl Lane {
     /// Whether a request may go on `conn` as far as requests in flight are concerned.
     fn admits(&self, conn: ConnId) -> bool {
-        self.in_flight == 0 || (!self.mixed && self.conn == conn)
+        self.in_flight == 0 || (!self.mixed && !self.serial && self.conn == conn)
     }
 
     fn add(&mut self, conn: ConnId) {
         if self.in_flight == 0 {
             self.conn = conn;
             self.mixed = false;
+            self.serial = false;
         } else if self.conn != conn {
             self.mixed = true;
         }
@@ -317,7 +327,10 @@ impl Order {
                 lane.held_in = pass;
                 return None;
             }
-            Some(b) => lane.add(id(b)),
+            Some(b) => {
+                lane.add(id(b));
+                lane.serial = true;
+            }
             None => {}
         }
         lane.waiting -= 1;

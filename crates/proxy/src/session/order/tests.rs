@@ -81,16 +81,36 @@ fn requests_on_the_same_connection_go_at_once() {
 }
 
 #[test]
-fn waiting_requests_leave_in_sequence_order() {
+fn waiting_requests_leave_in_sequence_order_one_at_a_time() {
     let mut order = tracking(0, X);
     for seq in [5, 3, 9, 4] {
         order.wait(waiting(seq, Some(7)));
     }
-    let released: Vec<u64> = pass(&mut order, Instant::now(), X)
-        .into_iter()
-        .map(|(s, _)| s)
-        .collect();
+    let mut released = Vec::new();
+    for _ in 0..4 {
+        let now = pass(&mut order, Instant::now(), X);
+        assert_eq!(
+            now.len(),
+            1,
+            "one released request of a slot in flight at a time"
+        );
+        released.push(now[0].0);
+        order.answered(7);
+    }
     assert_eq!(released, [3, 4, 5, 9]);
+}
+
+#[test]
+fn a_new_request_waits_while_a_released_one_of_its_slot_is_in_flight() {
+    let mut order = tracking(0, X);
+    order.wait(waiting(1, Some(7)));
+    assert_eq!(pass(&mut order, Instant::now(), X), [(1, Some(X))]);
+    assert_eq!(
+        order.admit(7, X),
+        Admit::Wait,
+        "even on the same connection"
+    );
+    assert_eq!(order.admit(8, X), Admit::Go, "another slot goes");
 }
 
 #[test]
@@ -107,7 +127,9 @@ fn a_retry_delay_holds_the_later_requests_of_its_slot_only() {
     assert!(!order.wants_pass(now));
     let later = now + Duration::from_millis(60);
     assert!(order.wants_pass(later), "the delay is over");
-    assert_eq!(pass(&mut order, later, X), [(1, Some(X)), (2, Some(X))]);
+    assert_eq!(pass(&mut order, later, X), [(1, Some(X))]);
+    order.answered(7);
+    assert_eq!(pass(&mut order, later, X), [(2, Some(X))]);
 }
 
 #[test]
