@@ -59,6 +59,8 @@ pub(crate) struct PubSub {
     pub(crate) silent: Vec<(Bytes, Rc<str>)>,
     /// Shard channels confirmed, over every connection: the count Redis reports.
     pub(crate) shard_confirmed: Vec<Bytes>,
+    /// The last SUNSUBSCRIBE without channels, and whether a confirmation answered it.
+    pub(crate) unsub_all: Option<bool>,
     /// The client switched protocol while subscribed: frames may need its type byte.
     pub(crate) switched: bool,
     /// Connections to the other masters for keyspace notifications (`keyspace.rs`).

@@ -39,7 +39,10 @@ impl Session {
         let channels = (1..req.argc()).map(|i| req.arg_bytes(i));
         match name.as_slice() {
             b"ssubscribe" => p.wanted.extend(channels),
-            b"sunsubscribe" if req.argc() == 1 => p.wanted.clear(),
+            b"sunsubscribe" if req.argc() == 1 => {
+                p.wanted.clear();
+                p.unsub_all = Some(false);
+            }
             b"sunsubscribe" => {
                 let gone: Vec<Bytes> = channels.collect();
                 p.wanted.retain(|c| !gone.contains(c));
@@ -66,6 +69,16 @@ impl Session {
             b"ssubscribe" if p.silent.iter().any(|(ch, _)| ch == &c.channel) => {
                 p.silent.retain(|(ch, _)| ch != &c.channel);
                 true
+            }
+            // "Nothing to unsubscribe" from a connection whose last channel the node dropped
+            // (slot moved) while the client's SUNSUBSCRIBE was on its way: the channel's own
+            // confirmation already answered it, and Redis sends one or the other, never both.
+            b"sunsubscribe" if c.channel.is_empty() && p.unsub_all == Some(true) => true,
+            b"sunsubscribe" => {
+                if let Some(answered) = p.unsub_all.as_mut() {
+                    *answered = true;
+                }
+                false
             }
             _ => false,
         }
