@@ -281,10 +281,10 @@ fn follow(
 }
 
 /// `error_kind` of the error frame `-<text>`, built on the stack: the kind
-/// depends on the first word only, and every known code is far shorter than
-/// the 15 bytes kept (a longer first word matches none, cut or not).
+/// depends on the first word, and for UNBLOCKED on the words after it, all within
+/// the 95 bytes kept (a longer text matches no more, cut or not).
 fn kind_of(text: &[u8]) -> ErrorKind {
-    let mut frame = [0u8; 16];
+    let mut frame = [0u8; 96];
     frame[0] = b'-';
     let n = text.len().min(frame.len() - 1);
     frame[1..=n].copy_from_slice(&text[..n]);
@@ -310,6 +310,8 @@ mod tests {
             b"CLUSTERDOWN The cluster is down",
             b"MOVED 3999 127.0.0.1:6381",
             b"LOADING",
+            b"UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+            b"UNBLOCKED client unblocked via CLIENT UNBLOCK",
             b"CLUSTERDOWNCLUSTERDOWN x",
             b"ERR unknown command",
             b"",

@@ -112,6 +112,11 @@ pub enum ErrorKind {
     Loading,
     /// `CROSSSLOT`: the keys of one command hash to different slots.
     CrossSlot,
+    /// `UNBLOCKED … instance state changed`: a blocked command was released because its
+    /// master became a replica (failover). It had not run (nothing popped or moved), and the
+    /// node closes the connection after it. Other `UNBLOCKED` texts (CLIENT UNBLOCK, a
+    /// deleted stream) are replies the client asked for: `Other`.
+    Demoted,
     /// Anything else, or not an error frame.
     Other,
 }
@@ -136,9 +141,14 @@ pub fn error_kind(frame: &[u8]) -> ErrorKind {
         b"READONLY" => ErrorKind::ReadOnly,
         b"LOADING" => ErrorKind::Loading,
         b"CROSSSLOT" => ErrorKind::CrossSlot,
+        b"UNBLOCKED" if text[end..].starts_with(DEMOTED) => ErrorKind::Demoted,
         _ => ErrorKind::Other,
     }
 }
+
+/// What follows `UNBLOCKED` when Redis releases blocked clients on becoming a replica
+/// (`disconnectOrRedirectAllBlockedClients`, 6.2 to 7.x).
+const DEMOTED: &[u8] = b" force unblock from blocking operation, instance state changed";
 
 #[cfg(test)]
 mod tests {
@@ -288,6 +298,12 @@ mod tests {
                 ErrorKind::CrossSlot,
             ),
             (b"-LOADING", ErrorKind::Loading),
+            (
+                b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n",
+                ErrorKind::Demoted,
+            ),
+            (b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n", ErrorKind::Other),
+            (b"-UNBLOCKED the stream key no longer exists\r\n", ErrorKind::Other),
             (b"-ERR unknown command\r\n", ErrorKind::Other),
             (b"-MOVEDX 1 a:1\r\n", ErrorKind::Other),
             (b"-moved 1 a:1\r\n", ErrorKind::Other),

@@ -196,3 +196,38 @@ fn watch_detects_a_concurrent_change() {
         "-CROSSSLOT Keys in request don't hash to the same slot"
     );
 }
+
+/// A client blocked in BLPOP when its master is demoted by a manual failover: the node
+/// releases it with `-UNBLOCKED … (master -> replica?)`, having popped nothing. One Redis
+/// never says that, so the proxy blocks it again on the new master, and the push that
+/// follows reaches it (one chaos script in 1,000 of the differential test saw the error).
+#[test]
+fn a_blocked_pop_survives_its_masters_demotion() {
+    let h = Harness::start(3, 1);
+    let master = h.cluster.owner_of(b"{b}").expect("owner");
+    let id = &h
+        .cluster
+        .nodes()
+        .iter()
+        .find(|n| n.addr == master)
+        .unwrap()
+        .id;
+    let replica = h
+        .cluster
+        .nodes()
+        .iter()
+        .find(|n| n.master_of.as_ref() == Some(id))
+        .expect("a replica")
+        .addr;
+    let mut blocked = h.client();
+    blocked.send(&[b"BLPOP", b"{b}:list", b"60"]);
+    wait_until(CEILING, || blocked_on(&[master]) == 1);
+    let reply = h.cluster.command(replica, &["CLUSTER", "FAILOVER"]);
+    assert!(!reply.expect("CLUSTER FAILOVER").is_error());
+    // Blocked again on the new master before the push, so the push is what it pops.
+    wait_until(CEILING, || blocked_on(&[replica]) == 1);
+    let pushed = h.client().call(&["LPUSH", "{b}:list", "v"]);
+    assert_eq!(pushed, Value::Integer(1), "{pushed:?}");
+    let got = blocked.read().expect("a reply");
+    assert_eq!(strings(&got), ["{b}:list", "v"]);
+}

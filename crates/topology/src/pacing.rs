@@ -50,7 +50,8 @@ impl Default for Backoff {
 }
 
 /// Errors that mean the node refused the command before running it, so resending it is
-/// safe whatever the command: TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING.
+/// safe whatever the command: TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING, and the
+/// UNBLOCKED a blocked command gets when its master is demoted (it had not popped anything).
 pub fn not_executed(kind: ErrorKind) -> bool {
     matches!(
         kind,
@@ -59,6 +60,7 @@ pub fn not_executed(kind: ErrorKind) -> bool {
             | ErrorKind::MasterDown
             | ErrorKind::ReadOnly
             | ErrorKind::Loading
+            | ErrorKind::Demoted
     )
 }
 
@@ -109,6 +111,7 @@ mod tests {
             (ErrorKind::MasterDown, true),
             (ErrorKind::ReadOnly, true),
             (ErrorKind::Loading, true),
+            (ErrorKind::Demoted, true),
             (ErrorKind::Moved, false),
             (ErrorKind::Ask, false),
             (ErrorKind::CrossSlot, false),

@@ -21,7 +21,8 @@ use bytes::Bytes;
 use super::Conn;
 
 /// Replies the proxy acts on instead of forwarding: redirects (MOVED, ASK), and errors that
-/// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING).
+/// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING,
+/// and the UNBLOCKED of a blocked command whose master was demoted).
 pub(crate) fn is_redirect(frame: &[u8]) -> bool {
     if frame.first() != Some(&b'-') {
         return false;

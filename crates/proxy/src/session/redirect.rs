@@ -8,8 +8,9 @@
 //!
 //! TRYAGAIN: a multi-key command met a half-migrated slot and was refused before it ran, so
 //! resending is always safe: the same node again after a jittered, doubling delay.
-//! CLUSTERDOWN, MASTERDOWN, READONLY, LOADING: refused too; resent after the same delay to
-//! the slot's owner in the map of that moment (a failover may have changed it).
+//! CLUSTERDOWN, MASTERDOWN, READONLY, LOADING, and a blocked command's UNBLOCKED when its
+//! master was demoted: not run either; resent after the same delay to the slot's owner in
+//! the map of that moment (a failover may have changed it).
 //!
 //! Every resend goes through the client's ordered queue (`order.rs`): it leaves only when
 //! no earlier request of the client for its slot waits or is in flight elsewhere, and the
