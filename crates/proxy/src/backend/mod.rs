@@ -53,8 +53,8 @@ pub(crate) mod watchdog;
 mod writev;
 
 pub(crate) use refusal::is_redirect;
-pub(crate) use requests::Outgoing;
 use requests::{InFlight, Owed};
+pub(crate) use requests::{Outgoing, Owes};
 pub(crate) use settings::Settings;
 pub(crate) use sink::ReplySink;
 use task::run;
@@ -132,18 +132,26 @@ impl Backend {
     /// Tell `out`'s client that it will get no reply: an error in its entry, or, on a
     /// pub/sub stream (whose requests own no entry), the loss of the stream.
     fn fail(&self, out: Outgoing, reply: Bytes) {
-        if self.sink.borrow().is_some() {
-            return out.client.stream_lost();
+        match self.entry_of(&out) {
+            Some((seq, frag)) => out.client.deliver(seq, frag, reply),
+            None => out.client.stream_lost(),
         }
-        out.client.deliver(out.seq, out.frag, reply);
     }
 
     /// Like `fail`, for a request that never left: its session may send it elsewhere.
     fn unsent(&self, out: Outgoing, reply: Bytes) {
-        if self.sink.borrow().is_some() {
-            return out.client.stream_lost();
+        match self.entry_of(&out) {
+            Some((seq, frag)) => out.client.not_sent(seq, frag, reply),
+            None => out.client.stream_lost(),
         }
-        out.client.not_sent(out.seq, out.frag, reply);
+    }
+
+    /// The entry `out` answers, unless it is a stream's command or on a stream connection.
+    fn entry_of(&self, out: &Outgoing) -> Option<(u64, u32)> {
+        match out.owes {
+            Owes::Entry { seq, frag } if self.sink.borrow().is_none() => Some((seq, frag)),
+            _ => None,
+        }
     }
 
     /// Queue a request for the node, reading its patience from its frame: for the paths off

@@ -11,9 +11,8 @@ use super::ReplySink;
 pub(crate) struct Outgoing {
     pub frame: Bytes,
     pub client: Rc<dyn ReplySink>,
-    pub seq: u64,
-    /// Which part of a split request this is (0 when unsplit).
-    pub frag: u32,
+    /// Where its reply goes.
+    pub owes: Owes,
     /// Send `ASKING` right before this request, in the same write (ASK redirection).
     pub asking: bool,
     /// `frame` holds this many commands before the one whose reply the client gets (a
@@ -24,14 +23,33 @@ pub(crate) struct Outgoing {
     pub more: bool,
 }
 
+/// Where the reply to an `Outgoing` goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owes {
+    /// Into the client's reply queue: entry `seq`, part `frag` of a split request (0 when
+    /// unsplit).
+    Entry { seq: u64, frag: u32 },
+    /// Nowhere in particular: a command on a pub/sub or notification stream, whose
+    /// confirmations come back as pushes like the messages, to the stream's sink.
+    Stream,
+}
+
 impl Outgoing {
     /// A whole request, owed one reply: what most requests are.
     pub(crate) fn new(frame: Bytes, client: Rc<dyn ReplySink>, seq: u64) -> Outgoing {
+        Outgoing::with(frame, client, Owes::Entry { seq, frag: 0 })
+    }
+
+    /// A command on a stream connection (`Backend::stream_to`).
+    pub(crate) fn stream(frame: Bytes, client: Rc<dyn ReplySink>) -> Outgoing {
+        Outgoing::with(frame, client, Owes::Stream)
+    }
+
+    fn with(frame: Bytes, client: Rc<dyn ReplySink>, owes: Owes) -> Outgoing {
         Outgoing {
             frame,
             client,
-            seq,
-            frag: 0,
+            owes,
             asking: false,
             skip: 0,
             more: false,
@@ -88,14 +106,15 @@ impl super::Conn {
             for _ in 0..out.skip {
                 self.in_flight.push_back(InFlight::QUEUED);
             }
+            let owner = self.backend.entry_of(&out);
             self.write_queue.push_back(out.frame);
-            if out.more || self.backend.sink.borrow().is_some() {
+            let Some((seq, frag)) = owner.filter(|_| !out.more) else {
                 continue;
-            }
+            };
             let owed = Owed::Client {
                 client: out.client,
-                seq: out.seq,
-                frag: out.frag,
+                seq,
+                frag,
             };
             let limit = self.watchdog.owe(patience);
             self.in_flight.push_back(InFlight { owed, limit });

@@ -123,7 +123,7 @@ impl Session {
         for (conn, owed) in ks.conns.conns.iter_mut() {
             *owed += 1;
             for bytes in [part.clone(), Bytes::from_static(SYNC_PING)] {
-                conn.send(Outgoing::new(bytes, sink.clone(), 0));
+                conn.send(Outgoing::stream(bytes, sink.clone()));
             }
         }
         None
@@ -208,14 +208,14 @@ impl Session {
         let sink = ks.conns.sink.clone();
         conn.stream_to(sink.clone());
         for frame in ks.resubscriptions() {
-            conn.send(Outgoing::new(frame, sink.clone(), 0));
+            conn.send(Outgoing::stream(frame, sink.clone()));
         }
         // A command waiting for the other masters: this one must confirm its part too.
         let mut owed = 0;
         if let Some(part) = ks.pending_part.clone() {
             owed = 1;
             for bytes in [part, Bytes::from_static(SYNC_PING)] {
-                conn.send(Outgoing::new(bytes, sink.clone(), 0));
+                conn.send(Outgoing::stream(bytes, sink.clone()));
             }
         }
         ks.conns.conns.push((conn, owed));

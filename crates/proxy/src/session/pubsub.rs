@@ -172,10 +172,9 @@ impl Session {
         for conn in p.bus.iter().chain(p.shards.iter()) {
             p.syncs += 1;
             for bytes in [frame, SYNC_PING] {
-                conn.send(Outgoing::new(
+                conn.send(Outgoing::stream(
                     Bytes::from_static(bytes),
                     self.cell.clone(),
-                    0,
                 ));
             }
         }
@@ -198,8 +197,7 @@ impl Session {
         for backend in targets {
             p.syncs += 1;
             for bytes in [frame.clone(), Bytes::from_static(SYNC_PING)] {
-                // Stream requests own no reply entry: their answers come as frames.
-                backend.send(Outgoing::new(bytes, self.cell.clone(), 0));
+                backend.send(Outgoing::stream(bytes, self.cell.clone()));
             }
         }
     }
@@ -230,7 +228,7 @@ impl Session {
 
     fn send_home_on(&self, bus: &Rc<Backend>, frame: Bytes) {
         for bytes in [frame, Bytes::from_static(SYNC_PING)] {
-            bus.send(Outgoing::new(bytes, self.cell.clone(), 0));
+            bus.send(Outgoing::stream(bytes, self.cell.clone()));
         }
     }
 

@@ -160,15 +160,7 @@ impl Session {
         args.extend_from_slice(channels);
         resp::encode_command(&mut frame, &args);
         let client = self.cell.clone();
-        crate::backend::Outgoing {
-            frame: frame.freeze(),
-            client,
-            seq: 0,
-            frag: 0,
-            asking: false,
-            skip: 0,
-            more: false,
-        }
+        crate::backend::Outgoing::stream(frame.freeze(), client)
     }
 }
 

@@ -146,7 +146,7 @@ impl Session {
             let conn = self.worker.new_backend(&addr, resp3);
             let sink = t.conns.sink.clone();
             conn.stream_to(sink.clone());
-            conn.send(Outgoing::new(t.setup.clone(), sink, 0));
+            conn.send(Outgoing::stream(t.setup.clone(), sink));
             t.conns.conns.push((conn, 1));
         }
         // A master whose connection broke answers with nothing: count it as answered.

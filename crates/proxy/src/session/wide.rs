@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use cluster::slot_map::{SlotMap, Stamp};
 use resp::Request;
 
-use crate::backend::{Backend, Outgoing};
+use crate::backend::{Backend, Outgoing, Owes};
 use crate::patience::Patience;
 use crate::reply::error;
 use crate::route::scan::parse_cursor;
@@ -112,7 +112,7 @@ impl Session {
                 continue;
             };
             let out = Outgoing {
-                frag,
+                owes: Owes::Entry { seq, frag },
                 ..Outgoing::new(frame, self.cell.clone(), seq)
             };
             self.send_admitted(admit, out, &b, slot, patience);

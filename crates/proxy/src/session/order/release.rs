@@ -9,7 +9,7 @@ use cluster::slot_map::Stamp;
 use tokio::time::Instant;
 
 use super::{conn_id, Admit, RouteKey, Target, Waiting};
-use crate::backend::{Backend, Outgoing};
+use crate::backend::{Backend, Outgoing, Owes};
 use crate::patience::Patience;
 use crate::session::queue::Kind;
 use crate::session::Session;
@@ -44,10 +44,10 @@ impl Session {
         slot: Option<u16>,
         patience: Patience,
     ) {
-        match (admit, slot) {
+        match (admit, slot, out.owes) {
             // Released later through `Backend::send`, which reads its patience again.
-            (Admit::Wait, Some(slot)) => {
-                let w = Waiting::fresh(out.seq, out.frag, slot, out.frame, backend.resp3);
+            (Admit::Wait, Some(slot), Owes::Entry { seq, frag }) => {
+                let w = Waiting::fresh(seq, frag, slot, out.frame, backend.resp3);
                 self.cell.wait(w);
             }
             _ => backend.send_with(out, patience),
@@ -118,8 +118,10 @@ impl Session {
         backend.send(Outgoing {
             frame: w.frame,
             client: self.cell.clone(),
-            seq: w.seq,
-            frag: w.frag,
+            owes: Owes::Entry {
+                seq: w.seq,
+                frag: w.frag,
+            },
             asking: w.asking,
             skip: w.skip,
             more: false,
