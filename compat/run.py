@@ -47,10 +47,7 @@ LANG_TIMEOUT_S = 420  # one language's program, build included; a hang fails, ne
 
 # Cases waiting for proxy work in progress: pattern (fnmatch over the case name) -> reason.
 # Switch a case on by deleting its line once the feature has merged.
-PENDING = {
-    "*/client-tracking": "CLIENT TRACKING: the proxy serves BCAST only; the libraries' caches"
-                         " use the default mode",
-}
+PENDING = {}
 
 ALL_LANGS = ["python", "go", "node", "java", "c", "rust"]
 DEFAULT_LANGS = ALL_LANGS  # all fit CI's budget today; drop a slow one here, keep it in `all`

@@ -1,7 +1,9 @@
 //! CLIENT TRACKING through the proxy on a real 3-master cluster: BCAST mode for RESP3
 //! clients gets the invalidations of every master, for its prefixes only, and none after
-//! OFF; the modes the proxy cannot serve are refused with a clear error, and the nodes'
-//! own errors (overlapping prefixes) reach the client.
+//! OFF; the default mode gets the invalidations of the keys it read and no others, OPTIN
+//! and OPTOUT as CLIENT CACHING says; REDIRECT (so RESP2) is refused with a clear error,
+//! option errors are Redis's own, and the nodes' errors (overlapping prefixes) reach the
+//! client.
 
 mod common;
 
@@ -66,26 +68,39 @@ fn bcast_tracking_gets_every_masters_invalidations_for_its_prefixes() {
 }
 
 #[test]
-fn tracking_modes_the_proxy_cannot_serve_are_refused() {
+fn tracking_options_are_checked_as_redis_checks_them() {
     let h = Harness::start(3, 0);
     let mut plain = h.client();
     let refused = text(&plain.call(&["CLIENT", "TRACKING", "ON", "BCAST"]));
     assert!(
-        refused.starts_with("-ERR slotgate: CLIENT TRACKING supports only"),
+        refused.starts_with("-ERR slotgate: CLIENT TRACKING REDIRECT"),
         "{refused}"
     );
     let mut c = resp3(&h);
+    let refused = text(&c.call(&["CLIENT", "TRACKING", "ON", "REDIRECT", "5"]));
+    assert!(
+        refused.starts_with("-ERR slotgate: CLIENT TRACKING"),
+        "{refused}"
+    );
+    // Redis's own errors, in its order (checked against a node below).
+    let mut node = Client::connect(h.cluster.masters()[0]);
+    assert!(matches!(node.call(&["HELLO", "3"]), Value::Map(_)));
     for args in [
-        &["CLIENT", "TRACKING", "ON"][..],
-        &["CLIENT", "TRACKING", "ON", "BCAST", "NOLOOP"],
+        &["CLIENT", "CACHING", "yes"][..],
+        &["CLIENT", "TRACKING", "ON", "BCAST", "OPTIN"],
+        &["CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"],
         &["CLIENT", "TRACKING", "ON", "OPTIN"],
-        &["CLIENT", "TRACKING", "ON", "REDIRECT", "5"],
+        &["CLIENT", "CACHING", "no"],
+        &["CLIENT", "CACHING", "maybe"],
+        &["CLIENT", "TRACKING", "ON", "OPTOUT"],
+        &["CLIENT", "TRACKING", "ON", "BCAST"],
+        &["CLIENT", "TRACKING", "ON", "NOLOOP"],
+        &["CLIENT", "CACHING", "yes"],
+        &["CLIENT", "TRACKING", "OFF"],
+        &["CLIENT", "TRACKING", "ON", "BCAST", "NOLOOP"],
+        &["CLIENT", "TRACKING", "OFF"],
     ] {
-        let refused = text(&c.call(args));
-        assert!(
-            refused.starts_with("-ERR slotgate: CLIENT TRACKING"),
-            "{args:?}: {refused}"
-        );
+        assert_eq!(text(&c.call(args)), text(&node.call(args)), "{args:?}");
     }
     assert_eq!(
         text(&c.call(&["CLIENT", "TRACKING", "ON", "PREFIX", "a"])),
@@ -99,8 +114,6 @@ fn tracking_modes_the_proxy_cannot_serve_are_refused() {
     let overlap = [
         "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "ab",
     ];
-    let mut node = Client::connect(h.cluster.masters()[0]);
-    assert!(matches!(node.call(&["HELLO", "3"]), Value::Map(_)));
     let direct = text(&node.call(&overlap));
     assert!(direct.starts_with("-ERR Prefix"), "{direct}");
     assert_eq!(text(&c.call(&overlap)), direct);
@@ -138,4 +151,89 @@ fn a_lost_master_flushes_the_cache_and_its_successor_is_tracked() {
         }
         false
     });
+}
+
+/// Invalidations read until none comes for `quiet`: key → how many times.
+fn drain_invalidations(c: &mut Client, want: usize) -> std::collections::BTreeMap<String, usize> {
+    let mut seen = std::collections::BTreeMap::new();
+    c.stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    while seen.values().sum::<usize>() < want {
+        let frame = c.try_read().expect("an invalidation within 20 s");
+        let got = invalidated(&frame).unwrap_or_else(|| panic!("not an invalidation: {frame:?}"));
+        got.into_iter()
+            .for_each(|k| *seen.entry(k).or_default() += 1);
+    }
+    // Anything more (a key not read, or one invalidated twice) would come by now.
+    c.stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
+    while let Some(frame) = c.try_read() {
+        let got = invalidated(&frame).unwrap_or_else(|| panic!("not an invalidation: {frame:?}"));
+        got.into_iter()
+            .for_each(|k| *seen.entry(k).or_default() += 1);
+    }
+    seen
+}
+
+/// The default mode: the keys the client read, on every master, are invalidated once each
+/// when written; keys it did not read are not, and a key invalidated is forgotten until
+/// read again. An invalidation never overtakes the reply of a read still on its way.
+#[test]
+fn default_mode_invalidates_the_keys_read_once() {
+    let h = Harness::start(3, 0);
+    let mut c = resp3(&h);
+    assert_eq!(text(&c.call(&["CLIENT", "TRACKING", "ON"])), "OK");
+    let keys: Vec<String> = (0..30).map(|i| format!("dm:{i}")).collect();
+    let owners: BTreeSet<_> = keys[..20]
+        .iter()
+        .map(|k| h.cluster.owner_of(k.as_bytes()).unwrap())
+        .collect();
+    assert_eq!(owners.len(), 3, "keys read on every master");
+    for k in &keys[..20] {
+        assert_eq!(c.call(&["GET", k]), Value::Null);
+    }
+    let mut writer = h.client();
+    for _ in 0..2 {
+        for k in &keys {
+            assert_eq!(text(&writer.call(&["SET", k, "v"])), "OK");
+        }
+    }
+    let seen = drain_invalidations(&mut c, 20);
+    let want: std::collections::BTreeMap<String, usize> =
+        keys[..20].iter().map(|k| (k.clone(), 1)).collect();
+    assert_eq!(seen, want);
+    // Read again: tracked again.
+    assert_eq!(text(&c.call(&["GET", "dm:3"])), "v");
+    assert_eq!(writer.call(&["DEL", "dm:3"]), Value::Integer(1));
+    assert_eq!(
+        drain_invalidations(&mut c, 1).keys().collect::<Vec<_>>(),
+        ["dm:3"]
+    );
+}
+
+/// OPTIN: only the read right after CLIENT CACHING yes is tracked. OPTOUT: every read but
+/// the one right after CLIENT CACHING no.
+#[test]
+fn optin_and_optout_track_what_client_caching_says() {
+    let h = Harness::start(3, 0);
+    let mut writer = h.client();
+    for (mode, caching, want) in [("OPTIN", "yes", "oi:b"), ("OPTOUT", "no", "oi:a")] {
+        let mut c = resp3(&h);
+        assert_eq!(text(&c.call(&["CLIENT", "TRACKING", "ON", mode])), "OK");
+        assert_eq!(c.call(&["GET", "oi:a"]), Value::Null);
+        assert_eq!(text(&c.call(&["CLIENT", "CACHING", caching])), "OK");
+        assert_eq!(c.call(&["GET", "oi:b"]), Value::Null);
+        for k in ["oi:a", "oi:b"] {
+            assert_eq!(text(&writer.call(&["SET", k, "v"])), "OK");
+            assert_eq!(writer.call(&["DEL", k]), Value::Integer(1));
+        }
+        let seen = drain_invalidations(&mut c, 1);
+        assert_eq!(
+            seen.into_iter().collect::<Vec<_>>(),
+            [(want.to_string(), 1)],
+            "{mode}"
+        );
+    }
 }

@@ -49,6 +49,8 @@ impl Session {
         let pushed = self.forward_pushes();
         self.out_bytes += pushed;
         self.worker.budget.add(pushed);
+        // An invalidation queued behind the replies owed (`tracking/keys.rs`) may be due now.
+        self.out_bytes += self.cell.pop_ready(&mut self.out);
         if self.cell.is_lost() || self.output_overflow() {
             return Some(Poll::Ready(()));
         }

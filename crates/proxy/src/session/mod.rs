@@ -277,6 +277,9 @@ impl Session {
         }
         let allow_admin = self.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
+        if self.tracking.is_some() {
+            self.track_request(&req);
+        }
         self.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {
             self.note_write(&route);
@@ -324,6 +327,9 @@ impl Session {
             }
             Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"tracking") => {
                 self.client_tracking(req)
+            }
+            Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"caching") => {
+                self.client_caching(req)
             }
             Local::Client => {
                 let reply = self.client_command(req);

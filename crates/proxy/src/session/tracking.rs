@@ -1,4 +1,5 @@
-//! CLIENT TRACKING through the proxy, in broadcasting mode (BCAST) for RESP3 clients.
+//! CLIENT TRACKING through the proxy, for RESP3 clients: BCAST mode, and the default mode
+//! with OPTIN/OPTOUT (`tracking/keys.rs`).
 //!
 //! In BCAST mode Redis invalidates every key that matches the client's prefixes, whoever
 //! wrote it and whichever connection read it: so one connection per master, with tracking
@@ -13,11 +14,14 @@
 //!        connection, once it answers +OK ─▶ another flush (what changed in the gap)
 //! ```
 //!
-//! The connections follow the masters as the keyspace connections do (`follow.rs`). The
-//! default mode, OPTIN, OPTOUT, NOLOOP and REDIRECT need the reads and writes of the client
-//! to run on the connection that tracks them, which the shared connections cannot give: they
-//! are refused with a `slotgate:` error, as is tracking from a RESP2 client (which needs
-//! REDIRECT).
+//! The default mode tracks the keys the client read. Its reads run on shared connections,
+//! which the nodes cannot tell apart, so the masters' connections track every key (BCAST
+//! without a prefix) and the session keeps the client's keys itself, passing on only their
+//! invalidations, queued behind the replies owed (`tracking/keys.rs`). The connections follow
+//! the masters as the keyspace connections do (`follow.rs`). REDIRECT (and so tracking from a
+//! RESP2 client) would need invalidations handed to another client, possibly on another
+//! worker: refused with a `slotgate:` error. NOLOOP is accepted; the client's own writes
+//! still invalidate its keys (one invalidation too many is safe, one too few is not).
 
 use bytes::{Bytes, BytesMut};
 use resp::Request;
@@ -27,7 +31,10 @@ use crate::reply::error;
 use crate::session::exclusive::Intake;
 use crate::session::follow::Followers;
 use crate::session::queue::Entry;
+use crate::session::tracking::keys::{KeyTable, Mode};
 use crate::session::Session;
+
+mod keys;
 
 /// The RESP3 flush-everything invalidation Redis sends after FLUSHALL.
 const FLUSH_ALL: &[u8] = b">2\r\n$10\r\ninvalidate\r\n_\r\n";
@@ -42,55 +49,99 @@ pub(crate) struct Tracking {
     reply_seq: Option<u64>,
     /// The first error a master answered the setup with.
     refused: Option<Bytes>,
+    /// The keys the client read, in the default mode (None: BCAST, everything passes).
+    keys: Option<KeyTable>,
 }
 
 /// What a `CLIENT TRACKING …` asks for.
 enum Ask {
     Off,
-    Bcast(Bytes),
+    /// On: the setup each master's connection gets, and the key table's mode (None: BCAST).
+    On(Bytes, Option<Mode>),
     Refuse(Bytes),
 }
 
-fn parse(req: &Request, resp3: bool) -> Ask {
+/// The options of `CLIENT TRACKING ON|OFF …`.
+#[derive(Default)]
+struct Options<'a> {
+    bcast: bool,
+    optin: bool,
+    optout: bool,
+    redirect: bool,
+    prefixes: Vec<&'a [u8]>,
+}
+
+fn options(req: &Request) -> Result<Options<'_>, Bytes> {
+    let mut o = Options::default();
+    let mut i = 3;
+    while i < req.argc() {
+        let opt = req.arg(i).to_ascii_lowercase();
+        match opt.as_slice() {
+            b"bcast" => o.bcast = true,
+            b"optin" => o.optin = true,
+            b"optout" => o.optout = true,
+            b"noloop" => {}
+            b"prefix" if i + 1 < req.argc() => {
+                o.prefixes.push(req.arg(i + 1));
+                i += 1;
+            }
+            b"redirect" if i + 1 < req.argc() => (o.redirect, i) = (true, i + 1),
+            _ => return Err(error("syntax error")),
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+/// What `req` asks for, given the mode tracking is in now (`current`: None when off,
+/// Some(None) in BCAST mode), with Redis's errors in Redis's order.
+fn parse(req: &Request, resp3: bool, current: Option<Option<Mode>>) -> Ask {
     let switch = if req.argc() > 2 { req.arg(2) } else { b"" };
     let on = switch.eq_ignore_ascii_case(b"on");
     if !on && !switch.eq_ignore_ascii_case(b"off") {
         return Ask::Refuse(error("syntax error"));
     }
-    let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"ON"];
-    let (mut bcast, mut prefixes, mut other) = (false, false, false);
-    let mut i = 3;
-    while i < req.argc() {
-        let opt = req.arg(i).to_ascii_lowercase();
-        match opt.as_slice() {
-            b"bcast" => bcast = true,
-            b"prefix" if i + 1 < req.argc() => {
-                prefixes = true;
-                args.extend([&b"PREFIX"[..], req.arg(i + 1)]);
-                i += 1;
-            }
-            b"optin" | b"optout" | b"noloop" => other = true,
-            b"redirect" if i + 1 < req.argc() => (other, i) = (true, i + 1),
-            _ => return Ask::Refuse(error("syntax error")),
-        }
-        i += 1;
-    }
+    let o = match options(req) {
+        Ok(o) => o,
+        Err(e) => return Ask::Refuse(e),
+    };
     if !on {
         return Ask::Off;
     }
-    if prefixes && !bcast {
-        return Ask::Refuse(error("PREFIX option requires BCAST mode to be enabled"));
+    let mode = match (o.optin, o.optout) {
+        (true, _) => Mode::OptIn,
+        (_, true) => Mode::OptOut,
+        _ => Mode::All,
+    };
+    let refusal = if !o.bcast && !o.prefixes.is_empty() {
+        "PREFIX option requires BCAST mode to be enabled"
+    } else if current.is_some_and(|c| c.is_none() != o.bcast) {
+        "You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."
+    } else if o.bcast && (o.optin || o.optout) {
+        "OPTIN and OPTOUT are not compatible with BCAST"
+    } else if o.optin && o.optout {
+        "You can't specify both OPTIN mode and OPTOUT mode"
+    } else if current
+        .flatten()
+        .is_some_and(|c| c != Mode::All && mode != Mode::All && c != mode)
+    {
+        "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."
+    } else if o.redirect || !resp3 {
+        "slotgate: CLIENT TRACKING REDIRECT (and so tracking from a RESP2 client) is not \
+         supported by the proxy; use RESP3 (HELLO 3)"
+    } else {
+        ""
+    };
+    if !refusal.is_empty() {
+        return Ask::Refuse(error(refusal));
     }
-    if !bcast || other || !resp3 {
-        return Ask::Refuse(error(
-            "slotgate: CLIENT TRACKING supports only ON BCAST [PREFIX prefix …] from a RESP3 \
-             client (default mode, OPTIN, OPTOUT, NOLOOP and REDIRECT are not supported)",
-        ));
-    }
-    args.insert(3, b"BCAST");
+    let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"ON", b"BCAST"];
+    o.prefixes
+        .iter()
+        .for_each(|p| args.extend([&b"PREFIX"[..], p]));
     let mut frame = BytesMut::new();
     resp::encode_command(&mut frame, &args);
-    Ask::Bcast(frame.freeze())
+    Ask::On(frame.freeze(), (!o.bcast).then_some(mode))
 }
 
 // === impl Session (client tracking) ===
@@ -98,13 +149,17 @@ fn parse(req: &Request, resp3: bool) -> Ask {
 impl Session {
     /// CLIENT TRACKING: answered once every master's connection answered (or at once).
     pub(crate) fn client_tracking(&mut self, req: &Request) {
-        match parse(req, self.resp3()) {
+        let current = self
+            .tracking
+            .as_ref()
+            .map(|t| t.keys.as_ref().map(KeyTable::mode));
+        match parse(req, self.resp3(), current) {
             Ask::Refuse(err) => self.reply_now(err),
             Ask::Off => {
                 self.tracking_off();
                 self.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
-            Ask::Bcast(setup) => {
+            Ask::On(setup, mode) => {
                 self.tracking_off();
                 let seq = self.cell.push(Entry::pending_local());
                 self.tracking = Some(Box::new(Tracking {
@@ -112,6 +167,7 @@ impl Session {
                     setup,
                     reply_seq: Some(seq),
                     refused: None,
+                    keys: mode.map(KeyTable::new),
                 }));
                 self.intake = Intake::Serial;
                 self.follow_tracking();
@@ -141,6 +197,9 @@ impl Session {
         };
         if followed.lost {
             self.cell.push_frame(0, Bytes::from_static(FLUSH_ALL));
+            if let Some(keys) = t.keys.as_mut() {
+                keys.forget_all();
+            }
         }
         for addr in followed.missing {
             let conn = self.worker.new_backend(&addr, resp3);
@@ -159,7 +218,14 @@ impl Session {
         let t = self.tracking.as_mut()?;
         let (_, owed) = t.conns.find(source)?;
         if frame.first() == Some(&b'>') {
-            return Some(true);
+            let Some(keys) = t.keys.as_mut() else {
+                return Some(true);
+            };
+            // Behind every reply owed: the read it invalidates may still be on its way.
+            if let Some(push) = keys.filter(frame) {
+                self.cell.push(Entry::ready(push));
+            }
+            return Some(false);
         }
         if *owed == 0 {
             return Some(false);
@@ -192,5 +258,31 @@ impl Session {
         }
         let reply = refused.unwrap_or_else(|| Bytes::from_static(b"+OK\r\n"));
         self.cell.deliver_local(seq, reply);
+    }
+}
+
+impl Session {
+    /// CLIENT CACHING yes|no, for the next command (OPTIN/OPTOUT).
+    pub(crate) fn client_caching(&mut self, req: &Request) {
+        let arg = if req.argc() == 3 { req.arg(2) } else { b"" };
+        let answer = match self.tracking.as_mut().map(|t| t.keys.as_mut()) {
+            _ if req.argc() != 3 => Err(error("syntax error")),
+            None => Err(keys::not_opt()),
+            Some(None) => KeyTable::new(Mode::All).caching(arg),
+            Some(Some(keys)) => keys.caching(arg),
+        };
+        self.reply_now(answer.map_or_else(|e| e, |()| Bytes::from_static(b"+OK\r\n")));
+    }
+
+    /// A request of a client tracking in the default mode: remember the keys it reads.
+    pub(crate) fn track_request(&mut self, req: &Request) {
+        let in_tx = self.tx.is_some() || req.arg(0).eq_ignore_ascii_case(b"multi");
+        let Some(keys) = self.tracking.as_mut().and_then(|t| t.keys.as_mut()) else {
+            return;
+        };
+        let gone = keys.note_request(req, in_tx);
+        if !gone.is_empty() {
+            self.cell.push(Entry::ready(keys::invalidation(&gone)));
+        }
     }
 }
