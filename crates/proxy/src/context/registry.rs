@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+pub(crate) use mail::{Mail, Recipient};
+
+mod mail;
+
 /// How often the coarse clock advances (Redis reports idle and age in whole seconds).
 pub(crate) const TICK: Duration = Duration::from_millis(250);
 
@@ -48,6 +52,8 @@ struct Slab {
 struct Slot {
     meta: Option<Meta>,
     live: Arc<Live>,
+    /// Invalidations posted to this client by another's CLIENT TRACKING REDIRECT.
+    mail: Vec<Mail>,
 }
 
 /// What is fixed at connect or changes only on rare commands (SETNAME, SETINFO).
@@ -93,6 +99,8 @@ pub(crate) struct Live {
     /// Index in `Shared::users` + 1 (0: the default user).
     pub user: AtomicU32,
     pub resp: AtomicU32,
+    /// `Slot::mail` holds something (set by the poster, cleared by the session).
+    pub has_mail: AtomicBool,
 }
 
 /// A snapshot of one client, for CLIENT LIST and KILL.
@@ -170,6 +178,7 @@ impl Registry {
                 slab.slots.push(Slot {
                     meta: None,
                     live: Arc::default(),
+                    mail: Vec::new(),
                 });
                 slab.slots.len() - 1
             }
@@ -243,6 +252,7 @@ impl Live {
             field.store(0, Relaxed);
         }
         self.resp.store(2, Relaxed);
+        self.has_mail.store(false, Relaxed);
     }
 }
 
@@ -276,6 +286,7 @@ impl Drop for ClientHandle {
     fn drop(&mut self) {
         let mut slab = self.registry.lock();
         slab.slots[self.index].meta = None;
+        slab.slots[self.index].mail.clear();
         slab.free.push(self.index);
         slab.live -= 1;
     }
@@ -285,7 +296,7 @@ impl Drop for ClientHandle {
 mod tests {
     use super::*;
 
-    fn meta(id: u64) -> Meta {
+    pub(super) fn meta(id: u64) -> Meta {
         Meta {
             id,
             addr: "127.0.0.1:5000".parse().unwrap(),

@@ -46,6 +46,7 @@ impl Session {
         self.out_bytes += self.cell.pop_ready(&mut self.out);
         self.record_samples();
         self.slowlog_record();
+        self.deliver_mail();
         let pushed = self.forward_pushes();
         self.out_bytes += pushed;
         self.worker.budget.add(pushed);

@@ -17,47 +17,57 @@
 //! The default mode tracks the keys the client read. Its reads run on shared connections,
 //! which the nodes cannot tell apart, so the masters' connections track every key (BCAST
 //! without a prefix) and the session keeps the client's keys itself, passing on only their
-//! invalidations, queued behind the replies owed (`tracking/keys.rs`). The connections follow
-//! the masters as the keyspace connections do (`follow.rs`). REDIRECT (and so tracking from a
-//! RESP2 client) would need invalidations handed to another client, possibly on another
-//! worker: refused with a `slotgate:` error. NOLOOP is accepted; the client's own writes
-//! still invalidate its keys (one invalidation too many is safe, one too few is not).
+//! invalidations, queued behind the replies owed (`tracking/keys.rs`). REDIRECT hands them
+//! to another client, on any worker (`tracking/redirect.rs`): that is how a RESP2 client
+//! tracks. The connections follow the masters as the keyspace connections do (`follow.rs`).
+//! NOLOOP is accepted; the client's own writes still invalidate its keys (one invalidation
+//! too many is safe, one too few is not).
 
 use bytes::{Bytes, BytesMut};
 use resp::Request;
 
 use crate::backend::Outgoing;
+use crate::context::registry::Recipient;
 use crate::reply::error;
 use crate::session::exclusive::Intake;
 use crate::session::follow::Followers;
 use crate::session::queue::Entry;
 use crate::session::tracking::keys::{KeyTable, Mode};
+use crate::session::tracking::redirect::NO_SUCH_CLIENT;
 use crate::session::Session;
 
 mod keys;
+mod redirect;
 
 /// The RESP3 flush-everything invalidation Redis sends after FLUSHALL.
 const FLUSH_ALL: &[u8] = b">2\r\n$10\r\ninvalidate\r\n_\r\n";
 
 /// A session's tracking connections.
 pub(crate) struct Tracking {
-    /// One per master, each owing the answer to its `setup` until it sent it.
+    /// One per master, each owing the answers to its `setups` until it sent them.
     conns: Followers,
     /// `CLIENT TRACKING ON BCAST [PREFIX p…]` as each master gets it.
-    setup: Bytes,
+    /// `CLIENT TRACKING ON BCAST [PREFIX p…]` as each master gets them: one per CLIENT
+    /// TRACKING ON the nodes accepted (in BCAST mode, prefixes add up, as in Redis).
+    setups: Vec<Bytes>,
     /// The client's CLIENT TRACKING reply, owed once every master answered.
     reply_seq: Option<u64>,
     /// The first error a master answered the setup with.
     refused: Option<Bytes>,
+    /// Tracking was on before the CLIENT TRACKING ON being answered: a refusal keeps it on.
+    again: bool,
     /// The keys the client read, in the default mode (None: BCAST, everything passes).
     keys: Option<KeyTable>,
+    /// REDIRECT's target: the client that gets the invalidations (`tracking/redirect.rs`).
+    redirect: Option<Recipient>,
 }
 
 /// What a `CLIENT TRACKING …` asks for.
 enum Ask {
     Off,
-    /// On: the setup each master's connection gets, and the key table's mode (None: BCAST).
-    On(Bytes, Option<Mode>),
+    /// On: the setup each master's connection gets, the key table's mode (None: BCAST), and
+    /// the REDIRECT target's id.
+    On(Bytes, Option<Mode>, Option<u64>),
     Refuse(Bytes),
 }
 
@@ -67,7 +77,7 @@ struct Options<'a> {
     bcast: bool,
     optin: bool,
     optout: bool,
-    redirect: bool,
+    redirect: Option<u64>,
     prefixes: Vec<&'a [u8]>,
 }
 
@@ -85,7 +95,16 @@ fn options(req: &Request) -> Result<Options<'_>, Bytes> {
                 o.prefixes.push(req.arg(i + 1));
                 i += 1;
             }
-            b"redirect" if i + 1 < req.argc() => (o.redirect, i) = (true, i + 1),
+            b"redirect" if i + 1 < req.argc() => {
+                if o.redirect.is_some() {
+                    return Err(error("A client can only redirect to a single other client"));
+                }
+                let id = std::str::from_utf8(req.arg(i + 1)).ok();
+                let Some(id) = id.and_then(|id| id.parse::<u64>().ok()) else {
+                    return Err(error("value is not an integer or out of range"));
+                };
+                (o.redirect, i) = (Some(id), i + 1);
+            }
             _ => return Err(error("syntax error")),
         }
         i += 1;
@@ -95,7 +114,7 @@ fn options(req: &Request) -> Result<Options<'_>, Bytes> {
 
 /// What `req` asks for, given the mode tracking is in now (`current`: None when off,
 /// Some(None) in BCAST mode), with Redis's errors in Redis's order.
-fn parse(req: &Request, resp3: bool, current: Option<Option<Mode>>) -> Ask {
+fn parse(req: &Request, current: Option<Option<Mode>>) -> Ask {
     let switch = if req.argc() > 2 { req.arg(2) } else { b"" };
     let on = switch.eq_ignore_ascii_case(b"on");
     if !on && !switch.eq_ignore_ascii_case(b"off") {
@@ -126,9 +145,6 @@ fn parse(req: &Request, resp3: bool, current: Option<Option<Mode>>) -> Ask {
         .is_some_and(|c| c != Mode::All && mode != Mode::All && c != mode)
     {
         "You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."
-    } else if o.redirect || !resp3 {
-        "slotgate: CLIENT TRACKING REDIRECT (and so tracking from a RESP2 client) is not \
-         supported by the proxy; use RESP3 (HELLO 3)"
     } else {
         ""
     };
@@ -141,7 +157,7 @@ fn parse(req: &Request, resp3: bool, current: Option<Option<Mode>>) -> Ask {
         .for_each(|p| args.extend([&b"PREFIX"[..], p]));
     let mut frame = BytesMut::new();
     resp::encode_command(&mut frame, &args);
-    Ask::On(frame.freeze(), (!o.bcast).then_some(mode))
+    Ask::On(frame.freeze(), (!o.bcast).then_some(mode), o.redirect)
 }
 
 // === impl Session (client tracking) ===
@@ -153,27 +169,62 @@ impl Session {
             .tracking
             .as_ref()
             .map(|t| t.keys.as_ref().map(KeyTable::mode));
-        match parse(req, self.resp3(), current) {
+        match parse(req, current) {
             Ask::Refuse(err) => self.reply_now(err),
             Ask::Off => {
                 self.tracking_off();
                 self.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
-            Ask::On(setup, mode) => {
-                self.tracking_off();
-                let seq = self.cell.push(Entry::pending_local());
-                self.tracking = Some(Box::new(Tracking {
-                    conns: Followers::new(self.cell.clone()),
-                    setup,
-                    reply_seq: Some(seq),
-                    refused: None,
-                    keys: mode.map(KeyTable::new),
-                }));
-                self.intake = Intake::Serial;
-                self.follow_tracking();
-                self.answer_tracking();
+            Ask::On(setup, mode, redirect) => {
+                let redirect = match redirect.map(|id| self.recipient(id)) {
+                    Some(None) => return self.reply_now(error(NO_SUCH_CLIENT)),
+                    found => found.flatten(),
+                };
+                match self.tracking.is_some() {
+                    true => self.tracking_again(setup, mode, redirect),
+                    false => self.tracking_on(setup, mode, redirect),
+                }
             }
         }
+    }
+
+    fn tracking_on(&mut self, setup: Bytes, mode: Option<Mode>, redirect: Option<Recipient>) {
+        let seq = self.cell.push(Entry::pending_local());
+        self.tracking = Some(Box::new(Tracking {
+            conns: Followers::new(self.cell.clone()),
+            setups: vec![setup],
+            reply_seq: Some(seq),
+            refused: None,
+            again: false,
+            keys: mode.map(KeyTable::new),
+            redirect,
+        }));
+        self.intake = Intake::Serial;
+        self.follow_tracking();
+        self.answer_tracking();
+    }
+
+    /// CLIENT TRACKING ON while on: as in Redis, the tracked keys stay, the options are the
+    /// new ones, and in BCAST mode the new prefixes add to the old (sent to every master).
+    fn tracking_again(&mut self, setup: Bytes, mode: Option<Mode>, redirect: Option<Recipient>) {
+        let seq = self.cell.push(Entry::pending_local());
+        let Some(t) = self.tracking.as_mut() else {
+            return;
+        };
+        t.redirect = redirect;
+        if let (Some(keys), Some(mode)) = (t.keys.as_mut(), mode) {
+            keys.set_mode(mode);
+            return self.cell.deliver_local(seq, Bytes::from_static(b"+OK\r\n"));
+        }
+        t.setups.push(setup.clone());
+        let sink = t.conns.sink.clone();
+        for (conn, owed) in t.conns.conns.iter_mut() {
+            conn.send(Outgoing::stream(setup.clone(), sink.clone()));
+            *owed += 1;
+        }
+        (t.reply_seq, t.refused, t.again) = (Some(seq), None, true);
+        self.intake = Intake::Serial;
+        self.answer_tracking();
     }
 
     /// Close the tracking connections (CLIENT TRACKING OFF, RESET, the session's end).
@@ -186,7 +237,6 @@ impl Session {
     /// Match the tracking connections to the masters; flush the client's cache when one
     /// broke, since what it carried may be lost.
     pub(crate) fn follow_tracking(&mut self) {
-        let resp3 = self.resp3();
         let Some(t) = self.tracking.as_mut() else {
             return;
         };
@@ -196,17 +246,22 @@ impl Session {
             return;
         };
         if followed.lost {
-            self.cell.push_frame(0, Bytes::from_static(FLUSH_ALL));
             if let Some(keys) = t.keys.as_mut() {
                 keys.forget_all();
             }
         }
+        // RESP3 whatever the client speaks: a node pushes invalidations only on RESP3.
         for addr in followed.missing {
-            let conn = self.worker.new_backend(&addr, resp3);
+            let conn = self.worker.new_backend(&addr, true);
             let sink = t.conns.sink.clone();
             conn.stream_to(sink.clone());
-            conn.send(Outgoing::stream(t.setup.clone(), sink));
-            t.conns.conns.push((conn, 1));
+            for setup in &t.setups {
+                conn.send(Outgoing::stream(setup.clone(), sink.clone()));
+            }
+            t.conns.conns.push((conn, t.setups.len() as u32));
+        }
+        if followed.lost {
+            self.tracking_deliver(Bytes::from_static(FLUSH_ALL));
         }
         // A master whose connection broke answers with nothing: count it as answered.
         self.answer_tracking();
@@ -218,13 +273,16 @@ impl Session {
         let t = self.tracking.as_mut()?;
         let (_, owed) = t.conns.find(source)?;
         if frame.first() == Some(&b'>') {
-            let Some(keys) = t.keys.as_mut() else {
-                return Some(true);
+            let push = match t.keys.as_mut() {
+                // BCAST to the client itself: as it comes.
+                None if t.redirect.is_none() && self.info.protocol == 3 => return Some(true),
+                None => frame.clone(),
+                Some(keys) => match keys.filter(frame) {
+                    Some(push) => push,
+                    None => return Some(false),
+                },
             };
-            // Behind every reply owed: the read it invalidates may still be on its way.
-            if let Some(push) = keys.filter(frame) {
-                self.cell.push(Entry::ready(push));
-            }
+            self.tracking_deliver(push);
             return Some(false);
         }
         if *owed == 0 {
@@ -235,7 +293,7 @@ impl Session {
             t.refused.get_or_insert_with(|| frame.clone());
         } else if t.reply_seq.is_none() {
             // A connection opened since the client's +OK: flush what changed in the gap.
-            self.cell.push_frame(0, Bytes::from_static(FLUSH_ALL));
+            self.tracking_deliver(Bytes::from_static(FLUSH_ALL));
         }
         self.answer_tracking();
         Some(false)
@@ -253,7 +311,10 @@ impl Session {
             return;
         };
         let refused = t.refused.take();
-        if refused.is_some() || t.conns.conns.is_empty() {
+        if refused.is_some() && t.again {
+            // As Redis: a refused CLIENT TRACKING ON changes nothing.
+            t.setups.pop();
+        } else if refused.is_some() || t.conns.conns.is_empty() {
             self.tracking_off();
         }
         let reply = refused.unwrap_or_else(|| Bytes::from_static(b"+OK\r\n"));

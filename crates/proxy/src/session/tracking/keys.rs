@@ -66,6 +66,11 @@ impl KeyTable {
         self.keys.clear();
     }
 
+    /// CLIENT TRACKING ON again: the new options replace the old (the keys stay).
+    pub(crate) fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
+    }
+
     pub(crate) fn mode(&self) -> Mode {
         self.mode
     }
