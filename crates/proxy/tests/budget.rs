@@ -116,3 +116,40 @@ fn flood(hogs: &mut [Client], good: &mut Client, admin: SocketAddr) -> (u64, u64
     }
     (peak_rss, peak_counted)
 }
+
+/// A transaction's queued commands are the client's memory too, as in Redis: a client that
+/// queues more than the budget inside MULTI is evicted, and what it held is released.
+#[test]
+fn a_transaction_queue_counts_toward_the_budget() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| {
+        cfg.limits.memory_budget_bytes = BUDGET;
+        cfg.admin.listen = "127.0.0.1:0".into();
+    });
+    let admin = proxy.admin_addr().expect("admin endpoint");
+    let mut tx = Client::connect(proxy.local_addr());
+    assert_eq!(text(&tx.call(&["MULTI"])), "OK");
+    let value = "x".repeat(2 * 1024 * 1024);
+    for i in 0..8 {
+        // 16 MiB in all; an evicted client's later writes may fail.
+        let key = format!("{{q}}{i}");
+        let mut frame = bytes::BytesMut::new();
+        resp::encode_command(&mut frame, &[b"SET", key.as_bytes(), value.as_bytes()]);
+        if tx.stream.write_all(&frame).is_err() {
+            break;
+        }
+    }
+    assert!(closes(&tx.stream), "the transaction's client is evicted");
+    let body = common::scrape(admin);
+    assert!(
+        metric(&body, "slotgate_clients_evicted_total") >= 1,
+        "{body}"
+    );
+    common::wait_until(Duration::from_secs(20), || {
+        let body = common::scrape(admin);
+        metric(&body, "slotgate_client_buffer_bytes") < 1024 * 1024
+    });
+    let mut good = Client::connect(proxy.local_addr());
+    assert_eq!(good.call(&["EXISTS", "{q}0"]), resp::Value::Integer(0));
+    proxy.shutdown();
+}

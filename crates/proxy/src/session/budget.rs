@@ -53,7 +53,8 @@ impl Session {
         if budget.share == 0 {
             return false;
         }
-        let mine = self.out_bytes + self.cell.charged();
+        let queued = self.tx.as_ref().map_or(0, |tx| tx.bytes());
+        let mine = self.out_bytes + self.cell.charged() + queued;
         if mine >= MIN_CANDIDATE || self.cell.candidate.get() {
             budget.note(&self.cell, mine);
         }
@@ -93,6 +94,8 @@ impl Session {
     /// The session is over: its unwritten replies leave the count, and so does its place
     /// among the candidates and, if it was evicted, among the bytes being released.
     pub(crate) fn leave_budget(&mut self) {
+        // A transaction's queue releases its charge as it goes.
+        self.tx = None;
         let budget = &self.worker.budget;
         budget.release(std::mem::take(&mut self.out_bytes));
         self.out.clear();

@@ -21,6 +21,7 @@ use bytes::{Bytes, BytesMut};
 use resp::Request;
 
 use crate::backend::Backend;
+use crate::budget::Budget;
 use crate::reply::error;
 use crate::route::{Local, Route, TxCommand};
 use crate::session::exclusive::{Exclusive, Held, Via};
@@ -33,8 +34,26 @@ pub(crate) struct Transaction {
     queued: Vec<Request>,
     /// Bytes queued: bounded by `limits.max_query_buffer_bytes`, as the query buffer is.
     bytes: usize,
+    /// The worker's memory budget, charged `bytes` while they are held (released on drop:
+    /// EXEC, DISCARD, RESET or the client's end, whichever comes).
+    budget: Option<Rc<Budget>>,
     slot: Option<u16>,
     aborted: bool,
+}
+
+impl Transaction {
+    /// Bytes queued, part of the client's size for the memory budget.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.release(self.bytes);
+        }
+    }
 }
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
@@ -66,10 +85,9 @@ impl Session {
         let reply: &'static [u8] = match (cmd, self.tx.is_some()) {
             (TxCommand::Multi, true) => b"-ERR MULTI calls can not be nested\r\n",
             (TxCommand::Multi, false) => {
-                self.tx = Some(Transaction {
-                    slot: self.watch.as_ref().map(|w| w.slot),
-                    ..Transaction::default()
-                });
+                let mut tx = Transaction::default();
+                tx.slot = self.watch.as_ref().map(|w| w.slot);
+                self.tx = Some(tx);
                 b"+OK\r\n"
             }
             (TxCommand::Exec, false) => b"-ERR EXEC without MULTI\r\n",
@@ -122,6 +140,8 @@ impl Session {
             }
             None => {
                 tx.bytes += req.raw().len();
+                let budget = tx.budget.get_or_insert_with(|| self.worker.budget.clone());
+                budget.add(req.raw().len());
                 tx.queued.push(req);
                 self.cell
                     .push(Entry::ready(Bytes::from_static(b"+QUEUED\r\n")));
