@@ -8,8 +8,10 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
+mod group;
 mod source;
 mod tls;
+pub use group::{GroupConfig, GroupMembers};
 pub use source::ConfigSource;
 pub use tls::{BackendTlsConfig, TlsConfig};
 
@@ -26,6 +28,7 @@ pub struct Config {
     pub slowlog: SlowlogConfig,
     pub tls: TlsConfig,
     pub backend_tls: BackendTlsConfig,
+    pub group: GroupConfig,
 }
 
 /// The admin endpoint (Prometheus `GET /metrics`).
@@ -235,6 +238,8 @@ pub enum ConfigError {
     Seed(String),
     #[error("{0} must be greater than 0")]
     Zero(&'static str),
+    #[error("group: {0}")]
+    Group(String),
     #[error(transparent)]
     User(#[from] crate::auth::AuthConfigError),
     #[error("cluster.topology_command: {0:?} is neither \"slots\" nor \"shards\"")]
@@ -264,6 +269,7 @@ impl Config {
         self.check_seeds()?;
         self.check_nonzero()?;
         self.admin_addr()?;
+        self.group.members(&self.proxy.listen)?;
         if ::topology::TopologyCommand::from_name(&self.cluster.topology_command).is_none() {
             return Err(ConfigError::TopologyCommand(
                 self.cluster.topology_command.clone(),

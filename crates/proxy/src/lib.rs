@@ -25,6 +25,7 @@ mod backend;
 mod budget;
 pub mod config;
 mod context;
+mod group;
 mod keepalive;
 mod node_query;
 mod patience;
@@ -253,7 +254,7 @@ fn build_shared(
         workers: workers.to_vec(),
         started: Instant::now(),
         next_client_id: AtomicU64::new(1),
-        cluster_view: context::cluster_view::ClusterView::new(addr),
+        group: context::group::GroupState::new(addr),
         clients: Default::default(),
         live: arc_swap::ArcSwap::from_pointee(live),
         live_gen: AtomicU64::new(0),
@@ -286,7 +287,7 @@ impl Tls {
     }
 }
 
-/// The topology refresher, the slowlog clock and one worker per listener, all stopped by
+/// The topology refresher, the group's health checks and one worker per listener, all stopped by
 /// the same shutdown channel.
 fn spawn_threads(
     topology: &Arc<Topology>,
@@ -302,6 +303,7 @@ fn spawn_threads(
         rx.clone(),
     )
     .map_err(StartError::Thread)?];
+    threads.push(group::spawn(shared.clone(), rx.clone()).map_err(StartError::Thread)?);
     for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
         threads.push(spawn_worker(
             i,

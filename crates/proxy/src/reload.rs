@@ -147,6 +147,7 @@ fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadEr
     let removed = old.removed_in(&next);
     shared.live.store(std::sync::Arc::new(next));
     shared.live_gen.fetch_add(1, Ordering::Release);
+    shared.group.wake.notify_one();
     close_clients_of(shared, &removed);
     // Sessions also look at their user when woken: one that authenticated just now, and
     // was not yet visible in its registry slot, closes too.
@@ -160,7 +161,7 @@ fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadEr
 
 /// The sections whose values changed (and are live).
 fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
-    let checks: [(&'static str, bool); 8] = [
+    let checks: [(&'static str, bool); 9] = [
         ("proxy", old.proxy != new.proxy),
         ("cluster", old.cluster != new.cluster),
         ("limits", old.limits != new.limits),
@@ -169,6 +170,7 @@ fn changed_sections(old: &Config, new: &Config) -> Vec<&'static str> {
         ("log", old.log != new.log),
         ("tls", old.tls != new.tls),
         ("backend_tls", old.backend_tls != new.backend_tls),
+        ("group", old.group != new.group),
     ];
     checks.iter().filter(|(_, c)| *c).map(|(n, _)| *n).collect()
 }

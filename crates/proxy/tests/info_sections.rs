@@ -102,6 +102,7 @@ fn info_sections_by_name_all_and_everything() {
                 "# Latencystats",
                 "# Backends",
                 "# Tls",
+                "# Group",
                 "# Keyspace"
             ]
         );

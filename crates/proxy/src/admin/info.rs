@@ -33,6 +33,7 @@ const SECTIONS: &[(&str, &str, Section)] = &[
     ("latencystats", "Latencystats", latencystats),
     ("backends", "Backends", crate::admin::backends::info),
     ("tls", "Tls", crate::admin::tls::info),
+    ("group", "Group", crate::admin::group::info),
     ("keyspace", "Keyspace", |_, out| merged("keyspace", out)),
 ];
 
@@ -42,8 +43,8 @@ fn merged(name: &str, out: &mut String) {
 }
 
 /// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out; `backends`
-/// too, since it grows with the number of masters, and the proxy's own `tls`.
-const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends", "tls"];
+/// too, since it grows with the number of masters, and the proxy's own `tls` and `group`.
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends", "tls", "group"];
 
 /// The sections `INFO [section ...]` asks for that come from the masters (none: the proxy
 /// answers alone).

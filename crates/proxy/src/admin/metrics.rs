@@ -141,6 +141,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Seconds since the node's latest connect failure or connection loss (-1: none), by node.",
     ),
     (
+        "slotgate_group_members",
+        "gauge",
+        "Proxy group members advertised to clients (up, this proxy included) and failing their checks (down).",
+    ),
+    (
         "slotgate_clients_evicted_total",
         "counter",
         "Clients closed to keep within limits.memory_budget_bytes.",
@@ -171,6 +176,7 @@ pub fn render(shared: &Shared) -> String {
     );
     crate::admin::backends::metrics(shared, &mut out, &mut described);
     crate::admin::tls::metrics(shared, &mut out, &mut described);
+    crate::admin::group::metrics(shared, &mut out, &mut described);
     for (result, counter) in [("ok", &shared.reloads), ("failed", &shared.reload_failures)] {
         let labels = format!("result=\"{result}\"");
         let n = counter.load(Ordering::Relaxed);

@@ -6,6 +6,7 @@
 pub(crate) mod backends;
 pub(crate) mod client_list;
 pub(crate) mod cpu;
+pub(crate) mod group;
 pub(crate) mod health;
 pub(crate) mod http;
 pub(crate) mod info;

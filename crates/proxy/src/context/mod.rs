@@ -7,6 +7,7 @@
 pub(crate) mod asks;
 pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
+pub(crate) mod group;
 pub(crate) mod live;
 pub(crate) mod registry;
 pub(crate) mod slowlog;
@@ -17,7 +18,6 @@ use std::time::Instant;
 
 use crate::config::Config;
 use crate::topology::Topology;
-use cluster_view::ClusterView;
 
 /// What every worker thread holds a reference to.
 pub struct Shared {
@@ -46,8 +46,9 @@ pub struct Shared {
     pub(crate) backend_auth: Option<bytes::Bytes>,
     /// Clients connected right now, across workers (for maxclients).
     pub clients: std::sync::atomic::AtomicUsize,
-    /// Pre-encoded CLUSTER replies presenting the proxy as a one-node cluster.
-    pub(crate) cluster_view: ClusterView,
+    /// The proxy group: the pre-encoded CLUSTER replies advertising its healthy members
+    /// (this proxy alone without a group) and their health.
+    pub(crate) group: group::GroupState,
     /// SLOWLOG's threshold, ids and coarse clock.
     pub slowlog: crate::context::slowlog::Slowlog,
     /// The TLS listener's settings, when `tls.listen` is set.

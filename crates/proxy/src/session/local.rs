@@ -60,11 +60,11 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
         Local::ClusterKeyslot => {
             resp::write_int(&mut out, i64::from(cluster::key_slot(req.arg(2))))
         }
-        Local::ClusterSlots => return shared.cluster_view.slots(),
-        Local::ClusterShards => return shared.cluster_view.shards(session.protocol),
-        Local::ClusterNodes => return shared.cluster_view.nodes(),
-        Local::ClusterMyid => return shared.cluster_view.myid(),
-        Local::ClusterInfo => return shared.cluster_view.info(&shared.topology.current()),
+        Local::ClusterSlots => return shared.group.view().slots(),
+        Local::ClusterShards => return shared.group.view().shards(session.protocol),
+        Local::ClusterNodes => return shared.group.view().nodes(),
+        Local::ClusterMyid => return shared.group.view().myid(),
+        Local::ClusterInfo => return shared.group.view().info(&shared.topology.current()),
     }
     out.freeze()
 }
@@ -235,7 +235,7 @@ mod tests {
             workers: vec![],
             started: std::time::Instant::now(),
             next_client_id: std::sync::atomic::AtomicU64::new(1),
-            cluster_view: crate::context::cluster_view::ClusterView::new(addr),
+            group: crate::context::group::GroupState::new(addr),
             clients: Default::default(),
             live: arc_swap::ArcSwap::from_pointee(crate::context::live::Live::new(
                 crate::Config::default(),

@@ -1,0 +1,198 @@
+//! The proxy group's health checks (docs/group.md): every `group.check_interval_ms`, this
+//! proxy sends a PING to each other member over a connection it keeps, all members at once,
+//! each bounded by `group.check_timeout_ms` (its connect included). A member failing
+//! `group.fail_after` checks in a row is no longer advertised in CLUSTER SLOTS/SHARDS/NODES;
+//! one answered check brings it back. Any reply counts as an answer, an error included (a
+//! member that requires AUTH answers `-NOAUTH`): it proves the member's event loop serves.
+//!
+//! ```text
+//!   slotgate-group thread ── PING ──▶ each peer's client listener
+//!        │ outcome per peer (up after 1 answer, down after fail_after failures)
+//!        ▼
+//!   GroupState (ArcSwap) ──▶ sessions answer CLUSTER SLOTS from it; INFO group; /metrics
+//! ```
+//!
+//! It runs on its own thread with its own runtime, so a slow or silent peer never delays a
+//! worker, and it re-reads `[group]` from the live configuration every round, so a reload
+//! changes the members (a reload also wakes it at once).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::{GroupConfig, GroupMembers};
+use crate::context::group::{GroupStatus, MemberStatus};
+use crate::context::Shared;
+use crate::node_query::NodeConn;
+
+/// How often a proxy without a group looks whether a reload gave it one (a reload also
+/// wakes it at once).
+const IDLE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One other member and what its checks found.
+struct Peer {
+    addr: SocketAddr,
+    /// Kept between checks: a check is then one round trip, and the peer sees one client.
+    conn: Option<NodeConn>,
+    up: bool,
+    /// Failed checks since the latest answer.
+    failing: u32,
+    checks_ok: u64,
+    checks_failed: u64,
+    last_error: String,
+}
+
+/// Run the checks on their own thread until `shutdown` turns true.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("slotgate-group".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return tracing::error!(error = %e, "group health checks cannot start"),
+            };
+            rt.block_on(async move {
+                tokio::select! {
+                    _ = run(&shared) => {}
+                    _ = shutdown.changed() => {}
+                }
+            });
+        })
+}
+
+/// Round after round, for ever (the caller stops it).
+async fn run(shared: &Shared) {
+    let mut peers: Vec<Peer> = Vec::new();
+    loop {
+        let live = shared.live.load_full();
+        let cfg: &GroupConfig = &live.config.group;
+        // Checked by `Config::validate` before the configuration was installed.
+        let members = cfg.members(&live.config.proxy.listen).ok().flatten();
+        let interval = match members {
+            None => {
+                peers.clear();
+                shared.group.publish(GroupStatus::default());
+                IDLE_INTERVAL
+            }
+            Some(members) => {
+                reconcile(&mut peers, &members);
+                let timeout = Duration::from_millis(cfg.check_timeout_ms);
+                check_all(&mut peers, timeout, cfg.fail_after).await;
+                shared.group.publish(status(&peers, members.me));
+                Duration::from_millis(cfg.check_interval_ms)
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shared.group.wake.notified() => {}
+        }
+    }
+}
+
+/// Keep what is known of members still configured, in the configured order; new members
+/// start unadvertised until they answer.
+fn reconcile(peers: &mut Vec<Peer>, members: &GroupMembers) {
+    let mut kept: Vec<Peer> = Vec::with_capacity(members.peers.len());
+    for addr in members.peers.iter().filter(|a| **a != members.me) {
+        let known = peers.iter().position(|p| p.addr == *addr);
+        kept.push(match known {
+            Some(i) => peers.swap_remove(i),
+            None => Peer {
+                addr: *addr,
+                conn: None,
+                up: false,
+                failing: 0,
+                checks_ok: 0,
+                checks_failed: 0,
+                last_error: String::new(),
+            },
+        });
+    }
+    *peers = kept;
+}
+
+/// One check of every peer, concurrently; returns when all are answered or timed out.
+async fn check_all(peers: &mut [Peer], timeout: Duration, fail_after: u32) {
+    let mut checks = JoinSet::new();
+    for (i, peer) in peers.iter_mut().enumerate() {
+        let (addr, conn) = (peer.addr, peer.conn.take());
+        checks.spawn(async move {
+            let outcome = tokio::time::timeout(timeout, ping(addr, conn))
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")));
+            (i, outcome)
+        });
+    }
+    while let Some(joined) = checks.join_next().await {
+        if let Ok((i, outcome)) = joined {
+            if let Some(peer) = peers.get_mut(i) {
+                record(peer, outcome, fail_after);
+            }
+        }
+    }
+}
+
+/// PING over the kept connection, or a new one.
+async fn ping(addr: SocketAddr, conn: Option<NodeConn>) -> Result<NodeConn, String> {
+    let mut conn = match conn {
+        Some(conn) => conn,
+        None => NodeConn::connect(&addr.to_string(), None, None).await?,
+    };
+    conn.call(&[b"PING"]).await?;
+    Ok(conn)
+}
+
+/// Count the outcome and move the peer in or out of what is advertised.
+fn record(peer: &mut Peer, outcome: Result<NodeConn, String>, fail_after: u32) {
+    match outcome {
+        Ok(conn) => {
+            peer.conn = Some(conn);
+            peer.checks_ok += 1;
+            peer.failing = 0;
+            if !peer.up {
+                peer.up = true;
+                tracing::info!(peer = %peer.addr, "group member answers its checks: advertised");
+            }
+        }
+        Err(error) => {
+            peer.conn = None;
+            peer.checks_failed += 1;
+            peer.failing = peer.failing.saturating_add(1);
+            if peer.up && peer.failing >= fail_after {
+                peer.up = false;
+                tracing::warn!(peer = %peer.addr, %error, failed = peer.failing, "group member fails its checks: no longer advertised");
+            }
+            peer.last_error = error;
+        }
+    }
+}
+
+/// This round's outcome, this proxy included.
+fn status(peers: &[Peer], me: SocketAddr) -> GroupStatus {
+    let mut members = vec![MemberStatus {
+        addr: me,
+        me: true,
+        up: true,
+        checks_ok: 0,
+        checks_failed: 0,
+        last_error: String::new(),
+    }];
+    members.extend(peers.iter().map(|p| MemberStatus {
+        addr: p.addr,
+        me: false,
+        up: p.up,
+        checks_ok: p.checks_ok,
+        checks_failed: p.checks_failed,
+        last_error: p.last_error.clone(),
+    }));
+    GroupStatus { members }
+}

@@ -1,0 +1,180 @@
+//! A proxy group of 3 in front of one real 3-master, 1-replica cluster (docs/group.md): every
+//! member advertises the same 3 proxies with the same slot split; each still serves every
+//! key (never a MOVED); a stopped member drops out of what the others advertise within a
+//! few seconds, and comes back once it answers again; a reload changes the group.
+//!
+//! The client-level test (go-redis ClusterClient under load, one proxy killed) is
+//! `scripts/group_failover.py`, run by `make compat`.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{scrape, start_proxy, text, wait_until, Client};
+use proxy::{Config, Proxy};
+use resp::Value;
+
+/// Generous: the default checks drop a member after 2 failed checks 1 s apart.
+const CEILING: Duration = Duration::from_secs(20);
+
+/// The proxies' shared settings, as `start_proxy` makes them, with a group of `peers`.
+fn config(cluster: &devcluster::Cluster, peers: &[SocketAddr], me: SocketAddr) -> Config {
+    let mut config = Config::default();
+    config.proxy.listen = "127.0.0.1:0".into();
+    config.proxy.threads = 2;
+    config.cluster.seeds = cluster.masters().iter().map(|a| a.to_string()).collect();
+    config.group.peers = peers.iter().map(|a| a.to_string()).collect();
+    config.group.self_addr = me.to_string();
+    config
+}
+
+/// CLUSTER SLOTS from `addr`: (first, last, port) per range, and the raw reply.
+fn advertised(addr: SocketAddr) -> (Vec<(i64, i64, i64)>, Value) {
+    let reply = Client::connect(addr).call(&["CLUSTER", "SLOTS"]);
+    let ranges = reply
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|r| {
+            let p = r.as_array().expect("a range");
+            let node = p[2].as_array().expect("a node");
+            (
+                p[0].as_int().unwrap(),
+                p[1].as_int().unwrap(),
+                node[1].as_int().unwrap(),
+            )
+        })
+        .collect();
+    (ranges, reply)
+}
+
+/// The ports `addr` advertises, in slot order.
+fn ports(addr: SocketAddr) -> Vec<u16> {
+    advertised(addr)
+        .0
+        .iter()
+        .map(|r| u16::try_from(r.2).unwrap())
+        .collect()
+}
+
+fn sorted_ports(addrs: &[SocketAddr]) -> Vec<u16> {
+    let mut ports: Vec<u16> = addrs.iter().map(|a| a.port()).collect();
+    ports.sort();
+    ports
+}
+
+#[test]
+fn a_group_advertises_its_healthy_members_and_drops_a_stopped_one() {
+    let cluster = devcluster::Cluster::start(&devcluster::Options {
+        masters: 3,
+        replicas: 1,
+        dir: common::tempdir("group"),
+        ..Default::default()
+    })
+    .expect("cluster starts");
+    let mut proxies: Vec<Option<Proxy>> = (0..3)
+        .map(|i| {
+            Some(start_proxy(&cluster, |c| {
+                if i == 0 {
+                    c.admin.listen = "127.0.0.1:0".into();
+                }
+            }))
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = proxies.iter().flatten().map(|p| p.local_addr()).collect();
+    let all = sorted_ports(&addrs);
+    // Started alone, each is a one-node cluster; the group comes with a reload.
+    assert_eq!(ports(addrs[0]), [addrs[0].port()]);
+    for (p, me) in proxies.iter().flatten().zip(&addrs) {
+        let mut c = config(&cluster, &addrs, *me);
+        if p.admin_addr().is_some() {
+            c.admin.listen = "127.0.0.1:0".into();
+        }
+        let report = p.reload_with(c).expect("group reload");
+        assert!(report.applied.contains(&"group"), "{report:?}");
+        assert!(report.needs_restart.is_empty(), "{report:?}");
+    }
+    let took = wait_until(CEILING, || addrs.iter().all(|a| ports(*a) == all));
+    eprintln!("3 members advertised by all after {took:?}");
+    let (ranges, first) = advertised(addrs[0]);
+    assert_eq!(
+        ranges.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
+        [(0, 5460), (5461, 10921), (10922, 16383)]
+    );
+    for a in &addrs[1..] {
+        assert_eq!(
+            advertised(*a).1,
+            first,
+            "every member gives the same answer"
+        );
+    }
+    let ids: Vec<String> = addrs
+        .iter()
+        .map(|a| text(&Client::connect(*a).call(&["CLUSTER", "MYID"])))
+        .collect();
+    assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0].len() == 40);
+    serves_every_slot_itself(&addrs);
+    let info = text(&Client::connect(addrs[0]).call(&["INFO", "group"]));
+    assert!(
+        info.contains("group_members_up:3\r\ngroup_advertised:3\r\n"),
+        "{info}"
+    );
+    let admin = proxies[0].as_ref().unwrap().admin_addr().unwrap();
+    assert!(scrape(admin).contains("slotgate_group_members{state=\"up\"} 3"));
+
+    // The member owning the last range stops: the others advertise 2 and split anew.
+    let victim = addrs.iter().position(|a| a.port() == all[2]).unwrap();
+    proxies[victim].take().unwrap().shutdown();
+    let rest: Vec<SocketAddr> = (0..3).filter(|i| *i != victim).map(|i| addrs[i]).collect();
+    let took = wait_until(CEILING, || rest.iter().all(|a| ports(*a) == all[..2]));
+    eprintln!("the stopped member dropped out after {took:?}");
+    let (ranges, _) = advertised(rest[0]);
+    assert_eq!(
+        ranges.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
+        [(0, 8191), (8192, 16383)]
+    );
+    let info = text(&Client::connect(rest[0]).call(&["INFO", "group"]));
+    assert!(
+        info.contains(&format!("addr={},state=down", addrs[victim])),
+        "{info}"
+    );
+    serves_every_slot_itself(&rest);
+
+    // It comes back on the same address: advertised again once it answers.
+    let me = addrs[victim];
+    let back = Proxy::start(Config {
+        proxy: proxy::config::ProxyConfig {
+            listen: me.to_string(),
+            ..config(&cluster, &addrs, me).proxy
+        },
+        ..config(&cluster, &addrs, me)
+    })
+    .expect("restarts on its address");
+    proxies[victim] = Some(back);
+    wait_until(CEILING, || addrs.iter().all(|a| ports(*a) == all));
+
+    // A reload without the group: a one-node cluster again.
+    let p0 = proxies[0].as_ref().unwrap();
+    let mut alone = config(&cluster, &[], addrs[0]);
+    alone.group.self_addr.clear();
+    alone.admin.listen = "127.0.0.1:0".into();
+    p0.reload_with(alone).expect("reload");
+    wait_until(CEILING, || ports(addrs[0]) == [addrs[0].port()]);
+    for p in proxies.into_iter().flatten() {
+        p.shutdown();
+    }
+}
+
+/// A key of each advertised range, written and read through every member: served there,
+/// never redirected.
+fn serves_every_slot_itself(addrs: &[SocketAddr]) {
+    for (i, a) in addrs.iter().enumerate() {
+        let mut c = Client::connect(*a);
+        for key in ["{a}k", "{b}k", "{c}k", "{group}k"] {
+            let value = format!("{i}");
+            assert_eq!(text(&c.call(&["SET", key, &value])), "OK");
+            assert_eq!(text(&c.call(&["GET", key])), value);
+        }
+    }
+}
