@@ -5,6 +5,12 @@
 //! one answered check brings it back. Any reply counts as an answer, an error included (a
 //! member that requires AUTH answers `-NOAUTH`): it proves the member's event loop serves.
 //!
+//! A member that refuses the connection is dropped at once: nothing listens there any more
+//! (killed, or stopped accepting to drain). And a kept connection that closes between two
+//! checks starts a round at once, so a killed member, whose kernel closes its sockets,
+//! leaves what the others advertise within milliseconds: a cluster-aware client that
+//! reloads its slots after its first refused request already finds it gone.
+//!
 //! ```text
 //!   slotgate-group thread ── PING ──▶ each peer's client listener
 //!        │ outcome per peer (up after 1 answer, down after fail_after failures)
@@ -16,10 +22,12 @@
 //! worker, and it re-reads `[group]` from the live configuration every round, so a reload
 //! changes the members (a reload also wakes it at once).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -94,6 +102,7 @@ async fn run(shared: &Shared) {
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = shared.group.wake.notified() => {}
+            _ = any_closed(&mut peers) => {}
         }
     }
 }
@@ -128,7 +137,7 @@ async fn check_all(peers: &mut [Peer], timeout: Duration, fail_after: u32) {
         checks.spawn(async move {
             let outcome = tokio::time::timeout(timeout, ping(addr, conn))
                 .await
-                .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")));
+                .unwrap_or_else(|_| Err(Failure::other(format!("no answer within {timeout:?}"))));
             (i, outcome)
         });
     }
@@ -141,18 +150,56 @@ async fn check_all(peers: &mut [Peer], timeout: Duration, fail_after: u32) {
     }
 }
 
-/// PING over the kept connection, or a new one.
-async fn ping(addr: SocketAddr, conn: Option<NodeConn>) -> Result<NodeConn, String> {
-    let mut conn = match conn {
-        Some(conn) => conn,
-        None => NodeConn::connect(&addr.to_string(), None, None).await?,
-    };
-    conn.call(&[b"PING"]).await?;
+/// Why a check failed; `refused` when nothing listens at the member's address.
+struct Failure {
+    refused: bool,
+    text: String,
+}
+
+impl Failure {
+    fn other(text: String) -> Failure {
+        Failure {
+            refused: false,
+            text,
+        }
+    }
+}
+
+/// PING over the kept connection; if it broke since (its closing may be what started this
+/// round), over a new one. The peers get no AUTH: any reply proves they serve.
+async fn ping(addr: SocketAddr, conn: Option<NodeConn>) -> Result<NodeConn, Failure> {
+    if let Some(mut conn) = conn {
+        if conn.call(&[b"PING"]).await.is_ok() {
+            return Ok(conn);
+        }
+    }
+    let tcp = TcpStream::connect(addr).await.map_err(|e| Failure {
+        refused: e.kind() == std::io::ErrorKind::ConnectionRefused,
+        text: e.to_string(),
+    })?;
+    let mut conn = NodeConn::plain(tcp);
+    conn.call(&[b"PING"]).await.map_err(Failure::other)?;
     Ok(conn)
 }
 
+/// Resolves when a kept connection closes (or never, with none kept).
+async fn any_closed(peers: &mut [Peer]) {
+    let mut waits: Vec<_> = peers
+        .iter_mut()
+        .filter_map(|p| p.conn.as_mut())
+        .map(|c| Box::pin(c.closed()))
+        .collect();
+    std::future::poll_fn(
+        |cx| match waits.iter_mut().any(|w| w.as_mut().poll(cx).is_ready()) {
+            true => std::task::Poll::Ready(()),
+            false => std::task::Poll::Pending,
+        },
+    )
+    .await
+}
+
 /// Count the outcome and move the peer in or out of what is advertised.
-fn record(peer: &mut Peer, outcome: Result<NodeConn, String>, fail_after: u32) {
+fn record(peer: &mut Peer, outcome: Result<NodeConn, Failure>, fail_after: u32) {
     match outcome {
         Ok(conn) => {
             peer.conn = Some(conn);
@@ -163,15 +210,15 @@ fn record(peer: &mut Peer, outcome: Result<NodeConn, String>, fail_after: u32) {
                 tracing::info!(peer = %peer.addr, "group member answers its checks: advertised");
             }
         }
-        Err(error) => {
+        Err(failure) => {
             peer.conn = None;
             peer.checks_failed += 1;
             peer.failing = peer.failing.saturating_add(1);
-            if peer.up && peer.failing >= fail_after {
+            if peer.up && (failure.refused || peer.failing >= fail_after) {
                 peer.up = false;
-                tracing::warn!(peer = %peer.addr, %error, failed = peer.failing, "group member fails its checks: no longer advertised");
+                tracing::warn!(peer = %peer.addr, error = %failure.text, failed = peer.failing, "group member fails its checks: no longer advertised");
             }
-            peer.last_error = error;
+            peer.last_error = failure.text;
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A minimal request/response connection to a node, for the proxy's own queries off the
-//! request path: the topology refresher's CLUSTER SLOTS and WAIT's replication probes
-//! (`session/wait.rs`). Each step is bounded by `QUERY_TIMEOUT`, so a node that accepts and
-//! never answers cannot hold its caller.
+//! request path: the topology refresher's CLUSTER SLOTS, WAIT's replication probes
+//! (`session/wait.rs`) and the proxy group's health checks (`group.rs`). Each step is
+//! bounded by `QUERY_TIMEOUT`, so a node that accepts and never answers cannot hold its
+//! caller.
 
 use std::time::Duration;
 
@@ -63,6 +64,23 @@ impl NodeConn {
             }
         }
         Ok(conn)
+    }
+
+    /// Over a plain TCP connection already made, with nothing to authenticate (the proxy
+    /// group's health checks, `group.rs`, which tell a refused connect from other failures).
+    pub(crate) fn plain(tcp: TcpStream) -> NodeConn {
+        let _ = tcp.set_nodelay(true);
+        crate::keepalive::enable(&tcp);
+        NodeConn {
+            stream: Stream::Plain(tcp),
+            buf: BytesMut::with_capacity(1024),
+        }
+    }
+
+    /// Resolves when the other side closes the connection (or sends what nobody asked for)
+    /// while no call is under way. Cancel safe: nothing owed is read.
+    pub(crate) async fn closed(&mut self) {
+        let _ = self.stream.read_buf(&mut self.buf).await;
     }
 
     pub(crate) async fn call(&mut self, args: &[&[u8]]) -> Result<Value, String> {

@@ -178,3 +178,37 @@ fn serves_every_slot_itself(addrs: &[SocketAddr]) {
         }
     }
 }
+
+/// A member that stays connected but stops answering (here a Redis node standing in for a
+/// proxy, paused by CLIENT PAUSE) drops out after `fail_after` timed-out checks, and comes
+/// back when it answers again.
+#[test]
+fn a_silent_member_drops_out_after_its_failed_checks_and_comes_back() {
+    let cluster = devcluster::Cluster::start(&devcluster::Options {
+        masters: 1,
+        replicas: 1,
+        dir: common::tempdir("group-silent"),
+        ..Default::default()
+    })
+    .expect("cluster starts");
+    let replica = cluster.nodes().iter().find(|n| n.master_of.is_some());
+    let silent = replica.expect("a replica").addr;
+    let proxy = start_proxy(&cluster, |_| {});
+    let me = proxy.local_addr();
+    let mut c = config(&cluster, &[me, silent], me);
+    c.group.check_interval_ms = 200;
+    c.group.check_timeout_ms = 300;
+    c.group.fail_after = 3;
+    proxy.reload_with(c).expect("group reload");
+    let both = sorted_ports(&[me, silent]);
+    wait_until(CEILING, || ports(me) == both);
+    let paused = Client::connect(silent).call(&["CLIENT", "PAUSE", "4000", "ALL"]);
+    assert_eq!(text(&paused), "OK");
+    let took = wait_until(CEILING, || ports(me) == [me.port()]);
+    eprintln!("the silent member dropped out after {took:?}");
+    let info = text(&Client::connect(me).call(&["INFO", "group"]));
+    assert!(info.contains("state=down"), "{info}");
+    assert!(info.contains("last_error=no_answer_within"), "{info}");
+    wait_until(CEILING, || ports(me) == both);
+    proxy.shutdown();
+}
