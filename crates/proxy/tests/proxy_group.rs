@@ -123,12 +123,30 @@ fn a_group_advertises_its_healthy_members_and_drops_a_stopped_one() {
     let admin = proxies[0].as_ref().unwrap().admin_addr().unwrap();
     assert!(scrape(admin).contains("slotgate_group_members{state=\"up\"} 3"));
 
-    // The member owning the last range stops: the others advertise 2 and split anew.
+    // The member owning the last range drains (SIGTERM's path) while one of its clients
+    // waits in a BLPOP that nothing answers yet: the others drop it while it drains, and
+    // split anew.
     let victim = addrs.iter().position(|a| a.port() == all[2]).unwrap();
-    proxies[victim].take().unwrap().shutdown();
+    let mut waiting = Client::connect(addrs[victim]);
+    waiting.send(&[b"BLPOP", b"{group}drain", b"0"]);
+    let mut admin_client = Client::connect(addrs[victim]);
+    wait_until(CEILING, || {
+        text(&admin_client.call(&["CLIENT", "LIST"])).contains("cmd=blpop")
+    });
+    drop(admin_client);
+    let draining = proxies[victim].take().unwrap();
+    let drained = std::thread::spawn(move || draining.shutdown_gracefully(CEILING));
     let rest: Vec<SocketAddr> = (0..3).filter(|i| *i != victim).map(|i| addrs[i]).collect();
     let took = wait_until(CEILING, || rest.iter().all(|a| ports(*a) == all[..2]));
-    eprintln!("the stopped member dropped out after {took:?}");
+    eprintln!("the draining member dropped out after {took:?}");
+    assert!(!drained.is_finished(), "dropped while still draining");
+    let mut pusher = Client::connect(rest[0]);
+    assert_eq!(text(&pusher.call(&["LPUSH", "{group}drain", "x"])), ":1");
+    let popped = waiting
+        .read()
+        .expect("the BLPOP is answered before the close");
+    assert_eq!(popped.as_array().map(|a| a.len()), Some(2), "{popped:?}");
+    drained.join().expect("drained");
     let (ranges, _) = advertised(rest[0]);
     assert_eq!(
         ranges.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
@@ -161,6 +179,12 @@ fn a_group_advertises_its_healthy_members_and_drops_a_stopped_one() {
     alone.admin.listen = "127.0.0.1:0".into();
     p0.reload_with(alone).expect("reload");
     wait_until(CEILING, || ports(addrs[0]) == [addrs[0].port()]);
+    // Behind a load balancer: a one-member group advertising the balancer's address.
+    let balancer: SocketAddr = "192.0.2.1:6379".parse().unwrap();
+    let mut behind = config(&cluster, &[balancer], balancer);
+    behind.admin.listen = "127.0.0.1:0".into();
+    p0.reload_with(behind).expect("reload");
+    wait_until(CEILING, || ports(addrs[0]) == [6379]);
     for p in proxies.into_iter().flatten() {
         p.shutdown();
     }
