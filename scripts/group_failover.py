@@ -9,6 +9,7 @@ proxy's INFO stats. Run by `make compat` (about 30 s once the Java classpath is 
 scripts/install-compat-deps).
 
     python3 scripts/group_failover.py [--threads 12] [--after-ms 8000]
+    python3 scripts/group_failover.py --client go [--reload-ms 1000]   # go-redis: numbers only
 
 Exit status 1 when a check failed; the last line is the summary.
 """
@@ -25,6 +26,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JAVA = os.path.join(ROOT, "compat", "java")
+GO = os.path.join(ROOT, "compat", "go")
 BIN = os.environ.get("SLOTGATE_BIN", os.path.join(ROOT, "target", "debug", "slotgate"))
 if not os.path.exists(BIN) and os.environ.get("CARGO_TARGET_DIR"):
     BIN = os.path.join(os.environ["CARGO_TARGET_DIR"], "debug", "slotgate")
@@ -102,7 +104,27 @@ class Group:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def client_env(group, args):
+    victim = 1  # any member; the middle one owns the middle third of the slots
+    return dict(os.environ, GROUP_PROXIES=",".join(group.addrs),
+                GROUP_VICTIM=group.addrs[victim], GROUP_VICTIM_PID=str(group.procs[victim].pid),
+                GROUP_THREADS=str(args.threads), GROUP_WARMUP_MS=str(args.warmup_ms),
+                GROUP_AFTER_MS=str(args.after_ms), GROUP_RELOAD_MS=str(args.reload_ms))
+
+
+def run_go(group, args):
+    """go-redis ClusterClient: prints its numbers; only a crash fails."""
+    subprocess.run(["go", "build", "-mod=readonly", "-o", "compat-go-group", "./group"],
+                   cwd=GO, check=True, timeout=RUN_TIMEOUT_S)
+    out = subprocess.run(["./compat-go-group"], cwd=GO, env=client_env(group, args),
+                         capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    sys.stdout.write(out.stderr[-1500:] + out.stdout)
+    return out.returncode
+
+
 def run_client(group, args):
+    if args.client == "go":
+        return run_go(group, args)
     cp_file = os.path.join(JAVA, "target", "classpath.txt")
     if not os.path.exists(cp_file):
         raise RuntimeError("no compat/java/target/classpath.txt: run scripts/install-compat-deps")
@@ -110,13 +132,8 @@ def run_client(group, args):
     classes = os.path.join(JAVA, "target", "group-classes")
     subprocess.run(["javac", "-Xlint:-options", "-d", classes, "-cp", cp, "GroupFailover.java"],
                    cwd=JAVA, check=True, timeout=RUN_TIMEOUT_S)
-    victim = 1  # any member; the middle one owns the middle third of the slots
-    env = dict(os.environ, GROUP_PROXIES=",".join(group.addrs),
-               GROUP_VICTIM=group.addrs[victim], GROUP_VICTIM_PID=str(group.procs[victim].pid),
-               GROUP_THREADS=str(args.threads), GROUP_WARMUP_MS=str(args.warmup_ms),
-               GROUP_AFTER_MS=str(args.after_ms))
     out = subprocess.run(["java", "-cp", f"{classes}:{cp}", "GroupFailover"], cwd=JAVA,
-                         env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+                         env=client_env(group, args), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     sys.stdout.write(out.stdout)
     if out.returncode != 0:
         sys.stdout.write(out.stderr[-3000:])
@@ -128,6 +145,9 @@ def main():
     ap.add_argument("--threads", type=int, default=12)
     ap.add_argument("--warmup-ms", type=int, default=3000)
     ap.add_argument("--after-ms", type=int, default=8000)
+    ap.add_argument("--client", choices=["jedis", "go"], default="jedis")
+    ap.add_argument("--reload-ms", type=int, default=0,
+                    help="go-redis ClusterStateReloadInterval (0: its default)")
     args = ap.parse_args()
     started = time.monotonic()
     group = Group()
