@@ -371,6 +371,8 @@ impl Session {
             Some(entry) => entry.2 = c.count,
             None => p.counts.push((source, shard, c.count)),
         }
+        // Before the confirmation is written: CLIENT LIST from a client that saw it counts it.
+        self.publish_state();
     }
 
     /// Close every subscription connection (end of subscribed mode, RESET, session end).
