@@ -64,6 +64,10 @@ pub fn markdown(doc: &Value) -> String {
         s += "\nS6 sends one GET per connection: CPU per request is CPU per connection.\n";
     }
     ratio_lines(&mut s, &systems);
+    // A system that was skipped (e.g. "camellia: not installed") says so in the table's text.
+    for note in doc["notes"].as_array().into_iter().flatten() {
+        let _ = writeln!(s, "\nNot measured: {}", note.as_str().unwrap_or("?"));
+    }
     s
 }
 
@@ -127,9 +131,11 @@ mod tests {
     fn renders_table_and_svg() {
         let doc = json!({"preset": "S1", "reps": 5, "loadavg": "1 1 1", "flags": ["--pipeline", "1"],
             "systems": [{"system": "redis", "cpu_us_per_req": {"median": 8.0, "min": 7.5, "max": 9.0},
-                         "cpu_ratio_vs": {"redis": 1.0}}]});
+                         "cpu_ratio_vs": {"redis": 1.0}}],
+            "notes": ["camellia: not installed (run scripts/install-camellia)"]});
         let md = super::markdown(&doc);
         assert!(md.contains("| redis | 8.00 | 7.50–9.00 |"), "{md}");
+        assert!(md.contains("Not measured: camellia: not installed"), "{md}");
         let svg = super::svg(&doc);
         assert!(svg.starts_with("<svg") && svg.contains("redis") && svg.ends_with("</svg>\n"));
     }

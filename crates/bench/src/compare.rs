@@ -1,5 +1,6 @@
-//! `slotgate bench compare`: the same workload against slotgate, nutcracker and Redis direct,
-//! interleaved, after a warm-up, with the system under test alone on CPU1. It reports what
+//! `slotgate bench compare`: the same workload against slotgate, camellia-redis-proxy,
+//! nutcracker and Redis direct, interleaved, after a warm-up (longer for the JVM, whose JIT
+//! compiles under load), with the system under test alone on CPU1. It reports what
 //! bounds a proxy (CPU µs and syscalls per request, RSS) next to what users see (rate,
 //! latency), plus the generator's own CPU so a reader can check it was equal across systems.
 
@@ -23,6 +24,8 @@ pub enum Preset {
     S3,
     /// Connection churn: connect, one GET, close (CPU per connection).
     S6,
+    /// Fan-out: MGET of 10 keys (in as many slots, so split by a cluster proxy), 50 clients.
+    Fanout,
 }
 
 /// Flags of `slotgate bench compare`.
@@ -34,7 +37,7 @@ pub struct CompareArgs {
     /// Measured repetitions per system (after one warm-up round).
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
-    /// Requests per run [default: S1 100000, S3 800000, S6 20000].
+    /// Requests per run [default: S1 100000, S3 800000, S6 20000, fanout 50000].
     #[arg(long)]
     pub requests: Option<u64>,
     /// Results go to DIR/<preset>-<timestamp>/.
@@ -44,6 +47,17 @@ pub struct CompareArgs {
     /// `<!-- compare:<preset>:start -->` and `<!-- compare:<preset>:end -->`, appended if absent).
     #[arg(long)]
     pub update_benchmarks_md: Option<PathBuf>,
+    /// Which systems, in report order (one not installed is skipped with a note).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "slotgate,camellia,nutcracker,redis"
+    )]
+    pub systems: Vec<String>,
+    /// Seconds of this preset's load a JVM (camellia) gets before the warm-up round, so its
+    /// JIT has compiled the hot path before anything is measured.
+    #[arg(long, default_value_t = 20)]
+    pub jit_warmup_secs: u64,
 }
 
 impl Preset {
@@ -53,11 +67,16 @@ impl Preset {
             Preset::S1 => (&["--clients", "50", "--pipeline", "1"], 100_000),
             Preset::S3 => (&["--clients", "50", "--pipeline", "16"], 800_000),
             Preset::S6 => (&["--clients", "20", "--reconnect"], 20_000),
+            Preset::Fanout => (&["--clients", "50", "--pipeline", "1"], 50_000),
         };
         let n = requests.unwrap_or(n).to_string();
+        let command = match self {
+            Preset::Fanout => "mget:10",
+            _ => "get",
+        };
         let base = [
             "--command",
-            "get",
+            command,
             "--keyspace",
             "100000",
             "--value-size",
@@ -103,12 +122,17 @@ pub fn run(a: &CompareArgs) -> Result<()> {
     let preset = format!("{:?}", a.preset).to_lowercase();
     let dir = a.out.join(format!("{preset}-{}", timestamp()));
     std::fs::create_dir_all(&dir)?;
-    let systems = systems::start_all(&dir)?;
+    let names: Vec<&str> = a.systems.iter().map(String::as_str).collect();
+    let mut notes = Vec::new();
+    let systems = systems::start_noting(&names, &dir, &mut notes)?;
     let flags = a.preset.flags(a.requests);
     if !matches!(a.preset, Preset::S6) {
         for s in &systems {
             prepopulate(s)?;
         }
+    }
+    for s in systems.iter().filter(|s| s.needs_jit_warmup()) {
+        jit_warmup(s, &flags, a.jit_warmup_secs)?;
     }
     let mut samples: Vec<Vec<Value>> = vec![Vec::new(); systems.len()];
     for rep in 0..=a.reps {
@@ -124,6 +148,7 @@ pub fn run(a: &CompareArgs) -> Result<()> {
     let doc = json!({
         "preset": format!("{:?}", a.preset), "flags": flags, "reps": a.reps,
         "loadavg": crate::cpu::loadavg(), "systems": summary, "samples": samples,
+        "notes": notes,
     });
     std::fs::write(
         dir.join("results.json"),
@@ -165,6 +190,37 @@ fn update_section(
     };
     std::fs::write(path, updated)?;
     Ok(())
+}
+
+/// `secs` of the preset's load, unmeasured: the JIT's compilations happen here.
+fn jit_warmup(s: &System, flags: &[String], secs: u64) -> Result<()> {
+    if secs == 0 {
+        return Ok(());
+    }
+    eprintln!("{}: {secs} s of JIT warm-up", s.name);
+    let ok = procs::self_command(Some(GEN_CPU))?
+        .args(["run", "--target", &s.addr().to_string()])
+        .args(warmup_flags(flags, secs))
+        .stdout(Stdio::null())
+        .status()?
+        .success();
+    anyhow::ensure!(ok, "JIT warm-up through {} failed", s.name);
+    Ok(())
+}
+
+/// The preset's flags with its request count replaced by a duration.
+fn warmup_flags(flags: &[String], secs: u64) -> Vec<String> {
+    let mut out = Vec::with_capacity(flags.len());
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if f == "--requests" {
+            it.next();
+            continue;
+        }
+        out.push(f.clone());
+    }
+    out.extend(["--duration".to_string(), format!("{secs}s")]);
+    out
 }
 
 fn prepopulate(s: &System) -> Result<()> {
@@ -278,5 +334,9 @@ mod tests {
         assert!(f.windows(2).any(|w| w == ["--pipeline", "16"]));
         assert!(f.windows(2).any(|w| w == ["--requests", "10"]));
         assert!(Preset::S6.flags(None).contains(&"--reconnect".to_string()));
+        assert!(Preset::Fanout.flags(None).contains(&"mget:10".to_string()));
+        let w = warmup_flags(&f, 20);
+        assert!(!w.iter().any(|x| x == "--requests" || x == "10"));
+        assert!(w.windows(2).any(|w| w == ["--duration", "20s"]));
     }
 }

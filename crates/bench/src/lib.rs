@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod camellia;
 pub mod chart;
 pub mod client;
 pub mod compare;
@@ -30,6 +31,7 @@ pub mod selfcheck;
 pub mod stats;
 pub mod systems;
 pub mod topology;
+pub mod verify_mget;
 pub mod workload;
 
 use anyhow::Result;
@@ -43,7 +45,8 @@ pub enum BenchCommand {
     Run(args::RunArgs),
     /// Measure this generator's CPU per request against redis-benchmark's, same load, same run.
     Selfcheck(selfcheck::SelfcheckArgs),
-    /// Same workload against slotgate, nutcracker and Redis direct; CPU/syscalls per request.
+    /// Same workload against slotgate, camellia, nutcracker and Redis direct; CPU/syscalls per
+    /// request.
     Compare(compare::CompareArgs),
     /// The field reports' experiments (short-conn, info-idle, slow-readers, big-values,
     /// reshard, failover).

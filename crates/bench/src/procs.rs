@@ -49,7 +49,8 @@ impl Proc {
             port,
             name: name.to_string(),
         };
-        p.wait_ready(Duration::from_secs(10))?;
+        // A ceiling, not a wait: a JVM (camellia) on a busy machine takes seconds to start.
+        p.wait_ready(Duration::from_secs(30))?;
         Ok(p)
     }
 

@@ -1,5 +1,6 @@
-//! The three systems `compare` puts under the same load: slotgate in front of a 3-master
-//! Redis Cluster, nutcracker `-v 4` in front of 3 standalone Redis, and one Redis direct.
+//! The systems `compare` puts under the same load: slotgate and camellia-redis-proxy, each in
+//! front of its own 3-master Redis Cluster, nutcracker `-v 4` in front of 3 standalone Redis,
+//! and one Redis direct.
 //! Backends are pinned to CPU0 with the load generator; the system under test gets CPU1 alone.
 
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ pub const SUT_CPU: u32 = 1;
 
 /// One system under test and what it needs alive.
 pub struct System {
-    /// `slotgate`, `nutcracker` or `redis`.
+    /// `slotgate`, `camellia`, `nutcracker` or `redis`.
     pub name: &'static str,
     /// The measured process.
     pub sut: Proc,
@@ -41,7 +42,13 @@ impl System {
         }
     }
 
-    /// The Redis Cluster behind slotgate (None for the other systems).
+    /// A JVM, whose JIT compiles the hot path only after a while under load: measured after a
+    /// longer warm-up than one round.
+    pub fn needs_jit_warmup(&self) -> bool {
+        self.name == "camellia"
+    }
+
+    /// The Redis Cluster behind slotgate or camellia (None for the other systems).
     pub fn cluster(&self) -> Option<&devcluster::Cluster> {
         self.cluster.as_ref()
     }
@@ -55,19 +62,40 @@ impl Drop for System {
     }
 }
 
-/// Starts all three systems (slotgate is skipped, with a note, when its binary is missing).
+/// Every system `compare` knows, in its report order.
+pub const ALL: [&str; 4] = ["slotgate", "camellia", "nutcracker", "redis"];
+
+/// Starts all the systems (slotgate and camellia are skipped, with a note, when missing).
 pub fn start_all(dir: &std::path::Path) -> Result<Vec<System>> {
-    start_named(&["slotgate", "nutcracker", "redis"], dir)
+    start_named(&ALL, dir)
 }
 
-/// Starts the named systems in order; slotgate is skipped, with a note, without its binary.
+/// Starts the named systems in order; slotgate without its binary and camellia when not
+/// installed are skipped, with a note on stderr and in `notes`.
 pub fn start_named(names: &[&str], dir: &std::path::Path) -> Result<Vec<System>> {
+    start_noting(names, dir, &mut Vec::new())
+}
+
+/// `start_named`, collecting the skipped systems' notes (e.g. "camellia: not installed").
+pub fn start_noting(
+    names: &[&str],
+    dir: &std::path::Path,
+    notes: &mut Vec<String>,
+) -> Result<Vec<System>> {
     let mut out = Vec::new();
+    let mut skip = |note: String| {
+        eprintln!("note: {note}");
+        notes.push(note);
+    };
     for name in names {
         match *name {
             "slotgate" => match procs::slotgate_binary() {
                 Ok(_) => out.push(slotgate(&[])?),
-                Err(e) => eprintln!("note: slotgate not measured: {e}"),
+                Err(e) => skip(format!("slotgate: not measured: {e}")),
+            },
+            "camellia" => match crate::camellia::classpath() {
+                Ok(_) => out.push(camellia()?),
+                Err(e) => skip(format!("camellia: {e}")),
             },
             "nutcracker" => out.push(nutcracker(dir)?),
             "redis" => out.push(System {
@@ -76,14 +104,16 @@ pub fn start_named(names: &[&str], dir: &std::path::Path) -> Result<Vec<System>>
                 _backends: Vec::new(),
                 cluster: None,
             }),
-            other => anyhow::bail!("unknown system {other:?} (slotgate|nutcracker|redis)"),
+            other => {
+                anyhow::bail!("unknown system {other:?} (slotgate|camellia|nutcracker|redis)")
+            }
         }
     }
     Ok(out)
 }
 
-/// slotgate (`--threads 1`, plus `extra` flags) in front of a new 3-master cluster.
-pub fn slotgate(extra: &[String]) -> Result<System> {
+/// A new 3-master cluster, its nodes on the generator's CPU.
+fn bench_cluster() -> Result<devcluster::Cluster> {
     let opts = devcluster::Options {
         masters: 3,
         replicas: 0,
@@ -93,6 +123,25 @@ pub fn slotgate(extra: &[String]) -> Result<System> {
     for node in cluster.nodes() {
         pin(node.pid, GEN_CPU)?;
     }
+    Ok(cluster)
+}
+
+/// camellia-redis-proxy (one netty worker, like slotgate's one worker) in front of a new
+/// 3-master cluster.
+fn camellia() -> Result<System> {
+    let cluster = bench_cluster()?;
+    let sut = crate::camellia::start(Some(SUT_CPU), &cluster.masters(), 1)?;
+    Ok(System {
+        name: "camellia",
+        sut,
+        _backends: Vec::new(),
+        cluster: Some(cluster),
+    })
+}
+
+/// slotgate (`--threads 1`, plus `extra` flags) in front of a new 3-master cluster.
+pub fn slotgate(extra: &[String]) -> Result<System> {
+    let cluster = bench_cluster()?;
     let sut = procs::slotgate_with(Some(SUT_CPU), cluster.seed(), 1, extra)?;
     Ok(System {
         name: "slotgate",

@@ -207,9 +207,12 @@ fn arg_suffix_len(arg: &Arg) -> usize {
 }
 
 /// Whether `reply` can be the reply to `request` (a GET or SET from a token template): a GET
-/// gets nil or a value carrying its own key's digits, a SET gets +OK. Other pairs are not
-/// checked (true). Error replies are counted elsewhere and never checked here.
+/// gets nil or a value carrying its own key's digits, a SET gets +OK, an MGET each (see
+/// `verify_mget`). Other pairs are not checked (true). Error replies are counted elsewhere.
 pub fn reply_matches(request: &[u8], reply: &[u8]) -> bool {
+    if let Some(ok) = crate::verify_mget::mget_matches(request, reply) {
+        return ok;
+    }
     if request.starts_with(b"*3\r\n$3\r\nSET\r\n") {
         return reply == b"+OK\r\n";
     }
