@@ -124,7 +124,7 @@ pub fn run(a: &CompareArgs) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let names: Vec<&str> = a.systems.iter().map(String::as_str).collect();
     let mut notes = Vec::new();
-    let systems = systems::start_noting(&names, &dir, &mut notes)?;
+    let systems = systems::start_noting(&names, &dir, &[], &mut notes)?;
     let flags = a.preset.flags(a.requests);
     if !matches!(a.preset, Preset::S6) {
         for s in &systems {

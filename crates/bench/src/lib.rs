@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod bystander;
 pub mod camellia;
 pub mod chart;
 pub mod client;
@@ -16,12 +17,14 @@ pub mod conn;
 pub mod cpu;
 pub mod engine;
 pub mod keys;
+pub mod knobs;
 pub mod pacing;
 pub mod procs;
 pub mod report;
 mod round;
 pub mod run;
 pub mod scen_failover;
+pub mod scen_fair;
 pub mod scen_mem;
 pub mod scen_reshard;
 pub mod scen_reshard_jedis;

@@ -14,6 +14,8 @@ use clap::Args;
 use resp::Value;
 
 use crate::admin::Admin;
+use crate::bystander::Bystander;
+use crate::knobs::Knobs;
 use crate::systems::{self, System};
 
 /// Flags of `scenario slow-readers`.
@@ -53,6 +55,8 @@ pub struct SlowArgs {
     /// Length of their run without slow readers (the baseline p99).
     #[arg(long, default_value = "10s", value_parser = crate::args::parse_duration)]
     pub baseline: Duration,
+    #[command(flatten)]
+    pub knobs: Knobs,
 }
 
 /// Flags of `scenario big-values`.
@@ -71,13 +75,17 @@ pub struct BigArgs {
     /// Rounds per size; times are the median, RSS the highest peak.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
+    #[command(flatten)]
+    pub knobs: Knobs,
 }
 
-fn start(names: &[String]) -> Result<(Vec<System>, std::path::PathBuf)> {
+/// The named systems, slotgate with `knobs`.
+fn start(names: &[String], knobs: &Knobs) -> Result<(Vec<System>, std::path::PathBuf)> {
     let dir = std::env::temp_dir().join(format!("slotgate-scenario-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    Ok((systems::start_named(&names, &dir)?, dir))
+    let extra = knobs.slotgate_flags(&dir)?;
+    Ok((systems::start_with(&names, &dir, &extra)?, dir))
 }
 
 /// Runs `slow-readers`: the acceptance run on slotgate, then the RSS rows of the others.
@@ -95,7 +103,7 @@ pub fn slow_readers(a: &SlowArgs) -> Result<()> {
     if others.is_empty() {
         return Ok(());
     }
-    let (systems, dir) = start(&others)?;
+    let (systems, dir) = start(&others, &a.knobs)?;
     println!("system       base MB   peak MB   end MB   after close MB   MB accepted from clients");
     for sys in &systems {
         let mut admin = Admin::connect(sys.addr())?;
@@ -158,9 +166,10 @@ fn flood(sys: &System, a: &SlowArgs) -> Result<(u64, u64, bool)> {
     Ok((peak, written, false))
 }
 
-/// Runs `big-values` on each system.
-pub fn big_values(a: &BigArgs) -> Result<()> {
-    let (systems, dir) = start(&a.systems)?;
+/// Runs `big-values` on each system; returns each one's bystander (name, PINGs, p99, max ms).
+pub fn big_values(a: &BigArgs) -> Result<Vec<(&'static str, usize, f64, f64)>> {
+    let (systems, dir) = start(&a.systems, &a.knobs)?;
+    let mut bystanders = Vec::new();
     let sizes: Vec<usize> = [100 * 1024, 1 << 20, 10 << 20, 100 << 20]
         .into_iter()
         .filter(|&s| s as f64 <= a.max_mb * 1048576.0)
@@ -201,9 +210,10 @@ pub fn big_values(a: &BigArgs) -> Result<()> {
             "{:<12} meanwhile, another client's PINGs (1 per ms): {n} answered, p99 {p99:.2} ms, max {max:.2} ms",
             sys.name
         );
+        bystanders.push((sys.name, n, p99, max));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
+    Ok(bystanders)
 }
 
 /// Microseconds Redis itself spent executing GET (`INFO commandstats`), over the system's
@@ -244,44 +254,6 @@ fn print_linearity(name: &str, times: &[(usize, f64, f64, f64)]) {
         ratio(get_big, get_small),
         ratio(out_big, out_small)
     );
-}
-
-/// A small client beside the big values: one PING per millisecond on its own connection.
-/// Its worst latencies show whether a 100 MB value holds up everyone else (it must not).
-struct Bystander {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Vec<f64>>,
-}
-
-impl Bystander {
-    fn start(addr: std::net::SocketAddr) -> Result<Bystander> {
-        let mut admin = Admin::connect(addr)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut ms = Vec::new();
-            while !flag.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                if admin.call(&[b"PING"]).is_err() {
-                    break;
-                }
-                ms.push(t.elapsed().as_secs_f64() * 1000.0);
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            ms
-        });
-        Ok(Bystander { stop, thread })
-    }
-
-    /// (PINGs answered, p99 ms, max ms).
-    fn finish(self) -> (usize, f64, f64) {
-        self.stop.store(true, Ordering::Relaxed);
-        let mut ms = self.thread.join().unwrap_or_default();
-        ms.sort_by(f64::total_cmp);
-        let at = |q: f64| ms.get(((ms.len() as f64 * q) as usize).min(ms.len().saturating_sub(1)));
-        let p99 = at(0.99).copied().unwrap_or(0.0);
-        (ms.len(), p99, ms.last().copied().unwrap_or(0.0))
-    }
 }
 
 /// One size's figures: median times over the rounds, the highest RSS peak, the first base.

@@ -182,8 +182,9 @@ struct Flood {
     reopened: u64,
 }
 
-/// Runs the scenario on slotgate and prints its report.
-pub fn run(a: &SlowArgs, dir: &std::path::Path) -> Result<()> {
+/// Runs the scenario on slotgate and prints its report. Returns the well-behaved clients'
+/// p99 with the slow readers over their p99 alone.
+pub fn run(a: &SlowArgs, dir: &std::path::Path) -> Result<f64> {
     let admin_port = crate::procs::free_port()?;
     let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
     let conf = dir.join("slotgate-slow-readers.toml");
@@ -191,9 +192,10 @@ pub fn run(a: &SlowArgs, dir: &std::path::Path) -> Result<()> {
         &conf,
         format!(
             "[limits]\nmemory_budget_bytes = {}\nclient_socket_buffer_bytes = {}\n\
-             [admin]\nlisten = \"{admin}\"\n",
+             [admin]\nlisten = \"{admin}\"\n{}",
             a.budget_mb * 1048576,
-            a.socket_buffer_kb * 1024
+            a.socket_buffer_kb * 1024,
+            a.knobs.proxy_toml()
         ),
     )?;
     let sys = systems::slotgate(&["--config".into(), conf.to_string_lossy().into()])?;
@@ -211,8 +213,7 @@ pub fn run(a: &SlowArgs, dir: &std::path::Path) -> Result<()> {
     std::thread::sleep(Duration::from_secs(1));
     let after_close = sys.sut.rss();
     let evicted = metric(admin, "slotgate_clients_evicted_total").unwrap_or(0);
-    report(a, &baseline, &flood, after_close, evicted);
-    Ok(())
+    Ok(report(a, &baseline, &flood, after_close, evicted))
 }
 
 fn load_flags(a: &SlowArgs, duration: Duration) -> Vec<String> {
@@ -268,7 +269,7 @@ fn flood(sys: &System, a: &SlowArgs, route: &[String], admin: SocketAddr) -> Res
     Ok(f)
 }
 
-fn report(a: &SlowArgs, baseline: &Value, f: &Flood, after_close: u64, evicted: u64) {
+fn report(a: &SlowArgs, baseline: &Value, f: &Flood, after_close: u64, evicted: u64) -> f64 {
     println!("well-behaved clients, with the slow readers, per second:");
     crate::scenario::print_seconds(&f.load);
     let budget = a.budget_mb * 1048576;
@@ -294,11 +295,11 @@ fn report(a: &SlowArgs, baseline: &Value, f: &Flood, after_close: u64, evicted: 
         f.reopened,
         f.written as f64 / MB
     );
-    report_others(a, baseline, f);
+    report_others(a, baseline, f)
 }
 
-/// The well-behaved clients' and the backends' lines.
-fn report_others(a: &SlowArgs, baseline: &Value, f: &Flood) {
+/// The well-behaved clients' and the backends' lines; returns the well-behaved p99 ratio.
+fn report_others(a: &SlowArgs, baseline: &Value, f: &Flood) -> f64 {
     let verdict = |ok: bool| if ok { "ok" } else { "NOT MET" };
     let p99 = |v: &Value| v["p99_us"].as_f64().unwrap_or(0.0);
     let ratio = p99(&f.load) / p99(baseline).max(1.0);
@@ -324,4 +325,5 @@ fn report_others(a: &SlowArgs, baseline: &Value, f: &Flood) {
         grew as f64 / MB,
         verdict(grew < 16 << 20)
     );
+    ratio
 }

@@ -23,6 +23,9 @@ pub enum ScenarioCommand {
     SlowReaders(crate::scen_mem::SlowArgs),
     /// 10 pipelined SETs then GETs of 100 KB .. 100 MB values: time and peak RSS.
     BigValues(crate::scen_mem::BigArgs),
+    /// slow-readers and big-values (a bystander's PING while 10×100 MB pass) on slotgate, in
+    /// one run with the same fairness knobs, and both verdicts.
+    Fairness(crate::scen_fair::FairArgs),
     /// Steady load while a third of the slots migrate live; errors, p99/s, topology calls.
     Reshard(crate::scen_reshard::ReshardArgs),
     /// Steady load, then kill -9 of a master with a replica: unavailability, crossed replies.
@@ -59,7 +62,8 @@ pub fn run(cmd: ScenarioCommand) -> Result<()> {
         ScenarioCommand::ShortConn(a) => conn_scenario(&a, Kind::ShortConn),
         ScenarioCommand::InfoIdle(a) => conn_scenario(&a, Kind::InfoIdle),
         ScenarioCommand::SlowReaders(a) => crate::scen_mem::slow_readers(&a),
-        ScenarioCommand::BigValues(a) => crate::scen_mem::big_values(&a),
+        ScenarioCommand::BigValues(a) => crate::scen_mem::big_values(&a).map(|_| ()),
+        ScenarioCommand::Fairness(a) => crate::scen_fair::run(&a),
         ScenarioCommand::Reshard(a) => crate::scen_reshard::run(&a),
         ScenarioCommand::Failover(a) => crate::scen_failover::run(&a),
     }

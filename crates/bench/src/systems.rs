@@ -73,13 +73,23 @@ pub fn start_all(dir: &std::path::Path) -> Result<Vec<System>> {
 /// Starts the named systems in order; slotgate without its binary and camellia when not
 /// installed are skipped, with a note on stderr and in `notes`.
 pub fn start_named(names: &[&str], dir: &std::path::Path) -> Result<Vec<System>> {
-    start_noting(names, dir, &mut Vec::new())
+    start_with(names, dir, &[])
 }
 
-/// `start_named`, collecting the skipped systems' notes (e.g. "camellia: not installed").
+/// `start_named` with `slotgate_extra` flags for slotgate (e.g. `--config FILE`).
+pub fn start_with(
+    names: &[&str],
+    dir: &std::path::Path,
+    slotgate_extra: &[String],
+) -> Result<Vec<System>> {
+    start_noting(names, dir, slotgate_extra, &mut Vec::new())
+}
+
+/// `start_with`, collecting the skipped systems' notes (e.g. "camellia: not installed").
 pub fn start_noting(
     names: &[&str],
     dir: &std::path::Path,
+    slotgate_extra: &[String],
     notes: &mut Vec<String>,
 ) -> Result<Vec<System>> {
     let mut out = Vec::new();
@@ -90,7 +100,7 @@ pub fn start_noting(
     for name in names {
         match *name {
             "slotgate" => match procs::slotgate_binary() {
-                Ok(_) => out.push(slotgate(&[])?),
+                Ok(_) => out.push(slotgate(slotgate_extra)?),
                 Err(e) => skip(format!("slotgate: not measured: {e}")),
             },
             "camellia" => match crate::camellia::classpath() {

@@ -63,6 +63,12 @@ pub struct ProxyConfig {
     /// On SIGTERM: how long clients get to pause between requests (each is closed at its
     /// first such moment) before the proxy stops reading and closes them once answered.
     pub drain_timeout_ms: u64,
+    /// Task polls between two looks at the sockets (tokio's `event_interval`): how long a
+    /// ready socket, a bystander's PING, can wait behind the worker's busy tasks.
+    pub event_interval: u32,
+    /// Bytes one client or backend connection may move in one poll before it yields to the
+    /// worker's other tasks: a 100 MB value passes in slices of this size.
+    pub turn_quantum_bytes: usize,
 }
 
 /// How the proxy finds and follows the Redis Cluster.
@@ -158,6 +164,9 @@ impl Default for ProxyConfig {
             threads: 0,
             allow_admin_commands: false,
             drain_timeout_ms: 10_000,
+            // tokio's default is 61: a bystander then waits up to 61 busy polls.
+            event_interval: 16,
+            turn_quantum_bytes: 1024 * 1024,
         }
     }
 }
@@ -331,6 +340,8 @@ impl Config {
                 self.cluster.connect_timeout_ms as usize,
                 "cluster.connect_timeout_ms",
             ),
+            (self.proxy.event_interval as usize, "proxy.event_interval"),
+            (self.proxy.turn_quantum_bytes, "proxy.turn_quantum_bytes"),
         ];
         if let Some((_, name)) = nonzero.iter().find(|(v, _)| *v == 0) {
             return Err(ConfigError::Zero(name));

@@ -359,6 +359,7 @@ fn spawn_worker(
         .spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
+                .event_interval(shared.config.proxy.event_interval)
                 .build()
             {
                 Ok(rt) => rt,

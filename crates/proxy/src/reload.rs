@@ -43,6 +43,12 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
     ("proxy.threads", |n, o| {
         keep(&mut n.proxy.threads, &o.proxy.threads)
     }),
+    ("proxy.event_interval", |n, o| {
+        keep(&mut n.proxy.event_interval, &o.proxy.event_interval)
+    }),
+    ("proxy.turn_quantum_bytes", |n, o| {
+        keep(&mut n.proxy.turn_quantum_bytes, &o.proxy.turn_quantum_bytes)
+    }),
     ("tls.listen", |n, o| keep(&mut n.tls.listen, &o.tls.listen)),
     ("admin.listen", |n, o| {
         keep(&mut n.admin.listen, &o.admin.listen)

@@ -34,6 +34,8 @@ pub(crate) struct Worker {
     /// The live config as this worker last saw it, and its generation (`live()`).
     live: RefCell<Arc<Live>>,
     live_seen: Cell<u64>,
+    /// `proxy.turn_quantum_bytes`: what a session moves per poll before yielding.
+    pub turn_quantum: usize,
 }
 
 /// One protocol's connections, by address and by the current map's master index.
@@ -57,6 +59,7 @@ impl Worker {
         let live_seen = shared.live_gen.load(Acquire);
         Rc::new(Worker {
             budget,
+            turn_quantum: shared.config.proxy.turn_quantum_bytes,
             live: RefCell::new(shared.live.load_full()),
             live_seen: Cell::new(live_seen),
             shared,
@@ -160,6 +163,7 @@ impl Worker {
             auth: self.shared.backend_auth.clone(),
             tls: self.shared.backend_tls.clone(),
             node: self.stats.nodes.node(addr),
+            quantum: self.turn_quantum,
         };
         Backend::new(addr, settings, self.shared.topology.clone())
     }

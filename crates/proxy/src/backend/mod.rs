@@ -65,9 +65,6 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
 /// Reads go into at least this much spare room: a short read then proves the socket drained,
 /// and tokio skips the extra `read` that would only return EAGAIN.
 const READ_CHUNK: usize = 64 * 1024;
-/// Bytes one connection moves in one poll before yielding: as much as a client's
-/// (`session::TURN_QUANTUM`), so a client can drain a streamed reply as fast as it arrives.
-const TURN_QUANTUM: usize = 4 * 1024 * 1024;
 /// Frames longer than this are not parsed for their patience: blocking commands and
 /// transactions are small, and a streamed upload's last piece is payload.
 const PARSE_MAX: usize = 64 * 1024;
@@ -104,6 +101,10 @@ pub(crate) struct Backend {
     sink: RefCell<Option<Rc<dyn ReplySink>>>,
     /// This worker's counters for the node.
     pub node: Arc<NodeStats>,
+    /// Bytes one connection moves in one poll before yielding: as much as a client's
+    /// (`proxy.turn_quantum_bytes` for both), so a client can drain a streamed reply as fast
+    /// as it arrives.
+    quantum: usize,
     /// Connections lost or failed so far: state the node kept per connection (a WATCH)
     /// is gone once this changes.
     breaks: Cell<u32>,
@@ -283,7 +284,7 @@ impl Conn {
                 Err(reason) => return Poll::Ready(reason),
             };
             moved += wrote + read;
-            if moved > TURN_QUANTUM {
+            if moved > self.backend.quantum {
                 // A huge value in either direction passes in slices, between the worker's
                 // other tasks, instead of holding the thread until it is through.
                 cx.waker().wake_by_ref();
@@ -321,7 +322,7 @@ impl Conn {
     /// Write as much of the queue as the socket takes. Returns bytes written.
     fn poll_write(&mut self, cx: &mut Context<'_>) -> io::Result<usize> {
         let mut total = 0;
-        while !self.write_queue.is_empty() && total <= TURN_QUANTUM {
+        while !self.write_queue.is_empty() && total <= self.backend.quantum {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
             let count = fill_slices(&self.write_queue, &mut slices);
             match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {

@@ -27,6 +27,8 @@ pub(crate) struct Settings {
     pub tls: Option<Arc<crate::tls::Connector>>,
     /// This worker's counters for the node (INFO backends, `/metrics`).
     pub node: Arc<NodeStats>,
+    /// Bytes the connection moves per poll before yielding (`proxy.turn_quantum_bytes`).
+    pub quantum: usize,
 }
 
 // === impl Backend ===
@@ -41,6 +43,7 @@ impl Backend {
             auth,
             tls,
             node,
+            quantum,
         } = settings;
         Rc::new(Backend {
             addr: addr.into(),
@@ -58,6 +61,7 @@ impl Backend {
             tls,
             sink: RefCell::new(None),
             node,
+            quantum,
             breaks: Cell::new(0),
             keeps_state: Cell::new(false),
         })

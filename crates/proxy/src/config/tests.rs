@@ -35,4 +35,15 @@ fn validate_names_the_bad_key() {
         cfg.validate().is_ok(),
         "with a password any address is allowed"
     );
+    cfg.proxy.event_interval = 0;
+    assert!(matches!(
+        cfg.validate(),
+        Err(ConfigError::Zero("proxy.event_interval"))
+    ));
+    cfg.proxy.event_interval = 16;
+    cfg.proxy.turn_quantum_bytes = 0;
+    assert!(matches!(
+        cfg.validate(),
+        Err(ConfigError::Zero("proxy.turn_quantum_bytes"))
+    ));
 }

@@ -21,14 +21,6 @@ pub(super) const READ_CHUNK: usize = 16 * 1024;
 /// Below glibc's mmap threshold, so each piece comes from (and returns to) the heap.
 const UPLOAD_READ_CHUNK: usize = 64 * 1024;
 const MAX_IOVECS: usize = 64;
-/// Bytes one client may move (read plus written) in one poll before it yields to the other
-/// clients of its worker: a 100 MB value then passes in slices, never stalling them (kedis's
-/// per-client write fairness). Small requests never come near it. As much as a backend
-/// connection moves per poll: with less (it was 512 KiB), a client taking a streamed 100 MB
-/// reply drained an eighth of what its node delivered per round, so the pieces queued up by
-/// hundreds of MB and went out cold (GET time outside Redis, 100 MB ÷ 10 MB: 13.5× and
-/// 14.6× before, 9.4× and 12.0× after, alternated A/B).
-const TURN_QUANTUM: usize = 4 * 1024 * 1024;
 
 /// What reading the socket produced.
 pub(super) enum ReadOutcome {
@@ -63,7 +55,7 @@ impl Session {
         if self.poll_flush(cx).is_err() || self.enforce_budget() {
             return Some(Poll::Ready(()));
         }
-        if self.turn_bytes > TURN_QUANTUM {
+        if self.turn_bytes > self.worker.turn_quantum {
             // Come back on the next turn, after the worker's other clients.
             cx.waker().wake_by_ref();
             return Some(Poll::Pending);
@@ -241,7 +233,7 @@ impl Session {
     /// Write as much of `out` as the socket takes, several replies per write.
     pub(super) fn poll_flush(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
         // Past the quantum the caller yields; what is left goes out on the next turn.
-        while !self.out.is_empty() && self.turn_bytes <= TURN_QUANTUM {
+        while !self.out.is_empty() && self.turn_bytes <= self.worker.turn_quantum {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
             let count = fill_slices(&self.out, &mut slices);
             match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {

@@ -127,7 +127,8 @@ pub(crate) struct Session {
     pub(crate) user: Option<usize>,
     /// Reused buffer for finished latency samples.
     sample_scratch: Vec<(u16, std::time::Instant)>,
-    /// Bytes read and written in the current poll (see `TURN_QUANTUM`).
+    /// Bytes read and written in the current poll: past `proxy.turn_quantum_bytes` the session
+    /// yields to its worker's other clients (ARCHITECTURE.md, "Fairness").
     turn_bytes: usize,
     /// SLOWLOG stamps and marks (see slowlog_session.rs).
     pub(crate) slowlog: crate::session::slowlog::Tracker,

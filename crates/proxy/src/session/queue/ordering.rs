@@ -117,6 +117,7 @@ mod tests {
             auth: None,
             tls: None,
             node: Arc::default(),
+            quantum: 1024 * 1024,
         };
         Backend::new(addr, settings, topology)
     }
