@@ -82,7 +82,7 @@ pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worke
     let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(client.id = id, client.addr = %peer, "client connected");
     let client = crate::session::client::register(&worker, id, peer, &stream).await;
-    let mut session = Session::new(stream, worker, client);
+    let mut session = Session::new(stream, peer, worker, client);
     poll_fn(|cx| session.poll(cx)).await;
     close::goodbye(&mut session.stream).await;
     tracing::debug!(client.id = id, "client closed");
@@ -160,7 +160,7 @@ impl Drop for Session {
 // === impl Session ===
 
 impl Session {
-    fn new(stream: Stream, worker: Rc<Worker>, client: ClientHandle) -> Session {
+    fn new(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, client: ClientHandle) -> Session {
         let id = client.id;
         let (max_bulk_len, auth_required) = {
             let live = worker.live();
@@ -176,8 +176,8 @@ impl Session {
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
         let threshold = worker.shared.slowlog.threshold();
-        let slowlog =
-            crate::session::slowlog::Tracker::new(threshold, stream.tcp().peer_addr().ok());
+        // The address accept(2) returned: asking the socket again is a getpeername per client.
+        let slowlog = crate::session::slowlog::Tracker::new(threshold, Some(peer));
         Session {
             stream,
             cell: ClientCell::with_budget(worker.budget.clone()),
