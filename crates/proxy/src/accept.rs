@@ -48,6 +48,11 @@ pub(crate) async fn accept_loop(
     // one tick per worker, not per client.
     let mut clock = tokio::time::interval(crate::context::registry::TICK);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Made once, not per accepted client: a new `changed()` future registers a waiter on
+    // its channel (a lock, a list insert, and the same again when dropped) every time.
+    let stop = shutdown.changed();
+    let drained = drain.changed();
+    tokio::pin!(stop, drained);
     loop {
         tokio::select! {
             _ = clock.tick() => {
@@ -68,8 +73,8 @@ pub(crate) async fn accept_loop(
                     tokio::task::spawn_local(handshake(acceptor, stream, peer, worker.clone()));
                 }
             },
-            _ = shutdown.changed() => return,
-            _ = drain.changed() => return take_queued(listeners, &worker),
+            _ = &mut stop => return,
+            _ = &mut drained => return take_queued(listeners, &worker),
         }
     }
 }
