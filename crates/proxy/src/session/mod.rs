@@ -310,7 +310,7 @@ impl Session {
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
             Route::Scan => self.scan(&req),
             Route::PubSub(target) => self.pubsub_command(req, target),
-            Route::Local(cmd) if Self::is_mode_change(cmd) => self.hold(Held::Local(req, cmd)),
+            Route::Local(cmd) if Self::is_mode_change(cmd) => self.hold_mode_change(req, cmd),
             Route::Local(cmd) => self.run_local(&req, cmd),
             Route::Refuse(reply) => self.reply_now(reply),
             Route::Slot(slot) => self.forward(req, Some(slot)),

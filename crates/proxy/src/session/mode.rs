@@ -53,6 +53,19 @@ impl Session {
         matches!(cmd, Local::Quit | Local::Reset | Local::Hello | Local::Wait)
     }
 
+    /// Hold QUIT, RESET, HELLO or WAIT (or a subscriber's PING) until everything before it
+    /// is answered. A subscriber's QUIT and PING wait behind a sync marker on each
+    /// subscription connection too: the messages the nodes sent before them reach the
+    /// client first, as from one Redis, where they are in its output buffer already (the
+    /// PUBLISH that sent them, answered to another client on another connection, may
+    /// arrive at the proxy first). RESET drains its own way (`reset_swallows`).
+    pub(super) fn hold_mode_change(&mut self, req: Request, cmd: Local) {
+        if matches!(cmd, Local::Quit | Local::Ping) {
+            self.send_to_all_pubsub(None);
+        }
+        self.hold(Held::Local(req, cmd));
+    }
+
     /// QUIT, RESET or HELLO, once everything before it is answered.
     pub(crate) fn run_mode_change(&mut self, req: &Request, cmd: Local) {
         match cmd {
@@ -61,7 +74,7 @@ impl Session {
                 self.draining = true;
                 self.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
-            Local::Reset if self.reset_drain.is_none() && self.send_to_all_pubsub(RESET) => {
+            Local::Reset if self.reset_drain.is_none() && self.send_to_all_pubsub(Some(RESET)) => {
                 // Answered once the nodes dropped the subscriptions: `reset_swallows`.
                 self.reset_drain = Some(ResetDrain::default());
                 self.intake = Intake::Held(Held::Local(req.clone(), cmd));
@@ -71,6 +84,7 @@ impl Session {
                 self.reply_now(Bytes::from_static(b"+RESET\r\n"));
             }
             Local::Wait => self.start_wait(req),
+            Local::Ping => self.reply_now(subscribed_pong(req)),
             _ => {
                 let shared = self.worker.shared.clone();
                 let before = self.info.protocol;
@@ -104,11 +118,13 @@ impl Session {
     /// goes down the subscription connection so Redis gives its own subscribed-mode replies.
     pub(super) fn dispatch_subscribed(&mut self, req: Request, route: Route) {
         match route {
-            Route::Local(cmd @ (Local::Quit | Local::Reset)) => self.hold(Held::Local(req, cmd)),
+            // PING is answered here, in Redis's subscribed-mode shape, once the messages sent
+            // before it are out: down a connection that is not subscribed (the bus, for a
+            // client with only shard channels) it would get `+PONG`.
+            Route::Local(cmd @ (Local::Quit | Local::Ping | Local::Reset)) => {
+                self.hold_mode_change(req, cmd)
+            }
             Route::PubSub(target) => self.pubsub_command(req, target),
-            // Answered here in Redis's subscribed-mode shape: sent down a connection it would
-            // open one (the bus) that is not subscribed, and be answered `+PONG`.
-            Route::Local(Local::Ping) => self.reply_now(subscribed_pong(&req)),
             Route::Refuse(err) => self.reply_now(err),
             _ => {
                 let name = full_name(&req);

@@ -164,14 +164,14 @@ impl Session {
         self.pubsub.as_ref().is_some_and(|p| p.syncs > 0)
     }
 
-    /// Send `frame`, then a sync marker, on every open subscription connection.
-    pub(crate) fn send_to_all_pubsub(&mut self, frame: &'static [u8]) -> bool {
+    /// Send `frame` (if any), then a sync marker, on every open subscription connection.
+    pub(crate) fn send_to_all_pubsub(&mut self, frame: Option<&'static [u8]>) -> bool {
         let Some(p) = self.pubsub.as_mut() else {
             return false;
         };
         for conn in p.bus.iter().chain(p.shards.iter()) {
             p.syncs += 1;
-            for bytes in [frame, SYNC_PING] {
+            for bytes in frame.into_iter().chain([SYNC_PING]) {
                 conn.send(Outgoing::stream(
                     Bytes::from_static(bytes),
                     self.cell.clone(),
