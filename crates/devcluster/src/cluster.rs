@@ -27,6 +27,8 @@ pub struct Cluster {
     procs: Vec<Proc>,
     detached: bool,
     remove_dir: bool,
+    /// For [`Cluster::restart`].
+    redis_server: PathBuf,
 }
 
 impl Cluster {
@@ -46,6 +48,7 @@ impl Cluster {
             procs: Vec::new(),
             detached: false,
             remove_dir: false,
+            redis_server: opts.redis_server.clone(),
         };
         let context = format!("starting cluster in {}", cluster.dir.display());
         cluster.launch(opts, layout).context(context)?;
@@ -145,6 +148,40 @@ impl Cluster {
         };
         kill_child(p);
         Ok(())
+    }
+
+    /// Starts a node killed by [`Cluster::kill`] again on its port, with its `nodes.conf`,
+    /// so it rejoins the cluster as the node it was (a restart after a crash, F9), and waits
+    /// until it answers. Its new pid is in [`Cluster::nodes`].
+    pub fn restart(&mut self, addr: SocketAddr) -> Result<()> {
+        let Some(i) = self.procs.iter().position(|p| p.addr() == addr) else {
+            bail!(
+                "{addr} is not a node of the cluster in {}",
+                self.dir.display()
+            );
+        };
+        let p = &mut self.procs[i];
+        if p.child.is_some() {
+            bail!("{addr} is still running");
+        }
+        let conf = p.node_dir.join("redis.conf");
+        let child = crate::process::spawn(&self.redis_server, &conf, &p.node_dir)?;
+        p.pid = child.id();
+        p.child = Some(child);
+        self.nodes[i].pid = p.pid;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut c) = Conn::connect(addr, Duration::from_secs(1)) {
+                // A node loading its data answers -LOADING, which is an answer too.
+                if c.call(&["PING"]).is_ok() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                bail!("{addr} did not answer within 30 s of its restart");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Stops exactly the processes this cluster started (SIGKILL; the nodes

@@ -8,6 +8,7 @@
 //! key-value store for `GET`/`SET`. Every request is counted and logged so tests can assert
 //! how often the proxy asked for what.
 
+pub mod relay;
 pub mod reply;
 
 use std::collections::HashMap;

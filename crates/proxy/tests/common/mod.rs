@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use proxy::{Config, Proxy};
 use resp::Value;
 
+pub mod faults;
 pub mod migrate;
 pub mod reference;
 pub mod slots;

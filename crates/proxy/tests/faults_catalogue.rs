@@ -1,0 +1,281 @@
+//! The fault catalogue of reliability.md §C on a real 3x1 cluster, through one harness
+//! (`common/faults`): the same clients through the proxy and straight to the nodes, the same
+//! checks after every fault, one report row each (docs/faults.md). The relay-based faults
+//! (F4 partition, F11 blackhole) are in `faults_relay.rs`.
+//!
+//! Report: `FAULTS_REPORT=/tmp/faults.md cargo test -p proxy --test faults_catalogue
+//! --test faults_relay -- --test-threads=1`.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::faults::{master_and_replica, signal, Expect, Run};
+use common::{text, wait_until, Client, Harness};
+use resp::Value;
+
+const VICTIM: &str = "fv";
+
+/// A primary that dies or stops may have acknowledged a write or two (one per client, at
+/// the instant of the fault) that its replica never got: Redis's own loss, which the direct
+/// clients see as well. Nothing else may go.
+const ASYNC_REPLICATION: Expect = Expect {
+    max_lost: 4,
+    max_unknown: 4,
+    no_errors: false,
+};
+
+/// A tag served by another master than `VICTIM`'s.
+fn elsewhere(h: &Harness) -> String {
+    let victim = h.cluster.owner_of(b"{fv}").unwrap();
+    (0..100)
+        .map(|i| format!("fo{i}"))
+        .find(|t| h.cluster.owner_of(format!("{{{t}}}").as_bytes()).unwrap() != victim)
+        .unwrap()
+}
+
+fn role(h: &Harness, node: SocketAddr) -> String {
+    match h.cluster.command(node, &["ROLE"]) {
+        Ok(r) => r.lines().first().cloned().unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Until `node` is a master and every live node agrees on the slots.
+fn wait_promoted(h: &Harness, node: SocketAddr) {
+    wait_until(Duration::from_secs(60), || role(h, node) == "master");
+    h.cluster.wait_healthy(Duration::from_secs(60)).unwrap();
+}
+
+/// Until `node` is a replica with its link to the master up.
+fn wait_replica(h: &Harness, node: SocketAddr) {
+    wait_until(Duration::from_secs(60), || {
+        let info = h.cluster.command(node, &["INFO", "replication"]);
+        let info = info.map(|r| r.lines().join("\n")).unwrap_or_default();
+        info.contains("role:slave") && info.contains("master_link_status:up")
+    });
+}
+
+#[test]
+fn f1_primary_killed() {
+    let mut h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let (m, r) = master_and_replica(&h, VICTIM);
+    let (victim, replica) = (h.cluster.nodes()[m].addr, h.cluster.nodes()[r].addr);
+    let run = Run::start(&h, "F1", "kill -9 of a primary", &[VICTIM, &other]);
+    h.cluster.kill(victim).unwrap();
+    wait_promoted(&h, replica);
+    run.wait_acks(200);
+    // Back as a replica, so the end check sees a whole cluster.
+    h.cluster.restart(victim).unwrap();
+    wait_replica(&h, victim);
+    run.finish(&h, ASYNC_REPLICATION);
+}
+
+#[test]
+fn f2_primary_paused_past_the_node_timeout() {
+    let h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let (m, r) = master_and_replica(&h, VICTIM);
+    let (victim, replica) = (&h.cluster.nodes()[m], h.cluster.nodes()[r].addr);
+    let run = Run::start(
+        &h,
+        "F2",
+        "SIGSTOP of a primary, SIGCONT after the failover",
+        &[VICTIM, &other],
+    );
+    signal(victim.pid, "STOP");
+    wait_until(Duration::from_secs(60), || role(&h, replica) == "master");
+    run.wait_acks(200);
+    signal(victim.pid, "CONT");
+    wait_replica(&h, victim.addr);
+    run.finish(&h, ASYNC_REPLICATION);
+}
+
+#[test]
+fn f3_primary_busy_in_debug_sleep() {
+    let h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let victim = h.cluster.owner_of(b"{fv}").unwrap();
+    let run = Run::start(&h, "F3", "DEBUG SLEEP 1.5 on a primary", &[VICTIM, &other]);
+    // Below the node timeout (2 s): busy, not failed over.
+    let reply = h
+        .cluster
+        .command(victim, &["DEBUG", "SLEEP", "1.5"])
+        .unwrap();
+    assert!(!reply.is_error());
+    run.wait_acks(200);
+    run.finish(
+        &h,
+        Expect {
+            no_errors: true,
+            ..Expect::safe(0)
+        },
+    );
+}
+
+#[test]
+fn f5_two_of_three_primaries_paused() {
+    let h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let survivor = h
+        .cluster
+        .owner_of(format!("{{{other}}}").as_bytes())
+        .unwrap();
+    let stopped: Vec<u32> = (h.cluster.nodes().iter())
+        .filter(|n| n.master_of.is_none() && n.addr != survivor)
+        .map(|n| n.pid)
+        .collect();
+    let run = Run::start(&h, "F5", "SIGSTOP of 2 of 3 primaries", &[VICTIM, &other]);
+    stopped.iter().for_each(|&p| signal(p, "STOP"));
+    // The survivor sees it has no majority and refuses keyed commands.
+    wait_until(Duration::from_secs(60), || {
+        let info = h.cluster.command(survivor, &["CLUSTER", "INFO"]);
+        info.map(|r| r.lines().join("\n"))
+            .unwrap_or_default()
+            .contains("cluster_state:fail")
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    stopped.iter().for_each(|&p| signal(p, "CONT"));
+    h.cluster.wait_healthy(Duration::from_secs(60)).unwrap();
+    run.wait_acks(200);
+    run.finish(&h, Expect::safe(4));
+}
+
+#[test]
+fn f6_primary_dies_with_unreplicated_writes() {
+    let mut h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let (m, r) = master_and_replica(&h, VICTIM);
+    let (victim, replica) = (h.cluster.nodes()[m].addr, h.cluster.nodes()[r].clone());
+    let run = Run::start(
+        &h,
+        "F6",
+        "primary killed with writes its replica never got",
+        &[VICTIM, &other],
+    );
+    signal(replica.pid, "STOP");
+    let killed = h
+        .cluster
+        .command(victim, &["CLIENT", "KILL", "TYPE", "replica"]);
+    assert!(!killed.unwrap().is_error());
+    run.wait_acks(400);
+    // WAIT through the proxy is the only early sign: no replica has these writes.
+    let mut c = h.client();
+    assert!(matches!(
+        c.call(&["RPUSH", "{fv}:wait", "x"]),
+        Value::Integer(_)
+    ));
+    assert_eq!(c.call(&["WAIT", "1", "100"]), Value::Integer(0));
+    h.cluster.kill(victim).unwrap();
+    signal(replica.pid, "CONT");
+    wait_promoted(&h, replica.addr);
+    run.wait_acks(200);
+    h.cluster.restart(victim).unwrap();
+    wait_replica(&h, victim);
+    run.finish(
+        &h,
+        Expect {
+            max_lost: usize::MAX,
+            ..Expect::safe(4)
+        },
+    );
+}
+
+#[test]
+fn f7_manual_failover() {
+    let h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let (m, r) = master_and_replica(&h, VICTIM);
+    let (victim, replica) = (h.cluster.nodes()[m].addr, h.cluster.nodes()[r].addr);
+    let run = Run::start(&h, "F7", "CLUSTER FAILOVER on a replica", &[VICTIM, &other]);
+    let reply = h
+        .cluster
+        .command(replica, &["CLUSTER", "FAILOVER"])
+        .unwrap();
+    assert!(!reply.is_error());
+    wait_promoted(&h, replica);
+    wait_replica(&h, victim);
+    run.wait_acks(200);
+    run.finish(
+        &h,
+        Expect {
+            no_errors: true,
+            ..Expect::safe(0)
+        },
+    );
+}
+
+#[test]
+fn f9_restarted_primary_rejoins_as_a_replica() {
+    let mut h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let (m, r) = master_and_replica(&h, VICTIM);
+    let (victim, replica) = (h.cluster.nodes()[m].addr, h.cluster.nodes()[r].addr);
+    h.cluster.kill(victim).unwrap();
+    wait_promoted(&h, replica);
+    let run = Run::start(
+        &h,
+        "F9",
+        "killed primary restarted under load",
+        &[VICTIM, &other],
+    );
+    h.cluster.restart(victim).unwrap();
+    wait_replica(&h, victim);
+    run.wait_acks(200);
+    run.finish(&h, Expect::safe(0));
+}
+
+#[test]
+fn f10_backend_connections_killed() {
+    let h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let run = Run::start(
+        &h,
+        "F10",
+        "CLIENT KILL of every client of the primaries, 20 rounds",
+        &[VICTIM, &other],
+    );
+    for round in 0..20 {
+        let node = h.cluster.masters()[round % 3];
+        let mut admin = Client::connect(node);
+        let me = text(&admin.call(&["CLIENT", "ID"]))
+            .trim_start_matches(':')
+            .to_string();
+        let list = text(&admin.call(&["CLIENT", "LIST", "TYPE", "normal"]));
+        for id in list
+            .lines()
+            .filter_map(|l| l.strip_prefix("id=")?.split(' ').next())
+        {
+            if id != me {
+                admin.call(&["CLIENT", "KILL", "ID", id]);
+            }
+        }
+        run.wait_acks(50);
+    }
+    // One request in flight per proxy client per round, at most.
+    run.finish(&h, Expect::safe(4 * 20));
+}
+
+#[test]
+fn f13_loading_primary() {
+    let h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let victim = h.cluster.owner_of(b"{fv}").unwrap();
+    let populate = h
+        .cluster
+        .command(victim, &["DEBUG", "POPULATE", "500000", "{fv}:pop", "64"]);
+    assert!(!populate.unwrap().is_error());
+    let run = Run::start(
+        &h,
+        "F13",
+        "DEBUG RELOAD of a primary with 500k keys (LOADING)",
+        &[VICTIM, &other],
+    );
+    // Saves, then loads the RDB again: clients get -LOADING meanwhile.
+    let reply = h.cluster.command(victim, &["DEBUG", "RELOAD"]).unwrap();
+    assert!(!reply.is_error(), "{reply:?}");
+    run.wait_acks(200);
+    run.finish(&h, Expect::safe(0));
+}
