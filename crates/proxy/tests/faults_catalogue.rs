@@ -98,12 +98,9 @@ fn f3_primary_busy_in_debug_sleep() {
     let h = Harness::start(3, 1);
     let other = elsewhere(&h);
     let victim = h.cluster.owner_of(b"{fv}").unwrap();
-    let run = Run::start(&h, "F3", "DEBUG SLEEP 1.5 on a primary", &[VICTIM, &other]);
-    // Below the node timeout (2 s): busy, not failed over.
-    let reply = h
-        .cluster
-        .command(victim, &["DEBUG", "SLEEP", "1.5"])
-        .unwrap();
+    let run = Run::start(&h, "F3", "DEBUG SLEEP 1 on a primary", &[VICTIM, &other]);
+    // Well below the node timeout (2 s): busy, not failed over.
+    let reply = h.cluster.command(victim, &["DEBUG", "SLEEP", "1"]).unwrap();
     assert!(!reply.is_error());
     run.wait_acks(200);
     run.finish(

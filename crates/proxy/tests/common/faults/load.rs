@@ -36,6 +36,8 @@ pub struct Seen {
 pub struct Load {
     stop: Arc<AtomicBool>,
     acks: Arc<AtomicU64>,
+    /// Error replies and lost connections so far, all clients together.
+    faults: Arc<AtomicU64>,
     threads: Vec<JoinHandle<Seen>>,
 }
 
@@ -44,19 +46,22 @@ impl Load {
     pub fn start(keys: &[String], proxy: Option<SocketAddr>, nodes: &[SocketAddr]) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let acks = Arc::new(AtomicU64::new(0));
+        let faults = Arc::new(AtomicU64::new(0));
         let threads = (keys.iter().enumerate())
             .map(|(id, key)| {
                 let target = match proxy {
                     Some(p) => Target::Proxy(p),
                     None => Target::Direct(nodes.to_vec()),
                 };
-                let (key, stop, acks) = (key.clone(), stop.clone(), acks.clone());
-                std::thread::spawn(move || run(Wire::new(target), key, id, &stop, &acks))
+                let (key, stop) = (key.clone(), stop.clone());
+                let counters = [acks.clone(), faults.clone()];
+                std::thread::spawn(move || run(Wire::new(target), key, id, &stop, &counters))
             })
             .collect();
         Load {
             stop,
             acks,
+            faults,
             threads,
         }
     }
@@ -64,6 +69,18 @@ impl Load {
     /// Acknowledged writes so far, all clients together.
     pub fn acked(&self) -> u64 {
         self.acks.load(Ordering::Relaxed)
+    }
+
+    /// Waits until the clients saw a failure (an error reply or a lost connection), 60 s at most.
+    pub fn wait_failure(&self) {
+        let started = Instant::now();
+        while self.faults.load(Ordering::Relaxed) == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no failure seen"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Waits until `n` more writes were acknowledged (the load is flowing), at most 60 s.
@@ -87,7 +104,15 @@ impl Load {
     }
 }
 
-fn run(mut w: Wire, key: String, id: usize, stop: &AtomicBool, acks: &AtomicU64) -> Seen {
+/// One client's loop; `counters` are the load's acknowledged writes and failures.
+fn run(
+    mut w: Wire,
+    key: String,
+    id: usize,
+    stop: &AtomicBool,
+    counters: &[Arc<AtomicU64>; 2],
+) -> Seen {
+    let [acks, faults] = counters;
     let mut seen = Seen {
         key: key.clone(),
         ..Seen::default()
@@ -105,7 +130,10 @@ fn run(mut w: Wire, key: String, id: usize, stop: &AtomicBool, acks: &AtomicU64)
                     continue;
                 }
                 Outcome::NotSent => seen.unknown.push(seq),
-                Outcome::Lost => seen.unknown.push(seq),
+                Outcome::Lost => {
+                    faults.fetch_add(1, Ordering::Relaxed);
+                    seen.unknown.push(seq);
+                }
                 Outcome::Reply(Value::Integer(n)) => {
                     if n < 1 {
                         seen.misrouted.push(format!("RPUSH {value}: length {n}"));
@@ -115,7 +143,10 @@ fn run(mut w: Wire, key: String, id: usize, stop: &AtomicBool, acks: &AtomicU64)
                     seen.max_gap = seen.max_gap.max(last_ack.elapsed());
                     last_ack = Instant::now();
                 }
-                Outcome::Reply(Value::Error(e)) => error(&mut seen, &e, seq),
+                Outcome::Reply(Value::Error(e)) => {
+                    faults.fetch_add(1, Ordering::Relaxed);
+                    error(&mut seen, &e, seq);
+                }
                 Outcome::Reply(other) => seen.misrouted.push(format!("RPUSH: {other:?}")),
             }
             break;

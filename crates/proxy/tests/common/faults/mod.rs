@@ -85,6 +85,11 @@ impl Run {
         self.direct.wait_acks(n);
     }
 
+    /// Waits until a client of the proxy saw a failure (error reply or lost connection).
+    pub fn wait_proxy_failure(&self) {
+        self.via_proxy.wait_failure();
+    }
+
     /// Stops the loads, waits for the cluster to settle, checks and reports.
     pub fn finish(self, h: &Harness, expect: Expect) {
         let seen_p = self.via_proxy.stop();
