@@ -39,6 +39,8 @@ import threading
 import time
 import traceback
 
+import faultinject
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SLOTGATE_BIN", os.path.join(ROOT, "target", "debug", "slotgate"))
 CRLF = b"\r\n"
@@ -1924,6 +1926,7 @@ class Env:
         self.refproc = self.proxyproc = None
         self.cluster_up = False
         self.chaos = None
+        self.faults = None
         self.lock = threading.Lock()
         self.stopped = False
 
@@ -1993,6 +1996,9 @@ class Env:
             self.stopped = True
         if self.chaos is not None:
             self.chaos.stop_ev.set()
+        if self.faults is not None:
+            self.faults.stop_ev.set()
+            self.faults.teardown()
         for p in (self.proxyproc, self.refproc):
             if p is not None and p.poll() is None:
                 p.terminate()
@@ -2149,6 +2155,11 @@ def main():
                     " while scripts run")
     ap.add_argument("--chaos-seconds", type=float, default=0,
                     help="after the plain budget, this many more seconds with --chaos")
+    ap.add_argument("--faults", action="store_true", help="hard faults on real nodes while"
+                    " scripts run: kill -9 + restart, SIGSTOP/CONT, CLIENT KILL, failover"
+                    " (scripts/faultinject.py); scripts overlapping a fault may differ")
+    ap.add_argument("--fault-every", type=float, default=8,
+                    help="faults: mean seconds between two faults")
     ap.add_argument("--failover-every", type=float, default=15,
                     help="chaos: seconds between graceful failovers (0: none)")
     ap.add_argument("--families", help="comma-separated families to enable (default all)")
@@ -2212,7 +2223,10 @@ def main():
     if args.repro:
         return repro(args, env, checker)
 
-    passed = failed = 0
+    passed = failed = disturbed = 0
+    stats_before = None
+    if args.faults:
+        env.faults = faultinject.Faults(env.nodes, args.fault_every, seed, log)
     classes = collections.OrderedDict()  # signature -> dict(count, first, shrunk lines)
     shrink_left = args.shrink_budget
     phases = []
@@ -2241,6 +2255,7 @@ def main():
                 break
             script = generate(seed, index, set(args.fams), args.resp3_share)
             err = None
+            t_script = time.monotonic()
             try:
                 ref, prx = checker.check(script)
                 if ref.harness:
@@ -2250,7 +2265,15 @@ def main():
                 if os.environ.get("DIFFTEST_DEBUG"):
                     traceback.print_exc()
             WATCHDOG.progress()
-            if err is not None:
+            faulted = (err is not None or prx.diff is not None) and env.faults is not None \
+                and env.faults.overlaps(t_script, time.monotonic())
+            if faulted:
+                # A fault hit this script: an unknown outcome or Redis's own loss of an
+                # unreplicated write may make it differ. Counted, not failed.
+                disturbed += 1
+                what = err if err is not None else prx.diff.signature
+                log(f"disturbed script {index} (overlapped a fault): {what[:120]}")
+            elif err is not None:
                 failed += 1
                 sig = "HARNESS/ERROR: " + re.sub(r"\d+", "N", err)[:70]
                 c = classes.setdefault(sig, dict(count=0, first=(index, chaos), lines=[]))
@@ -2280,6 +2303,12 @@ def main():
                         log(line)
                 else:
                     log("  " + rerun_line(args, seed, index, chaos=chaos))
+            if env.faults is not None and stats_before is None:
+                # Measured once warm (first script done, pools open), before any fault.
+                stats_before = faultinject.proc_stats(env.proxyproc.pid)
+                log("difftest: proxy connections by peer port:",
+                    faultinject.peers(env.proxyproc.pid))
+                env.faults.start()
             if not env.proxy_alive():
                 log(f"difftest: the proxy exited ({env.proxyproc.returncode}); log tail:\n"
                     + env.log_tail())
@@ -2299,6 +2328,8 @@ def main():
         if not env.proxy_alive():
             break
     log(f"difftest: {index} scripts in {time.monotonic() - run_start:.1f}s (seed {seed})")
+    if env.faults is not None:
+        failed += report_faults(env, stats_before, disturbed)
     if classes:
         log("discrepancy classes (count, signature, first script):")
         for sig, c in sorted(classes.items(), key=lambda kv: -kv[1]["count"]):
@@ -2311,6 +2342,38 @@ def main():
             f"{k} {n}" for k, n in kinds.most_common()))
     log(f"difftest: {passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def report_faults(env, before, disturbed):
+    """Stops the faults, waits for the cluster to settle and reports; failures found."""
+    f = env.faults
+    f.stop()
+    bad = 0
+    try:
+        f.converge()
+    except Exception as e:  # noqa: BLE001
+        f.errors.append(f"final converge: {e}")
+    out = subprocess.run(["redis-cli", "--cluster", "check", env.seed], capture_output=True,
+                         text=True)
+    if out.returncode != 0 or "[OK] All 16384 slots covered" not in out.stdout:
+        f.errors.append("redis-cli --cluster check failed:\n" + out.stdout[-2000:])
+    # The proxy notices the settled topology on its own; give it one refresh period.
+    time.sleep(2)
+    after = faultinject.proc_stats(env.proxyproc.pid) if env.proxy_alive() else (-1, -1)
+    log(f"difftest: proxy connections by peer port: {faultinject.peers(env.proxyproc.pid)}")
+    counts = ", ".join(f"{n} {k}" for k, n in f.counts.items())
+    log(f"difftest: faults: {counts}; {disturbed} scripts overlapped a fault (not compared)")
+    before = before or (-1, -1)
+    log(f"difftest: proxy fds {before[0]} -> {after[0]}, RSS {before[1] // 1024} ->"
+        f" {after[1] // 1024} MB")
+    for e in f.errors:
+        log(f"difftest: fault harness: {e}")
+        bad += 1
+    # Pools to nodes that changed role may stay open: a bound, not equality.
+    if before[0] >= 0 and after[0] > before[0] + 32:
+        log("difftest: the proxy's file descriptors grew")
+        bad += 1
+    return bad
 
 
 def report_shrink_lines(args, script, small, ref, prx, chaos, trials, timed_out):
