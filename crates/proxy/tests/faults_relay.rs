@@ -61,6 +61,87 @@ fn elsewhere(h: &Harness) -> String {
         .unwrap()
 }
 
+/// True once `node` answers `args` with a text holding `needle`.
+fn answers(h: &Harness, node: SocketAddr, args: &[&str], needle: &str) -> bool {
+    (h.cluster.command(node, args))
+        .map(|r| r.lines().join("\n").contains(needle))
+        .unwrap_or(false)
+}
+
+/// The relays that can cut primary `m` (and the link to its replica `r`) from the rest.
+struct Partition {
+    /// One per node, in front of its bus port, announced with `cluster-announce-bus-port`.
+    bus: Vec<Relay>,
+    /// In front of the victim's client port: its replica and the proxy come through it.
+    client: Relay,
+    m: usize,
+}
+
+impl Partition {
+    /// Gives the victim and its replica their own source addresses and routes every bus
+    /// link and the replication link through relays; returns once all links are re-made.
+    fn stage(h: &Harness, m: usize, r: usize) -> Partition {
+        let nodes = h.cluster.nodes().to_vec();
+        let (victim, replica) = (nodes[m].addr, nodes[r].addr);
+        config(
+            &h.cluster,
+            victim,
+            &["bind-source-addr", &MINORITY.to_string()],
+        );
+        config(
+            &h.cluster,
+            replica,
+            &["bind-source-addr", &REPLICA.to_string()],
+        );
+        let client = Relay::start(victim).unwrap();
+        let port = client.addr().port().to_string();
+        config(&h.cluster, victim, &["cluster-announce-port", &port]);
+        let bus: Vec<Relay> = (nodes.iter())
+            .map(|n| {
+                let relay = Relay::start(SocketAddr::new(
+                    n.addr.ip(),
+                    n.addr.port() + devcluster::BUS_OFFSET,
+                ))
+                .unwrap();
+                let port = relay.addr().port().to_string();
+                config(&h.cluster, n.addr, &["cluster-announce-bus-port", &port]);
+                relay
+            })
+            .collect();
+        wait_until(Duration::from_secs(60), || {
+            let relayed = (nodes.iter()).all(|n| {
+                let view = nodes_view(&h.cluster, n.addr);
+                (bus.iter()).all(|r| view.contains(&format!("@{} ", r.addr().port())))
+                    && !view.contains("disconnected")
+            });
+            let from_victim =
+                (bus.iter().enumerate()).all(|(i, r)| i == m || r.accepted().contains(&MINORITY));
+            let info = ["INFO", "replication"];
+            let replicating = answers(h, replica, &info, &format!("master_port:{port}"))
+                && answers(h, replica, &info, "master_link_status:up")
+                && client.accepted().contains(&REPLICA);
+            relayed && from_victim && replicating
+        });
+        Partition { bus, client, m }
+    }
+
+    fn cut(&self) {
+        for (i, relay) in self.bus.iter().enumerate() {
+            if i == self.m {
+                relay.hold_sources(&[MAJORITY, REPLICA]);
+            } else {
+                relay.hold_sources(&[MINORITY]);
+            }
+        }
+        self.client.hold_sources(&[REPLICA]);
+    }
+
+    fn heal(&self) {
+        self.bus.iter().for_each(|r| r.hold_sources(&[]));
+        self.client.hold_sources(&[]);
+    }
+}
+
 #[test]
 fn f4_minority_partition_of_a_primary() {
     let cluster = cluster();
@@ -70,98 +151,33 @@ fn f4_minority_partition_of_a_primary() {
     };
     let other = elsewhere(&h);
     let (m, r) = master_and_replica(&h, VICTIM);
-    let nodes = h.cluster.nodes().to_vec();
-    let (victim, replica) = (nodes[m].addr, nodes[r].addr);
-    config(
-        &h.cluster,
-        victim,
-        &["bind-source-addr", &MINORITY.to_string()],
-    );
-    config(
-        &h.cluster,
-        replica,
-        &["bind-source-addr", &REPLICA.to_string()],
-    );
-    let client_relay = Relay::start(victim).unwrap();
-    let port = client_relay.addr().port().to_string();
-    config(&h.cluster, victim, &["cluster-announce-port", &port]);
-    let relays: Vec<Relay> = (nodes.iter())
-        .map(|n| {
-            let bus = SocketAddr::new(n.addr.ip(), n.addr.port() + devcluster::BUS_OFFSET);
-            let relay = Relay::start(bus).unwrap();
-            config(
-                &h.cluster,
-                n.addr,
-                &[
-                    "cluster-announce-bus-port",
-                    &relay.addr().port().to_string(),
-                ],
-            );
-            relay
-        })
-        .collect();
-    // Every bus link re-made through the relays, the victim's from its own address.
-    wait_until(Duration::from_secs(60), || {
-        let relayed = (nodes.iter()).all(|n| {
-            let view = nodes_view(&h.cluster, n.addr);
-            relays
-                .iter()
-                .all(|r| view.contains(&format!("@{} ", r.addr().port())))
-                && !view.contains("disconnected")
-        });
-        let from_victim = (relays.iter().enumerate())
-            .filter(|(i, _)| *i != m)
-            .all(|(_, r)| r.accepted().contains(&MINORITY));
-        let info = h.cluster.command(replica, &["INFO", "replication"]);
-        let info = info.map(|r| r.lines().join("\n")).unwrap_or_default();
-        let replicating = info.contains(&format!("master_port:{port}"))
-            && info.contains("master_link_status:up")
-            && client_relay.accepted().contains(&REPLICA);
-        relayed && from_victim && replicating
-    });
+    let (victim, replica) = (h.cluster.nodes()[m].addr, h.cluster.nodes()[r].addr);
+    let partition = Partition::stage(&h, m, r);
     h.cluster.wait_healthy(Duration::from_secs(60)).unwrap();
-    let run = Run::start(
-        &h,
-        "F4",
-        "minority partition of a primary (bus and replication cut)",
-        &[VICTIM, &other],
-    );
-    for (i, relay) in relays.iter().enumerate() {
-        if i == m {
-            relay.hold_sources(&[MAJORITY, REPLICA]);
-        } else {
-            relay.hold_sources(&[MINORITY]);
-        }
-    }
-    client_relay.hold_sources(&[REPLICA]);
+    let what = "minority partition of a primary (bus and replication cut)";
+    let run = Run::start(&h, "F4", what, &[VICTIM, &other]);
+    partition.cut();
     // The majority promotes the replica; the victim finds itself alone and refuses writes.
     wait_until(Duration::from_secs(60), || {
-        let role = h.cluster.command(replica, &["ROLE"]);
-        role.map(|r| r.lines().first().cloned().unwrap_or_default() == "master")
-            .unwrap_or(false)
+        answers(&h, replica, &["ROLE"], "master")
     });
+    let info = ["CLUSTER", "INFO"];
     wait_until(Duration::from_secs(60), || {
-        let info = h.cluster.command(victim, &["CLUSTER", "INFO"]);
-        info.map(|r| r.lines().join("\n").contains("cluster_state:fail"))
-            .unwrap_or(false)
+        answers(&h, victim, &info, "cluster_state:fail")
     });
-    relays.iter().for_each(|r| r.hold_sources(&[]));
-    client_relay.hold_sources(&[]);
+    partition.heal();
+    let info = ["INFO", "replication"];
     wait_until(Duration::from_secs(60), || {
-        let info = h.cluster.command(victim, &["INFO", "replication"]);
-        info.map(|r| r.lines().join("\n").contains("role:slave"))
-            .unwrap_or(false)
+        answers(&h, victim, &info, "role:slave")
     });
     h.cluster.wait_healthy(Duration::from_secs(60)).unwrap();
     run.wait_acks(200);
-    run.finish(
-        &h,
-        Expect {
-            max_lost: usize::MAX,
-            ..Expect::safe(8)
-        },
-    );
-    drop((relays, client_relay));
+    let expect = Expect {
+        max_lost: usize::MAX,
+        ..Expect::safe(8)
+    };
+    run.finish(&h, expect);
+    drop(partition);
 }
 
 #[test]

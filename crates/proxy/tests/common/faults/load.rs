@@ -112,7 +112,6 @@ fn run(
     stop: &AtomicBool,
     counters: &[Arc<AtomicU64>; 2],
 ) -> Seen {
-    let [acks, faults] = counters;
     let mut seen = Seen {
         key: key.clone(),
         ..Seen::default()
@@ -122,34 +121,18 @@ fn run(
     while !stop.load(Ordering::Relaxed) {
         seq += 1;
         let value = format!("{mine}{seq}");
-        loop {
+        let outcome = loop {
             match w.call(&[b"RPUSH", key.as_bytes(), value.as_bytes()]) {
                 // Never written: the same write again, later (a cluster client's retry).
                 Outcome::NotSent if !stop.load(Ordering::Relaxed) => {
                     std::thread::sleep(Duration::from_millis(10));
-                    continue;
                 }
-                Outcome::NotSent => seen.unknown.push(seq),
-                Outcome::Lost => {
-                    faults.fetch_add(1, Ordering::Relaxed);
-                    seen.unknown.push(seq);
-                }
-                Outcome::Reply(Value::Integer(n)) => {
-                    if n < 1 {
-                        seen.misrouted.push(format!("RPUSH {value}: length {n}"));
-                    }
-                    seen.acked.push(seq);
-                    acks.fetch_add(1, Ordering::Relaxed);
-                    seen.max_gap = seen.max_gap.max(last_ack.elapsed());
-                    last_ack = Instant::now();
-                }
-                Outcome::Reply(Value::Error(e)) => {
-                    faults.fetch_add(1, Ordering::Relaxed);
-                    error(&mut seen, &e, seq);
-                }
-                Outcome::Reply(other) => seen.misrouted.push(format!("RPUSH: {other:?}")),
+                other => break other,
             }
-            break;
+        };
+        if record(&mut seen, outcome, seq, counters) {
+            seen.max_gap = seen.max_gap.max(last_ack.elapsed());
+            last_ack = Instant::now();
         }
         if seq % 8 == 0 {
             check_tail(&mut w, &key, &mine, &mut seen);
@@ -158,6 +141,32 @@ fn run(
     }
     seen.redirects = w.redirects;
     seen
+}
+
+/// Notes what became of write `seq`; true if it was acknowledged.
+fn record(seen: &mut Seen, outcome: Outcome, seq: u64, counters: &[Arc<AtomicU64>; 2]) -> bool {
+    let [acks, faults] = counters;
+    match outcome {
+        Outcome::NotSent => {}
+        Outcome::Lost => {
+            faults.fetch_add(1, Ordering::Relaxed);
+            seen.unknown.push(seq);
+        }
+        Outcome::Reply(Value::Integer(n)) => {
+            if n < 1 {
+                seen.misrouted.push(format!("RPUSH #{seq}: length {n}"));
+            }
+            seen.acked.push(seq);
+            acks.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        Outcome::Reply(Value::Error(e)) => {
+            faults.fetch_add(1, Ordering::Relaxed);
+            error(seen, &e, seq);
+        }
+        Outcome::Reply(other) => seen.misrouted.push(format!("RPUSH: {other:?}")),
+    }
+    false
 }
 
 /// The list's last element must be one of ours.

@@ -102,19 +102,7 @@ impl Run {
         let nodes: Vec<SocketAddr> = h.cluster.nodes().iter().map(|n| n.addr).collect();
         let vp = verdicts(&seen_p, &nodes);
         let vd = verdicts(&seen_d, &nodes);
-        let after = hold_stats(h.addr());
-        let held: Vec<u64> = (0..3).map(|i| after[i] - self.stats[i]).collect();
-        let extra = format!(
-            "{}/{}/{}; converged {:.1}s; fds {}→{}, RSS {}→{} MB",
-            held[0],
-            held[1],
-            held[2],
-            converged.as_secs_f64(),
-            self.fds,
-            fd_count(),
-            self.rss_kb / 1024,
-            rss_kb() / 1024
-        );
+        let extra = proxy_figures(h, (self.stats, self.fds, self.rss_kb), converged);
         report(self.id, self.fault, "proxy", &seen_p, &vp, &extra);
         report(self.id, self.fault, "direct", &seen_d, &vd, "");
         cluster_check(h.cluster.seed());
@@ -126,6 +114,24 @@ impl Run {
         };
         check(&seen_d, &vd, &direct);
     }
+}
+
+/// Held/released/expired over the run, convergence time, fds and RSS before and after.
+fn proxy_figures(h: &Harness, before: ([u64; 3], usize, u64), converged: Duration) -> String {
+    let (stats, fds, rss) = before;
+    let after = hold_stats(h.addr());
+    let held: Vec<u64> = (0..3).map(|i| after[i] - stats[i]).collect();
+    format!(
+        "{}/{}/{}; converged {:.1}s; fds {}→{}, RSS {}→{} MB",
+        held[0],
+        held[1],
+        held[2],
+        converged.as_secs_f64(),
+        fds,
+        fd_count(),
+        rss / 1024,
+        rss_kb() / 1024
+    )
 }
 
 /// The list each client wrote, read from the cluster now, against what it saw.
