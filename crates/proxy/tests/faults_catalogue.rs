@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::faults::{master_and_replica, signal, Expect, Run};
+use common::migrate::Move;
 use common::{text, wait_until, Client, Harness};
 use resp::Value;
 
@@ -205,6 +206,40 @@ fn f7_manual_failover() {
 }
 
 #[test]
+fn f8_slot_migrated_under_load() {
+    let h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let run = Run::start(
+        &h,
+        "F8",
+        "the victim's slot migrated key by key",
+        &[VICTIM, &other],
+    );
+    let mv = Move::begin(&h.cluster, "{fv}");
+    // Until no key is left behind (clients keep creating them on the source meanwhile).
+    loop {
+        let keys = h
+            .cluster
+            .command(mv.src, &["CLUSTER", "GETKEYSINSLOT", &mv.slot, "100"]);
+        let keys = keys.unwrap().lines();
+        if keys.is_empty() {
+            break;
+        }
+        mv.migrate(&keys);
+        run.wait_acks(20);
+    }
+    mv.finish();
+    run.wait_acks(200);
+    run.finish(
+        &h,
+        Expect {
+            no_errors: true,
+            ..Expect::safe(0)
+        },
+    );
+}
+
+#[test]
 fn f9_restarted_primary_rejoins_as_a_replica() {
     let mut h = Harness::start(3, 1);
     let other = elsewhere(&h);
@@ -253,6 +288,39 @@ fn f10_backend_connections_killed() {
     }
     // One request in flight per proxy client per round, at most.
     run.finish(&h, Expect::safe(4 * 20));
+}
+
+/// A script that keeps its node busy for 1.5 s.
+const BUSY_SCRIPT: &str = "local t = redis.call('TIME') \
+    local start = t[1] * 1000000 + t[2] \
+    while true do \
+        local n = redis.call('TIME') \
+        if n[1] * 1000000 + n[2] - start > 1500000 then break end \
+    end return 1";
+
+#[test]
+fn f12_long_script_busy() {
+    let h = Harness::start(3, 1);
+    let other = elsewhere(&h);
+    let victim = h.cluster.owner_of(b"{fv}").unwrap();
+    // BUSY after 300 ms; the node keeps answering its cluster bus meanwhile.
+    let set = h
+        .cluster
+        .command(victim, &["CONFIG", "SET", "busy-reply-threshold", "300"]);
+    assert!(!set.unwrap().is_error());
+    let run = Run::start(
+        &h,
+        "F12",
+        "EVAL busy for 1.5 s on a primary (BUSY)",
+        &[VICTIM, &other],
+    );
+    let reply = h
+        .cluster
+        .command(victim, &["EVAL", BUSY_SCRIPT, "0"])
+        .unwrap();
+    assert!(!reply.is_error(), "{reply:?}");
+    run.wait_acks(200);
+    run.finish(&h, Expect::safe(0));
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The fault harness's connections: one to the proxy, or a small cluster client straight to
-//! the nodes (follows MOVED, tries the next node when one cannot be reached) for the
+//! the nodes (follows MOVED and ASK, tries the next node when one cannot be reached) for the
 //! "same clients, directly against the cluster" column. Unlike `common::Client` they never
 //! panic on a dead peer: a lost connection is an outcome the harness counts.
 
@@ -51,10 +51,14 @@ impl Wire {
         for _ in 0..5 {
             let out = self.once(args);
             if let Outcome::Reply(Value::Error(e)) = &out {
-                if let (Target::Direct(_), Some(addr)) = (&self.target, moved_to(e)) {
+                if let (Target::Direct(_), Some(addr)) = (&self.target, redirect(e, "MOVED ")) {
                     self.redirects += 1;
                     self.conn = connect(addr).map(|s| (addr, s, BytesMut::new()));
                     continue;
+                }
+                if let (Target::Direct(_), Some(addr)) = (&self.target, redirect(e, "ASK ")) {
+                    self.redirects += 1;
+                    return asking(addr, args);
                 }
             }
             return out;
@@ -106,11 +110,32 @@ fn connect(addr: SocketAddr) -> Option<TcpStream> {
     Some(s)
 }
 
-/// `MOVED <slot> <host:port>` → the address.
-fn moved_to(e: &[u8]) -> Option<SocketAddr> {
+/// `MOVED <slot> <host:port>` or `ASK <slot> <host:port>` → the address.
+fn redirect(e: &[u8], kind: &str) -> Option<SocketAddr> {
     let text = std::str::from_utf8(e).ok()?;
-    let rest = text.strip_prefix("MOVED ")?;
+    let rest = text.strip_prefix(kind)?;
     rest.split(' ').nth(1)?.parse().ok()
+}
+
+/// One command sent after ASKING to the node an ASK named, on a connection of its own.
+fn asking(addr: SocketAddr, args: &[&[u8]]) -> Outcome {
+    let Some(mut stream) = connect(addr) else {
+        return Outcome::NotSent;
+    };
+    let mut out = BytesMut::new();
+    resp::encode_command(&mut out, &[b"ASKING"]);
+    resp::encode_command(&mut out, args);
+    if stream.write_all(&out).is_err() {
+        return Outcome::Lost;
+    }
+    let mut buf = BytesMut::new();
+    match (
+        read_reply(&mut stream, &mut buf),
+        read_reply(&mut stream, &mut buf),
+    ) {
+        (Some(_), Some(v)) => Outcome::Reply(v),
+        _ => Outcome::Lost,
+    }
 }
 
 /// One reply, or None when the connection closed, broke or stayed silent for READ_TIMEOUT.
