@@ -2319,8 +2319,12 @@ def main():
             p_count += 1
             if time.monotonic() > next_progress:
                 next_progress = time.monotonic() + 30
+                extra = ""
+                if env.faults is not None and env.proxy_alive():
+                    fds, rss = faultinject.proc_stats(env.proxyproc.pid)
+                    extra = f"; proxy fds {fds}, RSS {rss // 1024} MB"
                 log(f"progress: {index} scripts, {passed} passed, {failed} failed,"
-                    f" {time.monotonic() - run_start:.0f}s")
+                    f" {time.monotonic() - run_start:.0f}s{extra}")
         if chaos:
             ch = env.stop_chaos()
             log(f"difftest: chaos: {ch.moves} slot moves, {ch.failovers} failovers,"
