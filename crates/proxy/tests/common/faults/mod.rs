@@ -9,6 +9,8 @@ pub mod load;
 pub mod wire;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use load::{verdict, Load, Seen, Verdict};
@@ -52,6 +54,24 @@ pub struct Run {
     rss_kb: u64,
 }
 
+/// Panics on the proxy's own threads (`slotgate-*`), tasks included: tokio catches a task's
+/// panic, but the hook sees it first.
+static PROXY_PANICS: AtomicU64 = AtomicU64::new(0);
+
+fn count_proxy_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            if name.starts_with("slotgate-") {
+                PROXY_PANICS.fetch_add(1, Ordering::Relaxed);
+            }
+            previous(info);
+        }));
+    });
+}
+
 /// `{tag}:p<i>` for the proxy's clients and `{tag}:d<i>` for the direct ones, two per tag.
 pub fn keys(tags: &[&str], side: char) -> Vec<String> {
     (tags.iter())
@@ -63,6 +83,7 @@ impl Run {
     /// Starts both loads on keys of these hash tags and waits until they flow.
     pub fn start(h: &Harness, id: &'static str, fault: &'static str, tags: &[&str]) -> Run {
         let nodes: Vec<SocketAddr> = h.cluster.nodes().iter().map(|n| n.addr).collect();
+        count_proxy_panics();
         let (fds, rss_kb) = (fd_count(), rss_kb());
         let run = Run {
             id,
@@ -106,6 +127,8 @@ impl Run {
         report(self.id, self.fault, "proxy", &seen_p, &vp, &extra);
         report(self.id, self.fault, "direct", &seen_d, &vd, "");
         cluster_check(h.cluster.seed());
+        let panics = PROXY_PANICS.load(Ordering::Relaxed);
+        assert_eq!(panics, 0, "the proxy panicked (see above)");
         check(&seen_p, &vp, &expect);
         let direct = Expect {
             max_unknown: usize::MAX,
