@@ -372,6 +372,10 @@ class Script:
     def uses_pubsub(self):
         return any(c.name.endswith("SUBSCRIBE") for s in self.steps for c in s.cmds)
 
+    def watched_slots(self):
+        return {key_slot(a) for s in self.steps for c in s.cmds if c.name == "WATCH"
+                for a in c.args[1:]}
+
 
 def parse_keep(spec):
     keep = {}
@@ -1294,6 +1298,25 @@ class Diff:
         return f"{self.cmd.key if self.cmd else 'messages'}: {self.kind}"
 
 
+def watch_lost_to_chaos(d, script, chaos):
+    """The proxy's EXEC answered nil where the reference ran the transaction, and chaos has
+    changed the owner of a watched slot (or failed a master over) before it: the WATCH was
+    lost to the topology change, and EXEC answers nil by design (docs/commands.md), never
+    runs unwatched. Any time before counts, not only during the script: the proxy may learn
+    of an older move only when the WATCH meets its MOVED. Every other reply is compared, and
+    the plain (no chaos) run compares WATCH scripts fully."""
+    if chaos is None or d.cmd is None or d.cmd.key != "EXEC" or d.ref is None or d.prx is None:
+        return False
+    pf, rf = [f for f, _ in d.prx.frames], [f for f, _ in d.ref.frames]
+    nil = lambda f: f[0] == "_" or (f[0] == "*" and f[1] is None)  # noqa: E731 RESP3, RESP2
+    if len(pf) != 1 or len(rf) != 1 or not nil(pf[0]):
+        return False
+    if rf[0][0] != "*" or rf[0][1] is None:
+        return False
+    slots = script.watched_slots()
+    return bool(slots) and chaos.changed(0.0, time.monotonic(), slots)
+
+
 def classify(ref, prx):
     if prx.status == "timeout":
         return "no reply"
@@ -1724,6 +1747,8 @@ class Chaos(threading.Thread):
         self.r = random.Random(seed)
         self.moves = self.failovers = self.errors = 0
         self.last_error = ""
+        # (start, end, slots or None for every slot): owner changes, for watch_lost_to_chaos.
+        self.events = collections.deque(maxlen=4096)
 
     def call(self, addr, *args):
         try:
@@ -1761,8 +1786,12 @@ class Chaos(threading.Thread):
         next_failover = time.monotonic() + self.failover_every * self.r.uniform(0.3, 1.0)
         while not self.stop_ev.is_set():
             try:
-                if self.failover_every > 0 and time.monotonic() > next_failover:
-                    self.failover()
+                t0 = time.monotonic()
+                if self.failover_every > 0 and t0 > next_failover:
+                    try:
+                        self.failover()
+                    finally:
+                        self.events.append((t0, time.monotonic() + 2.0, None))
                     next_failover = time.monotonic() + self.failover_every
                 else:
                     self.migrate_one()
@@ -1776,6 +1805,11 @@ class Chaos(threading.Thread):
                 except Exception as e2:  # noqa: BLE001
                     self.last_error += f"; repair: {e2}"
             self.stop_ev.wait(self.r.uniform(0.05, 0.3))
+
+    def changed(self, t0, t1, slots):
+        """Whether an owner of one of `slots` changed (or a failover ran) in [t0, t1]."""
+        return any(a <= t1 and b >= t0 and (s is None or s & slots)
+                   for a, b, s in list(self.events))
 
     def owners(self, nodes):
         masters = {n["id"]: n for n in nodes if "master" in n["flags"] and "fail" not in n["flags"]}
@@ -1794,11 +1828,16 @@ class Chaos(threading.Thread):
         slot = self.r.choice(self.slots)
         src = masters[owner[slot]]
         dst = self.r.choice([m for m in masters.values() if m["id"] != src["id"]])
-        self.call(dst["addr"], "CLUSTER", "SETSLOT", slot, "IMPORTING", src["id"])
-        self.call(src["addr"], "CLUSTER", "SETSLOT", slot, "MIGRATING", dst["id"])
-        self.stop_ev.wait(self.r.uniform(0, 0.3))  # let traffic meet the MIGRATING state
-        self.finish(slot, src, dst, masters)
-        self.moves += 1
+        t0 = time.monotonic()
+        try:
+            self.call(dst["addr"], "CLUSTER", "SETSLOT", slot, "IMPORTING", src["id"])
+            self.call(src["addr"], "CLUSTER", "SETSLOT", slot, "MIGRATING", dst["id"])
+            self.stop_ev.wait(self.r.uniform(0, 0.3))  # let traffic meet the MIGRATING state
+            self.finish(slot, src, dst, masters)
+            self.moves += 1
+        finally:
+            # Its end, or a repair later, moves the slot's owner.
+            self.events.append((t0, time.monotonic() + 2.0, {slot}))
 
     def finish(self, slot, src, dst, masters):
         host, port = split_addr(dst["addr"])
@@ -2108,16 +2147,19 @@ def run_jobs(args):
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + extra,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True, bufsize=1))
-    totals = [0, 0]
+    totals = [0, 0, 0]
     lock = threading.Lock()
 
     def pump(i, proc):
         for line in proc.stdout:
             m = re.match(r"difftest: (\d+) passed, (\d+) failed", line)
+            w = re.match(r"difftest: (\d+) lost their WATCH", line)
             with lock:
                 if m:
                     totals[0] += int(m.group(1))
                     totals[1] += int(m.group(2))
+                if w:
+                    totals[2] += int(w.group(1))
                 sys.stdout.write(f"[job {i}] {line}")
                 sys.stdout.flush()
 
@@ -2140,6 +2182,8 @@ def run_jobs(args):
     for t in threads:
         t.join()
     log(f"difftest: {args.jobs} jobs, seeds {base}..{base + args.jobs - 1}")
+    if totals[2]:
+        log(f"difftest: {totals[2]} lost their WATCH to chaos (EXEC nil by design, counted apart)")
     log(f"difftest: {totals[0]} passed, {totals[1]} failed")
     return 0 if totals[1] == 0 and not any(codes) else 1
 
@@ -2223,7 +2267,7 @@ def main():
     if args.repro:
         return repro(args, env, checker)
 
-    passed = failed = disturbed = 0
+    passed = failed = disturbed = watch_lost = 0
     stats_before = None
     if args.faults:
         env.faults = faultinject.Faults(env.nodes, args.fault_every, seed, log)
@@ -2273,6 +2317,11 @@ def main():
                 disturbed += 1
                 what = err if err is not None else prx.diff.signature
                 log(f"disturbed script {index} (overlapped a fault): {what[:120]}")
+            elif err is None and prx.diff is not None and watch_lost_to_chaos(
+                    prx.diff, script, env.chaos):
+                watch_lost += 1
+                log(f"script {index}: EXEC nil, its WATCH lost to a slot move or failover"
+                    " (by design, not failed)")
             elif err is not None:
                 failed += 1
                 sig = "HARNESS/ERROR: " + re.sub(r"\d+", "N", err)[:70]
@@ -2344,6 +2393,8 @@ def main():
             kinds[sig.split(": ", 1)[-1]] += c["count"]
         log("by kind of difference (any command): " + ", ".join(
             f"{k} {n}" for k, n in kinds.most_common()))
+    if watch_lost:
+        log(f"difftest: {watch_lost} lost their WATCH to chaos (EXEC nil by design, counted apart)")
     log(f"difftest: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
