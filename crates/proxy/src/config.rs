@@ -9,9 +9,11 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 
 mod group;
+pub mod read_policy;
 mod source;
 mod tls;
 pub use group::{GroupConfig, GroupMembers};
+pub use read_policy::ReadPolicy;
 pub use source::ConfigSource;
 pub use tls::{BackendTlsConfig, TlsConfig};
 
@@ -105,6 +107,12 @@ pub struct ClusterConfig {
     /// from client credentials, and never shown to clients or in logs.
     pub backend_user: String,
     pub backend_password: String,
+    /// Where read-only commands go: `master`, `prefer-replica`, `replica` or `nearest`
+    /// (`docs/replicas.md`). A client's READONLY asks for at least `prefer-replica`.
+    pub read_policy: ReadPolicy,
+    /// A replica whose replication offset is more than this many bytes behind its master's
+    /// (INFO replication, sampled about once a second) serves no reads.
+    pub max_replica_lag: u64,
 }
 
 /// Per-client bounds (Redis's own defaults where Redis has one).
@@ -185,6 +193,8 @@ impl Default for ClusterConfig {
             topology_command: "slots".into(),
             backend_user: String::new(),
             backend_password: String::new(),
+            read_policy: ReadPolicy::Master,
+            max_replica_lag: 1024 * 1024,
         }
     }
 }

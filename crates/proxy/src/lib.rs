@@ -264,6 +264,7 @@ fn build_shared(
         drain: Default::default(),
         ask_slots: Default::default(),
         backend_auth: topology::backend_auth(&config_cluster),
+        replicas: topology::ReplicaHealth::new(config_cluster.max_replica_lag),
         slowlog,
         tls_acceptor: tls.acceptor,
         backend_tls: tls.backend,
@@ -298,6 +299,7 @@ fn spawn_threads(
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
     let mut threads = vec![topology::spawn_refresher(
         topology,
+        &shared.replicas,
         &shared.config.cluster,
         shared.backend_tls.clone(),
         rx.clone(),

@@ -149,6 +149,7 @@ fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadEr
     shared
         .topology
         .set_pacing(crate::topology::pacing(&config.cluster));
+    shared.replicas.set_max_lag(config.cluster.max_replica_lag);
     let next = Live::next(&old, config);
     let removed = old.removed_in(&next);
     shared.live.store(std::sync::Arc::new(next));

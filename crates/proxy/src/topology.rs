@@ -22,6 +22,10 @@ pub use ::topology::{Topology, TopologyStats};
 use crate::config::ClusterConfig;
 use crate::node_query::NodeConn;
 
+mod replica_info;
+pub mod replicas;
+pub use replicas::ReplicaHealth;
+
 /// TLS towards the nodes, when `backend_tls.enabled`.
 pub(crate) type Tls = Option<Arc<crate::tls::Connector>>;
 
@@ -64,15 +68,22 @@ pub(crate) fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
     }
 }
 
-/// Run the refresher on its own thread (with its own runtime, so no worker's event loop ever
-/// runs a topology query) until `shutdown` turns true.
+/// Run the refresher and the replica sampler on their own thread (with its own runtime, so
+/// no worker's event loop ever runs a topology query) until `shutdown` turns true.
 pub(crate) fn spawn_refresher(
     topo: &Arc<Topology>,
+    replicas: &Arc<ReplicaHealth>,
     cfg: &ClusterConfig,
     tls: Tls,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let topo = topo.clone();
+    let sampler = replicas::run_sampler(
+        replicas.clone(),
+        topo.clone(),
+        backend_auth(cfg),
+        tls.clone(),
+    );
     let source = NodeSource::new(cfg, tls);
     std::thread::Builder::new()
         .name("slotgate-topology".into())
@@ -87,7 +98,13 @@ pub(crate) fn spawn_refresher(
             let stop = async move {
                 let _ = shutdown.changed().await;
             };
-            rt.block_on(topo.run_refresher(source, stop));
+            rt.block_on(async move {
+                // The sampler never ends; the refresher ends at shutdown and takes it along.
+                tokio::select! {
+                    _ = topo.run_refresher(source, stop) => {}
+                    _ = sampler => {}
+                }
+            });
         })
 }
 

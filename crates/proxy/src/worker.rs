@@ -20,14 +20,20 @@ use crate::context::live::Live;
 use crate::context::{Shared, WorkerStats};
 use crate::topology::Topology;
 
+mod reads;
+pub(crate) use reads::ReadChoice;
+
 /// Per-worker state shared by its sessions (single-threaded: `Rc` and `Cell`).
 pub(crate) struct Worker {
     pub shared: Arc<Shared>,
     pub stats: Arc<WorkerStats>,
     /// Connections speaking RESP2 (`pools[0]`) and RESP3 (`pools[1]`, opened with HELLO 3
     /// only once a RESP3 client needs them): Redis then encodes each reply in the protocol
-    /// its client asked for, and the proxy never converts a reply.
-    pools: [Pool; 2],
+    /// its client asked for, and the proxy never converts a reply. `pools[2]` and `[3]`:
+    /// the same towards replicas, for reads (`READONLY` sent at set-up; `reads.rs`).
+    pools: [Pool; 4],
+    /// Each protocol's usable replicas by master index (`reads.rs`).
+    reads: [RefCell<reads::ReadCache>; 2],
     round_robin: Cell<usize>,
     /// This worker's share of `limits.memory_budget_bytes` and what its clients hold.
     pub budget: Rc<Budget>,
@@ -65,6 +71,7 @@ impl Worker {
             shared,
             stats,
             pools: Default::default(),
+            reads: Default::default(),
             round_robin: Cell::new(0),
         })
     }
@@ -138,11 +145,19 @@ impl Worker {
 
     /// The connection to `addr`, created on first use (redirect targets may be new nodes).
     pub(crate) fn backend_for_addr(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        let pool = &self.pools[usize::from(resp3)];
+        self.pooled(addr, resp3, false)
+    }
+
+    /// A pool's connection to `addr`, as a master's or (`replica`) a replica's.
+    fn pooled(&self, addr: &str, resp3: bool, replica: bool) -> Rc<Backend> {
+        let pool = &self.pools[usize::from(resp3) + 2 * usize::from(replica)];
         if let Some(b) = pool.backends.borrow().get(addr) {
             return b.clone();
         }
-        let backend = self.new_backend(addr, resp3);
+        let backend = match replica {
+            true => self.new_replica_backend(addr, resp3),
+            false => self.new_backend(addr, resp3),
+        };
         pool.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
@@ -153,9 +168,24 @@ impl Worker {
     /// dedicated or pub/sub one). Each request's deadline follows its command (`watchdog.rs`):
     /// a blocking one may wait as long as its own timeout says; a subscription owes no reply.
     pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
+        Backend::new(
+            addr,
+            self.settings(addr, resp3),
+            self.shared.topology.clone(),
+        )
+    }
+
+    /// A new connection to `addr` as a replica: `READONLY` at set-up (`reads.rs`).
+    fn new_replica_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
+        let mut settings = self.settings(addr, resp3);
+        settings.replica = Some(self.shared.replicas.clone());
+        Backend::new(addr, settings, self.shared.topology.clone())
+    }
+
+    fn settings(&self, addr: &str, resp3: bool) -> Settings {
         let live = self.live();
         let cluster = &live.config.cluster;
-        let settings = Settings {
+        Settings {
             connect_timeout: Duration::from_millis(cluster.connect_timeout_ms),
             request_timeout: Duration::from_millis(cluster.request_timeout_ms),
             slow_timeout: Duration::from_millis(cluster.slow_command_timeout_ms),
@@ -164,7 +194,7 @@ impl Worker {
             tls: self.shared.backend_tls.clone(),
             node: self.stats.nodes.node(addr),
             quantum: self.turn_quantum,
-        };
-        Backend::new(addr, settings, self.shared.topology.clone())
+            replica: None,
+        }
     }
 }

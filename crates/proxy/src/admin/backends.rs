@@ -67,6 +67,7 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
             t.redirects,
         );
     }
+    crate::admin::replicas::info_backends(shared, out);
 }
 
 /// The `slotgate_backend_*` samples, one per master and metric.

@@ -127,6 +127,7 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "failover_held_requests", t.failover_held);
     line(out, "failover_released_requests", t.failover_released);
     line(out, "failover_expired_requests", t.failover_expired);
+    crate::admin::replicas::info_stats(shared, out);
     line(out, "rejected_connections", t.rejected_connections);
     line(
         out,

@@ -175,6 +175,7 @@ pub fn render(shared: &Shared) -> String {
         logged,
     );
     crate::admin::backends::metrics(shared, &mut out, &mut described);
+    crate::admin::replicas::metrics(shared, &mut out, &mut described);
     crate::admin::tls::metrics(shared, &mut out, &mut described);
     crate::admin::group::metrics(shared, &mut out, &mut described);
     for (result, counter) in [("ok", &shared.reloads), ("failed", &shared.reload_failures)] {
@@ -313,7 +314,8 @@ fn describe(out: &mut String, described: &mut Described, name: &'static str) {
     if described.contains(&name) {
         return;
     }
-    if let Some((_, kind, help)) = METRICS.iter().find(|(n, _, _)| *n == name) {
+    let all = METRICS.iter().chain(crate::admin::replicas::METRICS);
+    if let Some((_, kind, help)) = all.clone().find(|(n, _, _)| *n == name) {
         let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
     }
     described.push(name);
@@ -367,9 +369,13 @@ mod tests {
     #[test]
     fn metric_names_are_unique_and_documented() {
         let doc = include_str!("../../../../docs/metrics.md");
-        for (i, (name, kind, _)) in METRICS.iter().enumerate() {
+        let all: Vec<_> = METRICS
+            .iter()
+            .chain(crate::admin::replicas::METRICS)
+            .collect();
+        for (i, (name, kind, _)) in all.iter().enumerate() {
             assert!(
-                METRICS[..i].iter().all(|(n, _, _)| n != name),
+                all[..i].iter().all(|(n, _, _)| n != name),
                 "{name} listed twice"
             );
             assert!(

@@ -11,6 +11,7 @@ pub(crate) mod health;
 pub(crate) mod http;
 pub(crate) mod info;
 pub(crate) mod metrics;
+pub(crate) mod replicas;
 pub(crate) mod slowlog;
 pub(crate) mod status;
 pub(crate) mod tls;

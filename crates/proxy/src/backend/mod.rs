@@ -73,6 +73,7 @@ const MAX_IOVECS: usize = 64;
 
 static ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 static HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+static READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
 
 /// The handle sessions hold; the connection task owns the socket.
 pub(crate) struct Backend {
@@ -105,6 +106,9 @@ pub(crate) struct Backend {
     /// (`proxy.turn_quantum_bytes` for both), so a client can drain a streamed reply as fast
     /// as it arrives.
     quantum: usize,
+    /// A replica connection (`Settings::replica`): only reads ride it, so what it owed when
+    /// it broke may go to the master instead of failing (`replies.rs`).
+    pub(crate) replica: Option<Arc<crate::topology::ReplicaHealth>>,
     /// Connections lost or failed so far: state the node kept per connection (a WATCH)
     /// is gone once this changes.
     breaks: Cell<u32>,
@@ -128,6 +132,9 @@ impl Backend {
 
     fn note_break(&self) {
         self.breaks.set(self.breaks.get().wrapping_add(1));
+        if let Some(health) = &self.replica {
+            health.suspect();
+        }
     }
 
     /// Tell `out`'s client that it will get no reply: an error in its entry, or, on a

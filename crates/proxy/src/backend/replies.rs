@@ -154,9 +154,15 @@ impl Conn {
             &format!("connection lost ({reason}); the command may or may not have run"),
         );
         self.refusal = None;
+        // A replica connection carries only read-only commands: running one again on the
+        // master changes nothing, so its client need not see the loss (`hold.rs`).
+        let rerun = self.backend.replica.is_some();
         for owner in self.in_flight.drain(..) {
             if let Owed::Client { client, seq, frag } = owner.owed {
-                client.deliver(seq, frag, lost.clone());
+                match rerun {
+                    true => client.not_sent(seq, frag, lost.clone()),
+                    false => client.deliver(seq, frag, lost.clone()),
+                }
             }
         }
         self.write_queue.clear();

@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 use super::Backend;
 use crate::backend::stats::NodeStats;
-use crate::topology::Topology;
+use crate::topology::{ReplicaHealth, Topology};
 
 /// How a connection to a node is set up.
 pub(crate) struct Settings {
@@ -29,6 +29,9 @@ pub(crate) struct Settings {
     pub node: Arc<NodeStats>,
     /// Bytes the connection moves per poll before yielding (`proxy.turn_quantum_bytes`).
     pub quantum: usize,
+    /// Set for a connection that serves reads as a replica: it sends `READONLY` once at
+    /// set-up, and its breaks ask the replica view for a new sample.
+    pub replica: Option<Arc<ReplicaHealth>>,
 }
 
 // === impl Backend ===
@@ -44,6 +47,7 @@ impl Backend {
             tls,
             node,
             quantum,
+            replica,
         } = settings;
         Rc::new(Backend {
             addr: addr.into(),
@@ -62,6 +66,7 @@ impl Backend {
             sink: RefCell::new(None),
             node,
             quantum,
+            replica,
             breaks: Cell::new(0),
             keeps_state: Cell::new(false),
         })

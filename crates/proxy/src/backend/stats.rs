@@ -21,6 +21,8 @@ pub struct NodeStats {
     connect_failures: AtomicU64,
     conn_lost: AtomicU64,
     redirects: AtomicU64,
+    /// Reads sent to this node as a replica (`read_policy`, READONLY).
+    replica_reads: AtomicU64,
     /// Milliseconds since `origin()` of the last successful connect / last failure; 0: never.
     last_ok_ms: AtomicU64,
     last_error_ms: AtomicU64,
@@ -39,6 +41,7 @@ pub struct NodeTotals {
     pub connect_failures: u64,
     pub conn_lost: u64,
     pub redirects: u64,
+    pub replica_reads: u64,
     pub last_ok_ms: u64,
     pub last_error_ms: u64,
 }
@@ -125,6 +128,11 @@ impl NodeStats {
         add(&self.redirects, 1);
     }
 
+    /// A read was sent to this node as a replica.
+    pub(crate) fn replica_read(&self) {
+        add(&self.replica_reads, 1);
+    }
+
     /// A connection now owes `now` replies; it had reported `reported`.
     pub(crate) fn report_inflight(&self, reported: &mut usize, now: usize) {
         if *reported != now {
@@ -141,6 +149,7 @@ impl NodeStats {
         t.connect_failures += get(&self.connect_failures);
         t.conn_lost += get(&self.conn_lost);
         t.redirects += get(&self.redirects);
+        t.replica_reads += get(&self.replica_reads);
         t.last_ok_ms = t.last_ok_ms.max(get(&self.last_ok_ms));
         t.last_error_ms = t.last_error_ms.max(get(&self.last_error_ms));
     }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::tls::Stream;
 
-use super::{node_error, Backend, Conn, InFlight, HELLO3, RECONNECT_BACKOFF};
+use super::{node_error, Backend, Conn, InFlight, HELLO3, READONLY, RECONNECT_BACKOFF};
 
 /// The connection task: dial, then pump until the connection breaks.
 pub(super) async fn run(backend: Rc<Backend>) {
@@ -34,6 +34,12 @@ pub(super) async fn run(backend: Rc<Backend>) {
     if backend.resp3 {
         // Before anything else on this connection; its reply (a map) is dropped.
         conn.write_queue.push_back(Bytes::from_static(HELLO3));
+        conn.in_flight.push_back(InFlight::SET_UP);
+    }
+    if backend.replica.is_some() {
+        // Once per connection: the replica then serves reads of its master's slots instead
+        // of answering MOVED. Its reply (+OK) is dropped.
+        conn.write_queue.push_back(Bytes::from_static(READONLY));
         conn.in_flight.push_back(InFlight::SET_UP);
     }
     let reason = poll_fn(|cx| conn.poll(cx)).await;

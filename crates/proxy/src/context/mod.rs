@@ -9,6 +9,7 @@ pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
 pub(crate) mod group;
 pub(crate) mod live;
+pub(crate) mod reads;
 pub(crate) mod registry;
 pub(crate) mod slowlog;
 
@@ -44,6 +45,8 @@ pub struct Shared {
     pub(crate) config_source: std::sync::Mutex<Option<crate::config::ConfigSource>>,
     /// The pre-encoded `AUTH` the proxy sends to each node, if configured.
     pub(crate) backend_auth: Option<bytes::Bytes>,
+    /// Which replicas may serve reads, sampled by the topology thread (`read_policy`).
+    pub replicas: Arc<crate::topology::ReplicaHealth>,
     /// Clients connected right now, across workers (for maxclients).
     pub clients: std::sync::atomic::AtomicUsize,
     /// The proxy group: the pre-encoded CLUSTER replies advertising its healthy members
@@ -97,6 +100,8 @@ pub struct WorkerStats {
     pub slowlog: crate::context::slowlog::Ring,
     /// This worker's counters per backend node.
     pub nodes: crate::backend::stats::NodeRegistry,
+    /// Read-only commands by read policy and destination.
+    pub reads: reads::ReadCounters,
     /// This worker's clients, for CLIENT LIST/KILL (O(1) connect and close).
     pub(crate) registry: Arc<crate::context::registry::Registry>,
 }
@@ -136,6 +141,15 @@ impl Shared {
         let mut t = crate::context::cmdstats::CommandTotals::default();
         for w in &self.workers {
             w.commands.add_to(command, &mut t);
+        }
+        t
+    }
+
+    /// Every worker's read counters summed: O(workers).
+    pub fn read_totals(&self) -> reads::ReadTotals {
+        let mut t = reads::ReadTotals::default();
+        for w in &self.workers {
+            w.reads.add_to(&mut t);
         }
         t
     }

@@ -25,6 +25,9 @@ pub(crate) enum Route {
     Local(Local),
     /// Sent to the master serving this slot.
     Slot(u16),
+    /// A command the table flags read-only, for this slot: its master, or one of its
+    /// replicas when the client's read policy allows (`worker/reads.rs`).
+    Read(u16),
     /// Keyless: any master gives the same answer.
     AnyNode,
     /// Keys in several slots of a command that may be split: one part per slot, merged.
@@ -63,10 +66,12 @@ pub(crate) enum Local {
     ClusterMyid,
     /// SLOWLOG GET/LEN/RESET/HELP: the proxy's own log, whatever `allow_admin_commands` says.
     Slowlog,
-    /// ASKING, READONLY, READWRITE: a node's per-connection cluster flags. Answered `+OK`
-    /// here: on a shared connection ASKING's one-shot flag would serve another client's
-    /// next command, and the proxy routes every read to masters whatever READONLY says.
+    /// ASKING: a node's one-shot per-connection flag. Answered `+OK` here: on a shared
+    /// connection it would serve another client's next command.
     ClusterFlag,
+    /// READONLY, READWRITE: `+OK`, and the session's reads may go to replicas, or not
+    /// (`config/read_policy.rs`).
+    ReadOnly(bool),
     /// WAIT: answered by the proxy from the masters' replication offsets (`session/wait.rs`).
     Wait,
 }
@@ -165,6 +170,7 @@ fn route_by_keys(req: &Request, spec: &CommandSpec) -> Route {
             Route::Slot(slot) if spec.has(flags::BLOCKING) && really_blocks(spec, req) => {
                 Route::Exclusive(Some(slot))
             }
+            Route::Slot(slot) if spec.has(flags::READONLY) => Route::Read(slot),
             other => other,
         },
     }
@@ -240,7 +246,9 @@ fn local_command(name: &str) -> Option<Local> {
         "cluster|nodes" => Local::ClusterNodes,
         "cluster|info" => Local::ClusterInfo,
         "cluster|myid" => Local::ClusterMyid,
-        "asking" | "readonly" | "readwrite" => Local::ClusterFlag,
+        "asking" => Local::ClusterFlag,
+        "readonly" => Local::ReadOnly(true),
+        "readwrite" => Local::ReadOnly(false),
         n if n == "client" || n.starts_with("client|") => Local::Client,
         n if n.starts_with("slowlog|") => Local::Slowlog,
         _ => return None,

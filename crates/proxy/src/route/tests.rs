@@ -20,15 +20,15 @@ fn refusal(r: Route) -> String {
 fn routes_by_slot_and_refuses_like_redis() {
     assert_eq!(
         route_default(&req(&["GET", "foo"])),
-        Route::Slot(cluster::key_slot(b"foo"))
+        Route::Read(cluster::key_slot(b"foo"))
     );
     assert_eq!(
         route_default(&req(&["get", "{a}x"])),
-        Route::Slot(cluster::key_slot(b"a"))
+        Route::Read(cluster::key_slot(b"a"))
     );
     assert_eq!(
         route_default(&req(&["MGET", "{a}1", "{a}2"])),
-        Route::Slot(cluster::key_slot(b"a"))
+        Route::Read(cluster::key_slot(b"a"))
     );
     assert_eq!(route_default(&req(&["PING"])), Route::Local(Local::Ping));
     assert_eq!(route_default(&req(&["COMMAND", "COUNT"])), Route::AnyNode);
@@ -117,7 +117,22 @@ fn refuses_what_a_shared_connection_cannot_carry() {
     }
     assert_eq!(
         route_default(&req(&["XREAD", "STREAMS", "s", "0"])),
-        Route::Slot(cluster::key_slot(b"s"))
+        Route::Read(cluster::key_slot(b"s"))
+    );
+    // Only the table's readonly flag makes a read: writes and scripts stay on the master.
+    let slot = cluster::key_slot(b"k");
+    assert_eq!(route_default(&req(&["SET", "k", "v"])), Route::Slot(slot));
+    assert_eq!(
+        route_default(&req(&["EVAL", "return 1", "1", "k"])),
+        Route::Slot(slot)
+    );
+    assert_eq!(
+        route_default(&req(&["EVAL_RO", "return 1", "1", "k"])),
+        Route::Read(slot)
+    );
+    assert_eq!(
+        route_default(&req(&["READONLY"])),
+        Route::Local(Local::ReadOnly(true))
     );
 }
 

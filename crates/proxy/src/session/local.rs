@@ -19,6 +19,8 @@ pub(crate) struct SessionInfo {
     pub protocol: u8,
     /// Set by QUIT: write the pending replies, then close.
     pub quit: bool,
+    /// READONLY: reads may go to replicas (`config/read_policy.rs`); READWRITE clears it.
+    pub readonly: bool,
 }
 
 impl SessionInfo {
@@ -28,6 +30,7 @@ impl SessionInfo {
             name: None,
             protocol: 2,
             quit: false,
+            readonly: false,
         }
     }
 }
@@ -52,6 +55,10 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
         }
         Local::Slowlog => return crate::admin::slowlog::command(req, shared),
         Local::ClusterFlag => resp::write_simple(&mut out, b"OK"),
+        Local::ReadOnly(on) => {
+            session.readonly = on;
+            resp::write_simple(&mut out, b"OK");
+        }
         // WAIT is held and answered by `session/wait.rs`; only a caller that cannot wait gets here.
         Local::Wait => return crate::reply::error("slotgate: WAIT cannot be used here"),
         Local::Info => {
@@ -247,6 +254,7 @@ mod tests {
             drain: Default::default(),
             ask_slots: Default::default(),
             backend_auth: None,
+            replicas: Default::default(),
             slowlog: Default::default(),
             tls_acceptor: None,
             backend_tls: None,

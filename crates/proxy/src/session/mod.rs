@@ -26,14 +26,14 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use resp::{Request, RequestParser};
 
-use crate::backend::{Backend, Outgoing};
+use crate::backend::Backend;
 use crate::context::registry::ClientHandle;
 use crate::context::WorkerStats;
 use crate::route::{self, Local, Route};
 use crate::session::exclusive::{Held, Intake};
 use crate::session::fanout::Fanout;
 use crate::session::pubsub::PubSub;
-use crate::session::queue::{ClientCell, Conn, Entry, Resend, Sent};
+use crate::session::queue::{ClientCell, Entry};
 use crate::session::transaction::Transaction;
 use crate::tls::Stream;
 use crate::worker::Worker;
@@ -47,6 +47,7 @@ mod drain;
 pub(crate) mod exclusive;
 pub(crate) mod fanout;
 pub(crate) mod follow;
+mod forward;
 mod io;
 pub(crate) mod keyspace;
 pub(crate) mod limits;
@@ -314,6 +315,7 @@ impl Session {
             Route::Local(cmd) => self.run_local(&req, cmd),
             Route::Refuse(reply) => self.reply_now(reply),
             Route::Slot(slot) => self.forward(req, Some(slot)),
+            Route::Read(slot) => self.forward_read(req, slot),
             Route::AnyNode => self.forward(req, None),
             Route::Split { keys, merge } => self.fan_out(Fanout::split(&req, &keys, merge)),
             Route::Broadcast(merge) => self.broadcast(&req, merge),
@@ -374,26 +376,5 @@ impl Session {
     /// Queue a reply the proxy made itself, in order behind everything before it.
     pub(crate) fn reply_now(&mut self, reply: Bytes) {
         self.cell.push(Entry::ready(reply));
-    }
-
-    /// Send to the master of `slot` (or any master).
-    fn forward(&mut self, req: Request, slot: Option<u16>) {
-        let map = self.worker.topology().current();
-        let stamp = map.stamp();
-        let backend = match slot {
-            Some(slot) => self.worker.backend_for_slot(&map, slot, self.resp3()),
-            None => self.worker.any_backend(&map, self.resp3()),
-        };
-        let Some(backend) = backend else {
-            return self.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
-        };
-        let admit = self.admit(crate::session::order::stable(stamp, &map), slot, &backend);
-        let frame = req.raw().clone();
-        let mut sent = Sent::new(Resend::Frame(frame.clone()), &backend, slot, Conn::Shared);
-        sent.map_version = map.version();
-        let seq = self.cell.push(Entry::sent(sent));
-        let out = Outgoing::new(frame, self.cell.clone(), seq);
-        let patience = crate::patience::Patience::of_request(&req);
-        self.send_admitted(admit, out, &backend, slot, patience);
     }
 }

@@ -75,6 +75,11 @@ pub(crate) fn conn_id(backend: &Rc<Backend>) -> ConnId {
 pub(crate) struct RouteKey {
     pub stamp: Stamp,
     pub resp3: bool,
+    /// 0: to the slot's master. Otherwise a read routed by a read policy, with the replica
+    /// view generation and the policy that chose its node (`session/forward.rs`): a read
+    /// and a write of one slot may then be on two connections, and a new view may move a
+    /// slot's reads, so either change starts tracking.
+    pub via: u64,
 }
 
 /// `before` (taken before routing by `map`) if the routing saw exactly that map state.

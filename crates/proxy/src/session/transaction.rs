@@ -120,14 +120,17 @@ impl Session {
         }
         let reply = match route {
             Route::Refuse(err) => Some(err),
-            Route::Slot(slot) if tx.slot.is_some_and(|s| s != slot) => {
+            Route::Slot(slot) | Route::Read(slot) if tx.slot.is_some_and(|s| s != slot) => {
                 Some(Bytes::from_static(CROSSSLOT))
             }
-            Route::Slot(slot) => {
+            Route::Slot(slot) | Route::Read(slot) => {
                 tx.slot = Some(slot);
                 None
             }
-            Route::AnyNode | Route::Local(Local::Ping | Local::Echo | Local::ClusterFlag) => None,
+            Route::AnyNode
+            | Route::Local(Local::Ping | Local::Echo | Local::ClusterFlag | Local::ReadOnly(_)) => {
+                None
+            }
             Route::Split { .. } => Some(Bytes::from_static(CROSSSLOT)),
             _ => Some(error(
                 "slotgate: this command cannot be used inside MULTI through the proxy",

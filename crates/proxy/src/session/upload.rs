@@ -82,7 +82,7 @@ impl Session {
         };
         let allow_admin = self.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = crate::route::route_counted(&tail.probe, allow_admin);
-        let Route::Slot(slot) = route else {
+        let (Route::Slot(slot) | Route::Read(slot)) = route else {
             return Start::No;
         };
         if !value_is_not_routed(&tail.probe, slot, allow_admin) {
@@ -268,7 +268,7 @@ fn value_is_not_routed(probe: &resp::Request, slot: u16, allow_admin: bool) -> b
     };
     *last = b"x";
     let other = resp::Request::from_args(&args);
-    matches!(crate::route::route_counted(&other, allow_admin).0, Route::Slot(s) if s == slot)
+    matches!(crate::route::route_counted(&other, allow_admin).0, Route::Slot(s) | Route::Read(s) if s == slot)
 }
 
 /// The reply for an upload whose connection went away before the request was complete.

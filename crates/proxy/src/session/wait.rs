@@ -46,7 +46,7 @@ impl Session {
     /// Remember where a write command goes. O(1): one map load and a bit.
     pub(crate) fn note_write(&mut self, route: &Route) {
         let slot = match route {
-            Route::Slot(slot) | Route::Exclusive(Some(slot)) => *slot,
+            Route::Slot(slot) | Route::Read(slot) | Route::Exclusive(Some(slot)) => *slot,
             Route::Tx {
                 slot: Some(slot), ..
             } => *slot,

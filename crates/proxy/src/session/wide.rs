@@ -88,7 +88,7 @@ impl Session {
         // Decided before the push: the entry's own parts must not count as in flight.
         let admits: Vec<Admit> = (fanout.parts.iter().zip(&backends))
             .map(|(part, b)| match b {
-                Some(b) => self.admit(stamp, part.slot, b),
+                Some(b) => self.admit(stamp, part.slot, b, 0),
                 None => Admit::Untracked,
             })
             .collect();

@@ -18,12 +18,14 @@ use crate::session::Session;
 
 impl Session {
     /// Whether a new request for `slot`, routed to `backend` by the map state `stamp`
-    /// (`super::stable`; None when a patch raced the routing), may be sent now.
+    /// (`super::stable`; None when a patch raced the routing) and `via` (`RouteKey::via`),
+    /// may be sent now.
     pub(crate) fn admit(
         &self,
         stamp: Option<Stamp>,
         slot: Option<u16>,
         backend: &Rc<Backend>,
+        via: u64,
     ) -> Admit {
         let Some(slot) = slot else {
             return Admit::Untracked;
@@ -31,6 +33,7 @@ impl Session {
         let key = stamp.map(|stamp| RouteKey {
             stamp,
             resp3: backend.resp3,
+            via,
         });
         self.cell.admit(key, slot, conn_id(backend))
     }

@@ -12,6 +12,7 @@ fn key(seq: u64) -> Option<RouteKey> {
     Some(RouteKey {
         stamp,
         resp3: false,
+        via: 0,
     })
 }
 

@@ -118,6 +118,7 @@ mod tests {
             tls: None,
             node: Arc::default(),
             quantum: 1024 * 1024,
+            replica: None,
         };
         Backend::new(addr, settings, topology)
     }
@@ -127,6 +128,7 @@ mod tests {
         Some(RouteKey {
             stamp,
             resp3: false,
+            via: 0,
         })
     }
 

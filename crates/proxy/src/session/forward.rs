@@ -1,0 +1,105 @@
+//! Sending a request to one node: the slot's master, any master for a keyless command, or,
+//! for a command the table flags read-only, the node the client's read policy picks
+//! (`worker/reads.rs`).
+//!
+//! The read policy is the proxy's `cluster.read_policy`, raised to `prefer-replica` by the
+//! client's READONLY (`ReadPolicy::for_client`). A client holding a WATCH reads from
+//! masters: its EXEC's outcome must depend on what it read there. Inside MULTI nothing
+//! comes here (the transaction runs whole on one master). Read-your-writes is not promised
+//! on a replica, but the client's order is kept: a read for a slot waits for the client's
+//! earlier requests of that slot in flight on another connection (`order.rs`).
+
+use bytes::Bytes;
+use cluster::slot_map::{SlotMap, Stamp};
+use resp::Request;
+
+use crate::backend::{Backend, Outgoing};
+use crate::config::ReadPolicy;
+use crate::session::queue::{Conn, Entry, Resend, Sent};
+use crate::session::Session;
+use crate::worker::ReadChoice;
+
+impl Session {
+    /// Send to the master of `slot` (or any master).
+    pub(super) fn forward(&mut self, req: Request, slot: Option<u16>) {
+        let map = self.worker.topology().current();
+        let stamp = map.stamp();
+        let backend = match slot {
+            Some(slot) => self.worker.backend_for_slot(&map, slot, self.resp3()),
+            None => self.worker.any_backend(&map, self.resp3()),
+        };
+        let Some(backend) = backend else {
+            return self.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
+        };
+        self.send_routed(req, slot, (&map, stamp), &backend, 0);
+    }
+
+    /// A read-only command for `slot`: to a replica or the master, as the policy says.
+    pub(super) fn forward_read(&mut self, req: Request, slot: u16) {
+        let policy = self.read_policy();
+        if policy == ReadPolicy::Master {
+            return self.forward(req, Some(slot));
+        }
+        let map = self.worker.topology().current();
+        let stamp = map.stamp();
+        let spread = self.info.id as usize;
+        let (choice, generation) =
+            self.worker
+                .read_choice(&map, slot, policy, spread, self.resp3());
+        let reads = &self.worker.stats.reads;
+        let backend = match choice {
+            ReadChoice::Replica(backend) => {
+                reads.replica(policy);
+                backend.node.replica_read();
+                backend
+            }
+            ReadChoice::Master => {
+                reads.master(policy);
+                return self.forward(req, Some(slot));
+            }
+            ReadChoice::Refuse => {
+                reads.refused();
+                return self.reply_now(no_usable_replica(slot));
+            }
+        };
+        // Never 0 (the master's): the view generation and the policy, as `RouteKey::via`.
+        let via = (generation << 3) | (policy.index() as u64 + 1);
+        self.send_routed(req, Some(slot), (&map, stamp), &backend, via);
+    }
+
+    /// The read policy of this client now.
+    fn read_policy(&self) -> ReadPolicy {
+        if self.watch.is_some() {
+            return ReadPolicy::Master;
+        }
+        let proxy = self.worker.live().config.cluster.read_policy;
+        proxy.for_client(self.info.readonly)
+    }
+
+    /// Queue the request's entry and send it to `backend` when its order allows.
+    fn send_routed(
+        &mut self,
+        req: Request,
+        slot: Option<u16>,
+        (map, stamp): (&SlotMap, Stamp),
+        backend: &std::rc::Rc<Backend>,
+        via: u64,
+    ) {
+        let stable = crate::session::order::stable(stamp, map);
+        let admit = self.admit(stable, slot, backend, via);
+        let frame = req.raw().clone();
+        let mut sent = Sent::new(Resend::Frame(frame.clone()), backend, slot, Conn::Shared);
+        sent.map_version = map.version();
+        let seq = self.cell.push(Entry::sent(sent));
+        let out = Outgoing::new(frame, self.cell.clone(), seq);
+        let patience = crate::patience::Patience::of_request(&req);
+        self.send_admitted(admit, out, backend, slot, patience);
+    }
+}
+
+/// `replica` policy, and no replica of the slot's master may serve reads now.
+fn no_usable_replica(slot: u16) -> Bytes {
+    Bytes::from(format!(
+        "-CLUSTERDOWN No usable replica for hash slot {slot} (read_policy replica)\r\n"
+    ))
+}
