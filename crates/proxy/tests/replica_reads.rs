@@ -194,10 +194,19 @@ fn prefer_replica_reads_from_replicas_and_writes_on_masters_and_readonly_opts_in
         before,
         "READWRITE: masters again"
     );
-    let metrics = text(&opted.call(&["INFO", "stats"]));
+    // The policy is live: a reload sends the plain client's reads to the replicas too.
+    let mut config = proxy::Config::default();
+    config.proxy.listen = "127.0.0.1:0".into();
+    config.proxy.threads = 2;
+    config.cluster.seeds = masters.iter().map(|a| a.to_string()).collect();
+    config.cluster.read_policy = ReadPolicy::PreferReplica;
+    let report = master_proxy.reload_with(config).unwrap();
+    assert!(report.needs_restart.is_empty(), "{report:?}");
+    let before = calls_on(&replicas, "get");
+    get_all(&mut plain, &keys, |k| k.to_string());
     assert!(
-        metrics.contains("reads_prefer_replica_replica:"),
-        "{metrics}"
+        calls_on(&replicas, "get") - before >= 240,
+        "reloaded policy in force"
     );
 }
 
