@@ -26,6 +26,7 @@ pub mod run;
 pub mod scen_failover;
 pub mod scen_fair;
 pub mod scen_mem;
+pub mod scen_replicas;
 pub mod scen_reshard;
 pub mod scen_reshard_jedis;
 pub mod scen_slow;
@@ -52,7 +53,7 @@ pub enum BenchCommand {
     /// request.
     Compare(compare::CompareArgs),
     /// The field reports' experiments (short-conn, info-idle, slow-readers, big-values,
-    /// reshard, failover).
+    /// reshard, failover, replica-reads).
     #[command(subcommand)]
     Scenario(scenario::ScenarioCommand),
 }

@@ -30,6 +30,9 @@ pub enum ScenarioCommand {
     Reshard(crate::scen_reshard::ReshardArgs),
     /// Steady load, then kill -9 of a master with a replica: unavailability, crossed replies.
     Failover(crate::scen_failover::FailoverArgs),
+    /// get:9,set:1 through slotgate with read_policy master, then prefer-replica: req/s and
+    /// the CPU of masters and replicas.
+    ReplicaReads(crate::scen_replicas::ReplicaArgs),
 }
 
 /// Flags shared by the connection-count scenarios.
@@ -66,6 +69,7 @@ pub fn run(cmd: ScenarioCommand) -> Result<()> {
         ScenarioCommand::Fairness(a) => crate::scen_fair::run(&a),
         ScenarioCommand::Reshard(a) => crate::scen_reshard::run(&a),
         ScenarioCommand::Failover(a) => crate::scen_failover::run(&a),
+        ScenarioCommand::ReplicaReads(a) => crate::scen_replicas::run(&a),
     }
 }
 
