@@ -208,6 +208,23 @@ fn prefer_replica_reads_from_replicas_and_writes_on_masters_and_readonly_opts_in
         calls_on(&replicas, "get") - before >= 240,
         "reloaded policy in force"
     );
+
+    // nearest: each read to the fastest node of its shard, master or replica.
+    let nearest = proxy_with(&h, ReadPolicy::Nearest, 1024 * 1024, 3);
+    let mut c = Client::connect(nearest.local_addr());
+    get_all(&mut c, &keys, |k| k.to_string());
+    let info = text(&c.call(&["INFO", "stats"]));
+    let field = |name: &str| -> u64 {
+        let prefix = format!("{name}:");
+        info.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        field("reads_nearest_replica") + field("reads_nearest_master"),
+        300
+    );
 }
 
 #[test]

@@ -175,7 +175,7 @@ pub(crate) async fn run_sampler(
             auth: auth.as_ref(),
             tls: tls.as_deref(),
         };
-        let view = sampler.view_of(&map, max_lag).await;
+        let view = sampler.view_of(&map, max_lag, &health.view()).await;
         let known: Vec<&str> = map
             .nodes()
             .iter()
@@ -196,29 +196,34 @@ struct Sampler<'a> {
 }
 
 impl Sampler<'_> {
-    async fn view_of(&mut self, map: &SlotMap, max_lag: u64) -> ReplicaView {
+    /// Every shard's replicas judged, and its nearest node: the fastest of the master and
+    /// its usable replicas, unless the previous nearest is still within a quarter of it
+    /// (round trips jitter; without the margin reads would hop between nodes every second).
+    async fn view_of(&mut self, map: &SlotMap, max_lag: u64, before: &ReplicaView) -> ReplicaView {
         let mut view = ReplicaView::default();
         for master in map.nodes().iter().filter(|n| !n.replicas.is_empty()) {
             let sampled = self.sample(&master.addr).await;
-            let mut fastest = sampled.map(|(_, rtt)| (rtt, master.addr.clone()));
+            let mut candidates: Vec<(u64, &String)> = sampled
+                .map(|(_, rtt)| (rtt, &master.addr))
+                .into_iter()
+                .collect();
             for addr in &master.replicas {
-                let state = judge(
-                    addr,
-                    &master.addr,
-                    sampled,
-                    self.sample(addr).await,
-                    max_lag,
-                );
-                if state.fitness == Fitness::Up
-                    && fastest.as_ref().is_none_or(|f| state.rtt_us < f.0)
-                {
-                    fastest = Some((state.rtt_us, addr.clone()));
+                let own = self.sample(addr).await;
+                let state = judge(addr, &master.addr, sampled, own, max_lag);
+                if state.fitness == Fitness::Up {
+                    candidates.push((state.rtt_us, addr));
                 }
                 view.replicas.push(state);
             }
-            if let Some((_, addr)) = fastest {
-                view.nearest.insert(master.addr.clone(), addr);
-            }
+            let Some(&(best, fastest)) = candidates.iter().min() else {
+                continue;
+            };
+            let kept = before.nearest(&master.addr).and_then(|prev| {
+                let (rtt, addr) = candidates.iter().find(|(_, a)| a.as_str() == prev)?;
+                (*rtt <= best + best / 4).then_some(*addr)
+            });
+            let nearest = kept.unwrap_or(fastest).clone();
+            view.nearest.insert(master.addr.clone(), nearest);
         }
         view
     }
