@@ -17,7 +17,9 @@
 //!   in write order (ASKING counts as a request whose reply is discarded).
 //! - Any I/O error or unexpected reply poisons the connection: every in-flight request fails
 //!   with an error (its outcome is unknown, so it is never resent), queued ones fail too, and
-//!   the next `send` dials a fresh connection.
+//!   the next `send` dials a fresh connection. A replica connection carries only read-only
+//!   commands: what it owed is handed back as never sent, and its session reruns it on the
+//!   master (`replies.rs`).
 //! - The socket is always read while writing, so a large request can never deadlock against
 //!   a large reply.
 

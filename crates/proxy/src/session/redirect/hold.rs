@@ -13,7 +13,9 @@
 //! ```
 //!
 //! A request that was written before the node died is never held: its outcome is unknown,
-//! and it fails with "may or may not have run". Nor is one on the session's own connection
+//! and it fails with "may or may not have run". Except on a replica connection, which carries
+//! only read-only commands: running one again on the master changes nothing, so what a dead
+//! replica owed comes here too and goes to the master (`backend/replies.rs`). Nor is one on the session's own connection
 //! (WATCH, a blocking command, EXEC): it relies on that connection, so it fails at once.
 //! A held request keeps its place in its client's order (`order.rs`): later requests for
 //! its slot wait behind it. Memory: it is an entry of its client's reply queue, bounded
