@@ -46,25 +46,30 @@ impl Session {
         let (choice, generation) =
             self.worker
                 .read_choice(&map, slot, policy, spread, self.resp3());
-        let reads = &self.worker.stats.reads;
+        // An `Rc` (not the stats' `Arc`): no atomic reference count per read.
+        let worker = self.worker.clone();
+        let stats = &worker.stats;
         let backend = match choice {
-            ReadChoice::Replica(backend) => {
-                reads.replica(policy);
-                backend.node.replica_read();
-                backend
-            }
+            ReadChoice::Replica(backend) => backend,
             ReadChoice::Master => {
-                reads.master(policy);
+                stats.reads.master(policy);
                 return self.forward(req, Some(slot));
             }
             ReadChoice::Refuse => {
-                reads.refused();
+                stats.reads.refused();
                 return self.reply_now(no_usable_replica(slot));
             }
         };
         // Never 0 (the master's): the view generation and the policy, as `RouteKey::via`.
         let via = (generation << 3) | (policy.index() as u64 + 1);
-        self.send_routed(req, Some(slot), (&map, stamp), &backend, via);
+        match self.send_routed(req, Some(slot), (&map, stamp), &backend, via) {
+            true => {
+                stats.reads.replica(policy);
+                backend.node.replica_read();
+            }
+            // It waits for the client's earlier requests of its slot, then goes to the master.
+            false => stats.reads.master(policy),
+        }
     }
 
     /// The read policy of this client now.
@@ -76,7 +81,8 @@ impl Session {
         proxy.for_client(self.info.readonly)
     }
 
-    /// Queue the request's entry and send it to `backend` when its order allows.
+    /// Queue the request's entry and send it to `backend`; false when it must wait for its
+    /// turn instead, and then goes to the slot's master (`order/release.rs`).
     fn send_routed(
         &mut self,
         req: Request,
@@ -84,7 +90,7 @@ impl Session {
         (map, stamp): (&SlotMap, Stamp),
         backend: &std::rc::Rc<Backend>,
         via: u64,
-    ) {
+    ) -> bool {
         let stable = crate::session::order::stable(stamp, map);
         let admit = self.admit(stable, slot, backend, via);
         let frame = req.raw().clone();
@@ -94,6 +100,7 @@ impl Session {
         let out = Outgoing::new(frame, self.cell.clone(), seq);
         let patience = crate::patience::Patience::of_request(&req);
         self.send_admitted(admit, out, backend, slot, patience);
+        admit != crate::session::order::Admit::Wait
     }
 }
 
