@@ -143,6 +143,24 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_read_waits_for_the_clients_write_of_its_slot_on_the_master() {
+        let (cell, master, replica) = (ClientCell::new(), backend("m:1"), backend("r:1"));
+        assert_eq!(cell.admit(key(0), 7, conn_id(&master)), Admit::Untracked);
+        sent(&cell, &master);
+        let read = key(0).map(|k| RouteKey { via: 9, ..k });
+        assert_eq!(
+            cell.admit(read, 7, conn_id(&replica)),
+            Admit::Wait,
+            "same map, another connection: the read is not sent past the write"
+        );
+        assert_eq!(
+            cell.admit(read, 8, conn_id(&replica)),
+            Admit::Go,
+            "another slot"
+        );
+    }
+
+    #[test]
     fn a_route_change_counts_what_is_in_flight_and_replies_drain_it() {
         let (cell, x, y) = (ClientCell::new(), backend("x:1"), backend("y:1"));
         assert_eq!(cell.admit(key(0), 7, conn_id(&x)), Admit::Untracked);
