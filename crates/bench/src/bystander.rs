@@ -37,13 +37,34 @@ impl Bystander {
         Ok(Bystander { stop, thread })
     }
 
-    /// (PINGs answered, p99 ms, max ms).
-    pub fn finish(self) -> (usize, f64, f64) {
+    /// Stops pinging; the latencies it saw.
+    pub fn finish(self) -> Pings {
         self.stop.store(true, Ordering::Relaxed);
         let mut ms = self.thread.join().unwrap_or_default();
         ms.sort_by(f64::total_cmp);
         let at = |q: f64| ms.get(((ms.len() as f64 * q) as usize).min(ms.len().saturating_sub(1)));
         let p99 = at(0.99).copied().unwrap_or(0.0);
-        (ms.len(), p99, ms.last().copied().unwrap_or(0.0))
+        Pings {
+            n: ms.len(),
+            p99,
+            max: ms.last().copied().unwrap_or(0.0),
+        }
     }
+}
+
+/// What a bystander saw: PINGs answered, their p99 and worst latency in ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pings {
+    pub n: usize,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// A bystander's result beside the machine's floor in the same run: the same PINGs sent to
+/// an idle redis-server of its own, which no proxy can beat on a shared machine.
+#[derive(Debug, Clone, Copy)]
+pub struct Measured {
+    pub system: &'static str,
+    pub through: Pings,
+    pub floor: Pings,
 }

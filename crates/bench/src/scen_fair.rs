@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 
+use crate::bystander::Measured;
 use crate::knobs::Knobs;
 use crate::scen_mem::{BigArgs, SlowArgs};
 
@@ -76,17 +77,28 @@ pub fn run(a: &FairArgs) -> Result<()> {
     Ok(())
 }
 
-/// The summary lines: the bystander's PING against 5 ms / 20 ms, the slow-readers ratio
-/// against 2×.
-fn verdicts(bystanders: &[(&str, usize, f64, f64)], ratio: f64, max_mb: f64) -> String {
+/// The summary lines: the bystander's PING against 5 ms / 20 ms beside the same run's floor
+/// (an idle redis-server's PING), the slow-readers ratio against 2×.
+fn verdicts(bystanders: &[Measured], ratio: f64, max_mb: f64) -> String {
     let ok = |b: bool| if b { "ok" } else { "NOT MET" };
     let mut s = String::new();
-    for (name, n, p99, max) in bystanders {
+    for Measured {
+        system,
+        through: t,
+        floor: f,
+    } in bystanders
+    {
         s += &format!(
-            "{name}: bystander PING while 10×{max_mb} MB values pass: {n} answered, \
-             p99 {p99:.2} ms (≤ 5: {}), worst {max:.2} ms (≤ 20: {})\n",
-            ok(*p99 <= 5.0),
-            ok(*max <= 20.0)
+            "{system}: bystander PING while 10×{max_mb} MB values pass: {} answered, \
+             p99 {:.2} ms (≤ 5: {}), worst {:.2} ms (≤ 20: {}); \
+             the floor (an idle redis-server, same run): p99 {:.2} ms, worst {:.2} ms\n",
+            t.n,
+            t.p99,
+            ok(t.p99 <= 5.0),
+            t.max,
+            ok(t.max <= 20.0),
+            f.p99,
+            f.max
         );
     }
     s + &format!(
@@ -97,9 +109,21 @@ fn verdicts(bystanders: &[(&str, usize, f64, f64)], ratio: f64, max_mb: f64) -> 
 
 #[cfg(test)]
 mod tests {
+    use crate::bystander::{Measured, Pings};
+
     #[test]
     fn verdicts_name_each_bound() {
-        let s = super::verdicts(&[("slotgate", 100, 3.0, 25.0)], 1.5, 100.0);
+        let pings = |p99, max| Pings { n: 100, p99, max };
+        let measured = Measured {
+            system: "slotgate",
+            through: pings(3.0, 25.0),
+            floor: pings(1.0, 9.0),
+        };
+        let s = super::verdicts(&[measured], 1.5, 100.0);
+        assert!(
+            s.contains("the floor (an idle redis-server, same run): p99 1.00 ms, worst 9.00 ms"),
+            "{s}"
+        );
         assert!(s.contains("p99 3.00 ms (≤ 5: ok)"), "{s}");
         assert!(s.contains("worst 25.00 ms (≤ 20: NOT MET)"), "{s}");
         assert!(s.contains("×1.50 (≤ 2: ok)"), "{s}");

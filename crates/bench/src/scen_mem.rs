@@ -14,7 +14,7 @@ use clap::Args;
 use resp::Value;
 
 use crate::admin::Admin;
-use crate::bystander::Bystander;
+use crate::bystander::{Bystander, Measured};
 use crate::knobs::Knobs;
 use crate::systems::{self, System};
 
@@ -166,9 +166,13 @@ fn flood(sys: &System, a: &SlowArgs) -> Result<(u64, u64, bool)> {
     Ok((peak, written, false))
 }
 
-/// Runs `big-values` on each system; returns each one's bystander (name, PINGs, p99, max ms).
-pub fn big_values(a: &BigArgs) -> Result<Vec<(&'static str, usize, f64, f64)>> {
+/// Runs `big-values` on each system; returns each one's bystander beside the floor's.
+pub fn big_values(a: &BigArgs) -> Result<Vec<Measured>> {
     let (systems, dir) = start(&a.systems, &a.knobs)?;
+    // The floor: an idle redis-server, placed like the bystanders (anywhere), while the
+    // load itself runs on the generator's CPU as the other scenarios' load does.
+    let idle = crate::procs::redis(None)?;
+    systems::pin_this_thread_to_generator()?;
     let mut bystanders = Vec::new();
     let sizes: Vec<usize> = [100 * 1024, 1 << 20, 10 << 20, 100 << 20]
         .into_iter()
@@ -179,6 +183,7 @@ pub fn big_values(a: &BigArgs) -> Result<Vec<(&'static str, usize, f64, f64)>> {
     );
     for sys in &systems {
         let bystander = Bystander::start(sys.addr())?;
+        let floor = Bystander::start(idle.addr())?;
         let mut times = Vec::new();
         for &size in &sizes {
             let r = match big_rounds(sys, size, a.reps) {
@@ -205,12 +210,21 @@ pub fn big_values(a: &BigArgs) -> Result<Vec<(&'static str, usize, f64, f64)>> {
             times.push((size, r.set_ms, r.get_ms, r.get_ms_outside));
         }
         print_linearity(sys.name, &times);
-        let (n, p99, max) = bystander.finish();
-        println!(
-            "{:<12} meanwhile, another client's PINGs (1 per ms): {n} answered, p99 {p99:.2} ms, max {max:.2} ms",
-            sys.name
-        );
-        bystanders.push((sys.name, n, p99, max));
+        let (through, floor) = (bystander.finish(), floor.finish());
+        for (who, p) in [
+            ("another client's", through),
+            ("an idle redis-server's", floor),
+        ] {
+            println!(
+                "{:<12} meanwhile, {who} PINGs (1 per ms): {} answered, p99 {:.2} ms, max {:.2} ms",
+                sys.name, p.n, p.p99, p.max
+            );
+        }
+        bystanders.push(Measured {
+            system: sys.name,
+            through,
+            floor,
+        });
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(bystanders)

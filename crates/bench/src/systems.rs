@@ -175,6 +175,24 @@ fn nutcracker(dir: &std::path::Path) -> Result<System> {
     })
 }
 
+/// Moves the calling thread (and the threads it starts later) onto the generator's CPU, for
+/// scenarios whose load runs in-process: on the proxy's CPU it would take turns with the
+/// proxy's worker, and a bystander's latency would measure the OS scheduler instead.
+pub fn pin_this_thread_to_generator() -> Result<()> {
+    let me = std::fs::read_link("/proc/thread-self")?;
+    let tid = me
+        .file_name()
+        .and_then(|t| t.to_str()?.parse::<u32>().ok())
+        .ok_or_else(|| anyhow::anyhow!("no thread id in {}", me.display()))?;
+    let ok = Command::new("taskset")
+        .args(["-p", "-c", &GEN_CPU.to_string(), &format!("{tid}")])
+        .stdout(Stdio::null())
+        .status()?
+        .success();
+    anyhow::ensure!(ok, "taskset -p {tid} failed");
+    Ok(())
+}
+
 /// Moves a process we started (a devcluster node) onto `cpu`.
 fn pin(pid: u32, cpu: u32) -> Result<()> {
     let ok = Command::new("taskset")

@@ -71,7 +71,8 @@ pub struct ProxyConfig {
     /// ready socket, a bystander's PING, can wait behind the worker's busy tasks.
     pub event_interval: u32,
     /// Bytes one client or backend connection may move in one poll before it yields to the
-    /// worker's other tasks: a 100 MB value passes in slices of this size.
+    /// worker's other tasks, and at most what one read or write is offered: a 100 MB value
+    /// passes in slices of this size.
     pub turn_quantum_bytes: usize,
 }
 
@@ -176,7 +177,7 @@ impl Default for ProxyConfig {
             drain_timeout_ms: 10_000,
             // tokio's default is 61: a bystander then waits up to 61 busy polls.
             event_interval: 16,
-            turn_quantum_bytes: 1024 * 1024,
+            turn_quantum_bytes: 256 * 1024,
         }
     }
 }

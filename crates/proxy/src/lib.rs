@@ -359,16 +359,18 @@ fn spawn_worker(
     std::thread::Builder::new()
         .name(format!("slotgate-w{i}"))
         .spawn(move || {
+            // A local runtime, not a `LocalSet`: a `LocalSet` runs 61 tasks per look at the
+            // sockets whatever `event_interval` says, so a client whose request arrived
+            // waited behind 61 slices of a big value (`worker.rs`, fairness).
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .event_interval(shared.config.proxy.event_interval)
-                .build()
+                .build_local(tokio::runtime::LocalOptions::default())
             {
                 Ok(rt) => rt,
                 Err(e) => return tracing::error!(error = %e, "worker runtime failed to start"),
             };
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, async move {
+            rt.block_on(async move {
                 let listeners = match listeners.into_tokio() {
                     Ok(l) => l,
                     Err(e) => return tracing::error!(error = %e, "worker cannot use its listener"),

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use resp::ReplyFramer;
 use tokio::io::AsyncWrite;
 use tokio::time::Instant;
@@ -60,7 +60,7 @@ pub(crate) use requests::{Outgoing, Owes};
 pub(crate) use settings::Settings;
 pub(crate) use sink::ReplySink;
 use task::run;
-pub(crate) use writev::{advance, fill_slices};
+pub(crate) use writev::{advance, fill_slices, room};
 
 /// How long a node that refused a connection is failed fast before the next dial.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
@@ -284,11 +284,13 @@ impl Conn {
                 return Poll::Ready("closed by the proxy".into());
             }
             self.take_queued();
-            let wrote = match self.poll_write(cx) {
+            let room = writev::room(self.backend.quantum, moved);
+            let wrote = match self.poll_write(cx, room) {
                 Ok(n) => n,
                 Err(e) => return Poll::Ready(format!("write failed: {e}")),
             };
-            let read = match self.poll_read(cx) {
+            let room = writev::room(self.backend.quantum, moved + wrote);
+            let read = match self.poll_read(cx, room) {
                 Ok(n) => n,
                 Err(reason) => return Poll::Ready(reason),
             };
@@ -328,12 +330,12 @@ impl Conn {
         Poll::Pending
     }
 
-    /// Write as much of the queue as the socket takes. Returns bytes written.
-    fn poll_write(&mut self, cx: &mut Context<'_>) -> io::Result<usize> {
+    /// Write what the socket takes, `room` bytes at most. Returns bytes written.
+    fn poll_write(&mut self, cx: &mut Context<'_>, room: usize) -> io::Result<usize> {
         let mut total = 0;
-        while !self.write_queue.is_empty() && total <= self.backend.quantum {
+        while !self.write_queue.is_empty() && total < room {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
-            let count = fill_slices(&self.write_queue, &mut slices);
+            let count = fill_slices(&self.write_queue, &mut slices, room - total);
             match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
@@ -351,8 +353,9 @@ impl Conn {
         Ok(total)
     }
 
-    /// Read what the socket has and deliver every complete reply. Returns bytes read.
-    fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<usize, String> {
+    /// Read what the socket has, `room` bytes at most, and deliver every complete reply.
+    /// Returns bytes read.
+    fn poll_read(&mut self, cx: &mut Context<'_>, room: usize) -> Result<usize, String> {
         if self.read_buf.capacity() - self.read_buf.len() < READ_CHUNK / 4 {
             let want = match self.streaming {
                 Some(_) => self.read_buf.len() + replies::STREAM_READ,
@@ -361,14 +364,13 @@ impl Conn {
             let floor = self.read_buf.len() + READ_CHUNK;
             crate::backend::bigbuf::reserve_frame(&mut self.read_buf, want.max(floor));
         }
-        let n =
-            match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf)
-            {
-                Poll::Ready(Ok(0)) => return Err("closed by the node".into()),
-                Poll::Ready(Ok(n)) => n,
-                Poll::Ready(Err(e)) => return Err(format!("read failed: {e}")),
-                Poll::Pending => return Ok(0),
-            };
+        let mut window = (&mut self.read_buf).limit(room);
+        let n = match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut window) {
+            Poll::Ready(Ok(0)) => return Err("closed by the node".into()),
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(e)) => return Err(format!("read failed: {e}")),
+            Poll::Pending => return Ok(0),
+        };
         self.deliver_replies()?;
         Ok(n)
     }

@@ -6,11 +6,12 @@ use std::io::IoSlice;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use bytes::BufMut;
 use resp::{Parsed, Progress};
 use tokio::io::AsyncWrite;
 
 use super::Session;
-use crate::backend::{advance, fill_slices};
+use crate::backend::{advance, fill_slices, room};
 use crate::context::WorkerStats;
 use crate::session::exclusive::Intake;
 use crate::session::limits::TimerKind;
@@ -143,7 +144,9 @@ impl Session {
         if self.read_buf.capacity() - self.read_buf.len() < chunk / 2 {
             self.read_buf.reserve(chunk);
         }
-        match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.read_buf) {
+        let max = room(self.worker.turn_quantum, self.turn_bytes);
+        let mut window = (&mut self.read_buf).limit(max);
+        match tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut window) {
             Poll::Pending => ReadOutcome::Pending,
             Poll::Ready(Ok(0)) => {
                 // Half-closed: answer what was sent, then close.
@@ -235,7 +238,8 @@ impl Session {
         // Past the quantum the caller yields; what is left goes out on the next turn.
         while !self.out.is_empty() && self.turn_bytes <= self.worker.turn_quantum {
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
-            let count = fill_slices(&self.out, &mut slices);
+            let max = room(self.worker.turn_quantum, self.turn_bytes);
+            let count = fill_slices(&self.out, &mut slices, max);
             match Pin::new(&mut self.stream).poll_write_vectored(cx, &slices[..count]) {
                 Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
