@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Where a request's CPU goes: slotgate beside Redis hit directly, at P1 and P16 GET.
+"""Where a request's CPU goes: slotgate beside nutcracker and Redis hit directly, at P1 and
+P16 GET and under connection churn (one GET per connection).
 
 Why: bench_core.py says how much CPU a request costs (µs, and the ratio to a peer); this
 says where it goes, so a reader sees how far from the floor the proxy is and why. Issue 17
@@ -23,13 +24,14 @@ values, keys prepopulated):
 The per-request figure of a category is (1) × its share from (2), split by (3). Tracing
 slows the traced run; only proportions are taken from runs 2 and 3.
 
-Usage: python3 scripts/cost_model.py [--reps 3] [--requests 100000] [--slotgate BIN]
-                                     [--out DIR]
+Usage: python3 scripts/cost_model.py [--reps 3] [--requests 100000] [--churn 20000]
+                                     [--slotgate BIN] [--out DIR]
 Writes DIR/cost-model.md (default results/cost-model-YYYYmmdd-HHMMSS/) and prints it.
 """
 
 import argparse
 import collections
+import dataclasses
 import datetime
 import os
 import re
@@ -47,7 +49,22 @@ READS = ("recvfrom", "read")
 WRITES = ("writev", "write", "sendto")
 TRACED = READS + ("writev", "write")
 CATEGORIES = ("user", "client read", "client write", "backend read (amortised)",
-              "backend write (amortised)", "epoll_wait", "other kernel")
+              "backend write (amortised)", "epoll_wait", "accept", "epoll_ctl", "close",
+              "other kernel")
+CHURN_CLIENTS = 20  # as S6 and scripts/churn-syscalls: connect, one GET, close
+
+
+@dataclasses.dataclass(frozen=True)
+class Churn:
+    """bench_core's Workload for short connections: `redis-benchmark -k 0`, one GET each."""
+
+    name: str
+    test: str
+    requests: int
+
+    def loadgen_args(self):
+        return ["-t", self.test, "-c", str(CHURN_CLIENTS), "-k", "0", "-r", str(bc.KEYSPACE),
+                "-n", str(self.requests), "--csv"]
 
 
 def perf_during(pid, argv_perf, workload, system, workdir, name):
@@ -71,6 +88,10 @@ def perf_script(data, fields):
                           text=True, timeout=600).stdout
 
 
+WRAPPERS = ((r"recv|read", "read"), (r"write|send", "write"), (r"epoll_(p)?wait", "epoll_wait"),
+            (r"accept", "accept"), (r"epoll_ctl", "epoll_ctl"), (r"close", "close"))
+
+
 def sample_shares(data):
     """Fraction of samples per coarse category: user, or the syscall the kernel time was
     spent in, named by the libc wrapper that entered the kernel (the kernel's own stack is
@@ -85,12 +106,10 @@ def sample_shares(data):
             continue
         caller = next((f[1] for f in frames if not f[0].startswith("ffffffff") and len(f) > 1),
                       "")
-        if re.search(r"recv|read", caller):
-            counts["read"] += 1
-        elif re.search(r"writev|write|send", caller):
-            counts["write"] += 1
-        elif "epoll_wait" in caller or "epoll_pwait" in caller:
-            counts["epoll_wait"] += 1
+        for pattern, category in WRAPPERS:
+            if re.search(pattern, caller):
+                counts[category] += 1
+                break
         else:
             counts["other kernel"] += 1
     total = sum(counts.values()) or 1
@@ -143,9 +162,8 @@ def traced_split(data, backends, requests):
 
 def breakdown(cpu_us, shares, secs):
     """µs per request in each of CATEGORIES."""
-    out = {"user": cpu_us * shares.get("user", 0),
-           "epoll_wait": cpu_us * shares.get("epoll_wait", 0),
-           "other kernel": cpu_us * shares.get("other kernel", 0)}
+    out = {c: cpu_us * shares.get(c, 0) for c in ("user", "epoll_wait", "accept",
+                                                    "epoll_ctl", "close", "other kernel")}
     for kind, label in (("read", "read"), ("write", "write")):
         total = secs[(kind, "client")] + secs[(kind, "backend")]
         share = cpu_us * shares.get(kind, 0)
@@ -174,7 +192,7 @@ def profile(system, workload, reps, workdir):
 
 
 def table(results, workloads, names):
-    head = "| µs per request | " + " | ".join(f"{n} {w.name}" for w in workloads
+    head = "| µs per request (per connection for churn) | " + " | ".join(f"{n} {w.name}" for w in workloads
                                              for n in names) + " |"
     lines = [head, "|---" * (1 + len(workloads) * len(names)) + "|"]
     for cat in CATEGORIES:
@@ -196,6 +214,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--churn", type=int, default=20_000, help="connections in a churn run")
     ap.add_argument("--slotgate", default=bc.SLOTGATE)
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -204,15 +223,17 @@ def main():
         bc.REPO, "results", "cost-model-" + started.strftime("%Y%m%d-%H%M%S")))
     os.makedirs(out, exist_ok=True)
     workloads = [w for w in bc.workloads_for(args.requests) if w.test == "get"]
+    workloads.append(Churn("churn-GET", "get", args.churn))
     os.sched_setaffinity(0, {bc.LOADGEN_CPU})
     workdir = tempfile.mkdtemp(prefix="cost-model-")
     procs = bc.Processes(workdir)
     results = {}
     try:
         slotgate = bc.start_slotgate(procs, args.slotgate)
-        port, proc = bc.start_redis(procs, "direct")
+        backends = [bc.start_redis(procs, f"redis-{i}") for i in range(3)]
+        port, proc = backends[0]
         direct = bc.System("direct", port, proc.pid, [], [port], moves_to_sut_cpu=True)
-        systems = [slotgate, direct]
+        systems = [slotgate, bc.start_twemproxy(procs, backends), direct]
         for s in systems:
             bc.prepopulate(s)
         for w in workloads:
