@@ -15,6 +15,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::paused::Paused;
 use common::{text, Client, Harness};
 use proxy::Proxy;
 use resp::Value;
@@ -33,31 +34,11 @@ fn proxy(h: &Harness) -> Proxy {
     })
 }
 
-/// The node serving `key` stopped with SIGSTOP until this is dropped (even on a panic).
-struct Paused(String);
-
-impl Paused {
-    fn owner_of(h: &Harness, key: &str) -> Paused {
-        let owner = h.cluster.owner_of(key.as_bytes()).unwrap();
-        let node = h.cluster.nodes().iter().find(|n| n.addr == owner).unwrap();
-        let paused = Paused(node.pid.to_string());
-        paused.signal("-STOP");
-        paused
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = std::process::Command::new("kill")
-            .args([sig, &self.0])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        self.signal("-CONT");
-    }
+/// The node serving `key`, stopped with SIGSTOP until the guard is dropped.
+fn pause_owner_of(h: &Harness, key: &str) -> Paused {
+    let owner = h.cluster.owner_of(key.as_bytes()).unwrap();
+    let node = h.cluster.nodes().iter().find(|n| n.addr == owner).unwrap();
+    Paused::stop(node.pid)
 }
 
 #[test]
@@ -87,7 +68,7 @@ fn a_paused_node_still_fails_after_the_request_timeout() {
     // A slow command answered: its longer deadline no longer applies.
     let quick = c.call(&["EVAL", "return 1", "1", "{p}k"]);
     assert_eq!(quick, Value::Integer(1));
-    let paused = Paused::owner_of(&h, "{p}");
+    let paused = pause_owner_of(&h, "{p}");
     let started = Instant::now();
     let reply = text(&c.call(&["GET", "{p}k"]));
     let waited = started.elapsed();
@@ -109,7 +90,7 @@ fn a_blocking_command_on_a_paused_node_fails_after_its_own_timeout() {
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     assert_eq!(text(&c.call(&["SET", "{p}k", "v"])), "OK");
-    let paused = Paused::owner_of(&h, "{p}");
+    let paused = pause_owner_of(&h, "{p}");
     let started = Instant::now();
     c.send(&[b"BLPOP", b"{p}list", b"1"]);
     let reply = c.try_read().map(|v| text(&v));

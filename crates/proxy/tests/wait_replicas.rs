@@ -7,39 +7,20 @@ mod common;
 
 use std::time::Duration;
 
+use common::paused::Paused;
 use common::{text, wait_until, Client, Harness};
 use resp::Value;
 
-/// The replica of the master serving `key`, stopped with SIGSTOP until dropped.
-struct PausedReplica(String);
-
-impl PausedReplica {
-    fn of_key(h: &Harness, key: &str) -> PausedReplica {
-        let master = h.cluster.owner_of(key.as_bytes()).unwrap();
-        let nodes = h.cluster.nodes();
-        let id = &nodes.iter().find(|n| n.addr == master).unwrap().id;
-        let replica = nodes
-            .iter()
-            .find(|n| n.master_of.as_deref() == Some(id.as_str()))
-            .unwrap();
-        let paused = PausedReplica(replica.pid.to_string());
-        paused.signal("-STOP");
-        paused
-    }
-
-    fn signal(&self, sig: &str) {
-        let status = std::process::Command::new("kill")
-            .args([sig, &self.0])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for PausedReplica {
-    fn drop(&mut self) {
-        self.signal("-CONT");
-    }
+/// The replica of the master serving `key`, stopped with SIGSTOP until the guard is dropped.
+fn pause_replica_of(h: &Harness, key: &str) -> Paused {
+    let master = h.cluster.owner_of(key.as_bytes()).unwrap();
+    let nodes = h.cluster.nodes();
+    let id = &nodes.iter().find(|n| n.addr == master).unwrap().id;
+    let replica = nodes
+        .iter()
+        .find(|n| n.master_of.as_deref() == Some(id.as_str()))
+        .unwrap();
+    Paused::stop(replica.pid)
 }
 
 fn harness() -> (Harness, proxy::Proxy) {
@@ -108,7 +89,7 @@ fn a_paused_replica_times_wait_out_without_holding_other_clients() {
     let (h, proxy) = harness();
     let mut a = Client::connect(proxy.local_addr());
     let mut b = Client::connect(proxy.local_addr());
-    let paused = PausedReplica::of_key(&h, "{p}a");
+    let paused = pause_replica_of(&h, "{p}a");
     assert_eq!(text(&a.call(&["SET", "{p}a", "1"])), "OK");
     // With a timeout: the count of replicas that acknowledged, none.
     assert_eq!(a.call(&["WAIT", "1", "200"]), Value::Integer(0));

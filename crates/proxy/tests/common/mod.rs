@@ -13,6 +13,7 @@ use resp::Value;
 
 pub mod faults;
 pub mod migrate;
+pub mod paused;
 pub mod reference;
 pub mod slots;
 pub mod tls;
