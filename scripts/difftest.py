@@ -1749,6 +1749,9 @@ class Chaos(threading.Thread):
         self.last_error = ""
         # (start, end, slots or None for every slot): owner changes, for watch_lost_to_chaos.
         self.events = collections.deque(maxlen=4096)
+        # (start, slots or None): the change under way, which a script may meet before it
+        # is done (a failover takes seconds; its event is appended only at the end).
+        self.ongoing = None
 
     def call(self, addr, *args):
         try:
@@ -1788,10 +1791,12 @@ class Chaos(threading.Thread):
             try:
                 t0 = time.monotonic()
                 if self.failover_every > 0 and t0 > next_failover:
+                    self.ongoing = (t0, None)
                     try:
                         self.failover()
                     finally:
                         self.events.append((t0, time.monotonic() + 2.0, None))
+                        self.ongoing = None
                     next_failover = time.monotonic() + self.failover_every
                 else:
                     self.migrate_one()
@@ -1807,7 +1812,11 @@ class Chaos(threading.Thread):
             self.stop_ev.wait(self.r.uniform(0.05, 0.3))
 
     def changed(self, t0, t1, slots):
-        """Whether an owner of one of `slots` changed (or a failover ran) in [t0, t1]."""
+        """Whether an owner of one of `slots` changed (or a failover ran) in [t0, t1], or
+        such a change is under way."""
+        ongoing = self.ongoing
+        if ongoing and ongoing[0] <= t1 and (ongoing[1] is None or ongoing[1] & slots):
+            return True
         return any(a <= t1 and b >= t0 and (s is None or s & slots)
                    for a, b, s in list(self.events))
 
@@ -1829,6 +1838,7 @@ class Chaos(threading.Thread):
         src = masters[owner[slot]]
         dst = self.r.choice([m for m in masters.values() if m["id"] != src["id"]])
         t0 = time.monotonic()
+        self.ongoing = (t0, {slot})
         try:
             self.call(dst["addr"], "CLUSTER", "SETSLOT", slot, "IMPORTING", src["id"])
             self.call(src["addr"], "CLUSTER", "SETSLOT", slot, "MIGRATING", dst["id"])
@@ -1838,6 +1848,7 @@ class Chaos(threading.Thread):
         finally:
             # Its end, or a repair later, moves the slot's owner.
             self.events.append((t0, time.monotonic() + 2.0, {slot}))
+            self.ongoing = None
 
     def finish(self, slot, src, dst, masters):
         host, port = split_addr(dst["addr"])
