@@ -60,13 +60,7 @@ fn replica_lines(proxy: SocketAddr) -> Vec<String> {
 /// The replica of the master serving `key`, and that master.
 fn replica_of_key(h: &Harness, key: &str) -> (SocketAddr, SocketAddr) {
     let master = h.cluster.owner_of(key.as_bytes()).unwrap();
-    let nodes = h.cluster.nodes();
-    let id = &nodes.iter().find(|n| n.addr == master).unwrap().id;
-    let replica = nodes
-        .iter()
-        .find(|n| n.master_of.as_deref() == Some(id.as_str()))
-        .unwrap();
-    (replica.addr, master)
+    (h.replica_of(key).addr, master)
 }
 
 fn replicas(h: &Harness) -> Vec<SocketAddr> {

@@ -13,14 +13,7 @@ use resp::Value;
 
 /// The replica of the master serving `key`, stopped with SIGSTOP until the guard is dropped.
 fn pause_replica_of(h: &Harness, key: &str) -> Paused {
-    let master = h.cluster.owner_of(key.as_bytes()).unwrap();
-    let nodes = h.cluster.nodes();
-    let id = &nodes.iter().find(|n| n.addr == master).unwrap().id;
-    let replica = nodes
-        .iter()
-        .find(|n| n.master_of.as_deref() == Some(id.as_str()))
-        .unwrap();
-    Paused::stop(replica.pid)
+    Paused::stop(h.replica_of(key).pid)
 }
 
 fn harness() -> (Harness, proxy::Proxy) {

@@ -25,6 +25,17 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// The replica of the master serving `key` (the cluster has one per master).
+    pub fn replica_of(&self, key: &str) -> &devcluster::Node {
+        let master = self.cluster.owner_of(key.as_bytes()).unwrap();
+        let nodes = self.cluster.nodes();
+        let id = &nodes.iter().find(|n| n.addr == master).unwrap().id;
+        nodes
+            .iter()
+            .find(|n| n.master_of.as_deref() == Some(id.as_str()))
+            .unwrap()
+    }
+
     pub fn start(masters: usize, replicas: usize) -> Harness {
         let dir = tempdir(&format!("proxy-test-{masters}x{replicas}"));
         let opts = devcluster::Options {
