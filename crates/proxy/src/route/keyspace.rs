@@ -26,24 +26,84 @@ pub(crate) fn may_match_notification(pattern: &[u8]) -> bool {
 }
 
 /// Whether some string that starts with `prefix` matches `pattern`.
+///
+/// The pattern is the client's and may be megabytes long: this walks it once per prefix
+/// byte (the prefixes are 11 bytes), keeping the set of pattern positions the prefix read so
+/// far can have reached, with no recursion and no backtracking.
 fn may_match_prefix(pattern: &[u8], prefix: &[u8]) -> bool {
-    let (Some(&c), Some(&want)) = (pattern.first(), prefix.first()) else {
-        // The prefix is consumed (the rest of the pattern can match something after it),
-        // or the pattern ended first (it matches only strings shorter than the prefix).
-        return prefix.is_empty();
-    };
-    match c {
-        b'*' => may_match_prefix(&pattern[1..], prefix) || may_match_prefix(pattern, &prefix[1..]),
-        b'?' => may_match_prefix(&pattern[1..], &prefix[1..]),
-        // A character class: taken as matching any one character (an over-approximation).
-        b'[' => match pattern.iter().skip(1).position(|&b| b == b']') {
-            Some(end) => may_match_prefix(&pattern[end + 2..], &prefix[1..]),
-            None => true,
-        },
-        b'\\' if pattern.len() >= 2 => {
-            pattern[1] == want && may_match_prefix(&pattern[2..], &prefix[1..])
+    // `at[i]`: pattern position i is reachable. A position at a `*` also reaches the next.
+    let mut at = vec![false; pattern.len() + 1];
+    let mut next = vec![false; pattern.len() + 1];
+    at[0] = true;
+    close_stars(pattern, &mut at);
+    for &want in prefix {
+        next.iter_mut().for_each(|b| *b = false);
+        let mut any = false;
+        for p in 0..pattern.len() {
+            if !at[p] {
+                continue;
+            }
+            match step(&pattern[p..], want) {
+                // The rest of the pattern can match anything after here.
+                Step::Open => return true,
+                Step::To(len) => {
+                    next[p + len] = true;
+                    any = true;
+                }
+                Step::Stay => {
+                    next[p] = true;
+                    any = true;
+                }
+                Step::Fail => {}
+            }
         }
-        _ => c == want && may_match_prefix(&pattern[1..], &prefix[1..]),
+        if !any {
+            return false;
+        }
+        std::mem::swap(&mut at, &mut next);
+        close_stars(pattern, &mut at);
+    }
+    // The prefix is consumed with the pattern somewhere: what is left can match something
+    // after it (an over-approximation for a pattern that has ended: then the channel must
+    // be exactly the prefix, which no notification is, but erring on yes is safe).
+    at.iter().any(|&b| b)
+}
+
+/// A `*` matches the empty string too: every position reached at a `*` reaches the next.
+fn close_stars(pattern: &[u8], at: &mut [bool]) {
+    for p in 0..pattern.len() {
+        if at[p] && pattern[p] == b'*' {
+            at[p + 1] = true;
+        }
+    }
+}
+
+/// What the pattern element at the start of `pat` does with one byte of the prefix.
+enum Step {
+    /// Consumed it; the pattern goes on this many bytes further.
+    To(usize),
+    /// A `*` consumed it and stays.
+    Stay,
+    /// An unclosed class: taken as matching anything from here.
+    Open,
+    Fail,
+}
+
+fn step(pat: &[u8], want: u8) -> Step {
+    match pat[0] {
+        b'*' => Step::Stay,
+        b'?' => Step::To(1),
+        // A character class: taken as matching any one character (an over-approximation).
+        b'[' => match pat.iter().skip(1).position(|&b| b == b']') {
+            Some(end) => Step::To(end + 2),
+            None => Step::Open,
+        },
+        b'\\' if pat.len() >= 2 => match pat[1] == want {
+            true => Step::To(2),
+            false => Step::Fail,
+        },
+        c if c == want => Step::To(1),
+        _ => Step::Fail,
     }
 }
 
@@ -102,6 +162,24 @@ mod tests {
                 String::from_utf8_lossy(no)
             );
         }
+    }
+
+    /// A client's pattern may be megabytes of `*` or `[` (review S1: the recursive matcher
+    /// overflowed the worker's stack and aborted the process).
+    #[test]
+    fn huge_patterns_are_walked_without_recursion() {
+        let stars = vec![b'*'; 1 << 20];
+        assert!(may_match_notification(&stars));
+        // Matched by `__keyspace@aaaa…`.
+        assert!(may_match_notification(&b"*a".repeat(1 << 19)));
+        let mut news = b"news".to_vec();
+        news.extend(std::iter::repeat_n(b'*', 1 << 20));
+        assert!(!may_match_notification(&news));
+        let classes = vec![b'['; 1 << 20];
+        assert!(may_match_notification(&classes));
+        let mut long = b"__keyspace@".to_vec();
+        long.extend(std::iter::repeat_n(b'?', 1 << 20));
+        assert!(may_match_notification(&long));
     }
 
     #[test]
