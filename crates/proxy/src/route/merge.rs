@@ -111,16 +111,21 @@ pub(crate) fn union(replies: &[&Bytes]) -> Bytes {
 }
 
 pub(crate) fn sum_pairs(replies: &[&Bytes]) -> Bytes {
+    // In first-seen order, found by hash: PUBSUB NUMSUB may name 100k channels (S10).
     let mut totals: Vec<(Bytes, i64)> = Vec::new();
+    let mut index: std::collections::HashMap<Bytes, usize> = std::collections::HashMap::new();
     for elements in replies.iter().filter_map(|r| array_elements(r)) {
         for pair in elements.chunks(2) {
             let (name, n) = (
                 pair[0].clone(),
                 pair.get(1).and_then(parse_int).unwrap_or(0),
             );
-            match totals.iter_mut().find(|(k, _)| *k == name) {
-                Some(t) => t.1 += n,
-                None => totals.push((name, n)),
+            match index.get(&name) {
+                Some(&i) => totals[i].1 = totals[i].1.saturating_add(n),
+                None => {
+                    index.insert(name.clone(), totals.len());
+                    totals.push((name, n));
+                }
             }
         }
     }

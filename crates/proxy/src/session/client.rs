@@ -108,7 +108,7 @@ impl Session {
         let bit = |on: bool, f: u32| if on { f } else { 0 };
         let flags = bit(self.pubsub.is_some(), flag::PUBSUB)
             | bit(self.tx.is_some(), flag::MULTI)
-            | bit(matches!(self.intake, Intake::Serial), flag::BLOCKED)
+            | bit(matches!(self.intake, Intake::Blocked), flag::BLOCKED)
             | bit(!self.out.is_empty(), flag::WRITABLE);
         live.flags.store(flags, Relaxed);
         let (sub, ssub) = self.pubsub.as_ref().map_or((0, 0), |p| p.counts());
@@ -130,10 +130,12 @@ impl Session {
         let views = self.all_clients();
         let mut text = String::new();
         let shown: Vec<&ClientView> = match &filter.ids {
-            Some(ids) => ids
-                .iter()
-                .filter_map(|id| views.iter().find(|v| v.meta.id == *id))
-                .collect(),
+            // By hash: a client may name many ids, and there may be many clients (S10).
+            Some(ids) => {
+                let by_id: std::collections::HashMap<u64, &ClientView> =
+                    views.iter().map(|v| (v.meta.id, v)).collect();
+                ids.iter().filter_map(|id| by_id.get(id).copied()).collect()
+            }
             None => views.iter().filter(|v| filter.matches(v, self)).collect(),
         };
         for view in shown {

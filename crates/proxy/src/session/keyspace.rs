@@ -22,6 +22,8 @@
 //! keyspace connection does not close the client: its node's notifications stop until the
 //! map names that node's successor, as they would while a single server restarts.
 
+use std::collections::HashSet;
+
 use bytes::{Bytes, BytesMut};
 
 use crate::backend::Outgoing;
@@ -36,8 +38,9 @@ pub(crate) struct Keyspace {
     /// Connections to the masters other than the home, with the markers each owes.
     conns: Followers,
     /// Notification channels and patterns the home confirmed: what a new master gets.
-    channels: Vec<Bytes>,
-    patterns: Vec<Bytes>,
+    /// Sets: the client chooses how many, and each confirmation and message looks one up.
+    channels: HashSet<Bytes>,
+    patterns: HashSet<Bytes>,
     /// The bus's command, sent once every keyspace connection answered its part.
     pending_home: Option<Bytes>,
     /// The other masters' part of that command: a master that appears meanwhile gets it too.
@@ -65,10 +68,10 @@ impl Keyspace {
             }
             _ => return,
         };
-        list.retain(|x| x != &c.channel);
-        if matches!(c.kind.as_ref(), b"subscribe" | b"psubscribe") {
-            list.push(c.channel.clone());
-        }
+        match c.kind.as_ref() {
+            b"subscribe" | b"psubscribe" => list.insert(c.channel.clone()),
+            _ => list.remove(&c.channel),
+        };
     }
 
     /// Whether a keyspace connection's message goes to the client: a notification under a
@@ -166,8 +169,8 @@ impl Session {
         }
         p.keyspace = Some(Box::new(Keyspace {
             conns: Followers::new(self.cell.clone()),
-            channels: Vec::new(),
-            patterns: Vec::new(),
+            channels: HashSet::new(),
+            patterns: HashSet::new(),
             pending_home: None,
             pending_part: None,
         }));

@@ -25,6 +25,7 @@
 //! confirmation. The marker's answer is the pong array in subscribed mode and a bulk
 //! string otherwise (RESP3, or RESP2 once the connection left subscribed mode).
 
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -52,13 +53,14 @@ pub(crate) struct PubSub {
     pub(crate) last_sent: Option<(Bytes, PubSubTarget)>,
     /// MOVED replies followed for `last_sent`: bounded by `max_redirects`, like any redirect.
     pub(crate) moved_resends: u8,
-    /// Shard channels the client subscribed to and has not unsubscribed from.
-    pub(crate) wanted: Vec<Bytes>,
+    /// Shard channels the client subscribed to and has not unsubscribed from. Sets: a
+    /// client chooses how many, and each confirmation looks one up (review S9, S10).
+    pub(crate) wanted: HashSet<Bytes>,
     /// Shard channels the node dropped (slot moved, failover) that the proxy is
     /// resubscribing without the client noticing, each with where its SSUBSCRIBE went.
-    pub(crate) silent: Vec<(Bytes, Rc<str>)>,
+    pub(crate) silent: HashMap<Bytes, Rc<str>>,
     /// Shard channels confirmed, over every connection: the count Redis reports.
-    pub(crate) shard_confirmed: Vec<Bytes>,
+    pub(crate) shard_confirmed: HashSet<Bytes>,
     /// The last SUNSUBSCRIBE without channels, and whether a confirmation answered it.
     pub(crate) unsub_all: Option<bool>,
     /// The client switched protocol while subscribed: frames may need its type byte.

@@ -18,9 +18,12 @@ impl Session {
         };
         let known = &mut p.shard_confirmed;
         match c.kind.as_ref() {
-            b"ssubscribe" if !known.contains(&c.channel) => known.push(c.channel.clone()),
-            b"sunsubscribe" => known.retain(|ch| ch != &c.channel),
-            b"ssubscribe" => {}
+            b"ssubscribe" => {
+                known.insert(c.channel.clone());
+            }
+            b"sunsubscribe" => {
+                known.remove(&c.channel);
+            }
             _ => return frame,
         }
         let total = known.len() as i64;

@@ -43,10 +43,9 @@ impl Session {
                 p.wanted.clear();
                 p.unsub_all = Some(false);
             }
-            b"sunsubscribe" => {
-                let gone: Vec<Bytes> = channels.collect();
-                p.wanted.retain(|c| !gone.contains(c));
-            }
+            b"sunsubscribe" => channels.for_each(|c| {
+                p.wanted.remove(&c);
+            }),
             _ => {}
         }
     }
@@ -66,8 +65,8 @@ impl Session {
                 }
                 true
             }
-            b"ssubscribe" if p.silent.iter().any(|(ch, _)| ch == &c.channel) => {
-                p.silent.retain(|(ch, _)| ch != &c.channel);
+            b"ssubscribe" if p.silent.contains_key(&c.channel) => {
+                p.silent.remove(&c.channel);
                 true
             }
             // "Nothing to unsubscribe" from a connection whose last channel the node dropped
@@ -87,10 +86,7 @@ impl Session {
     /// Remember that `channel` is being resubscribed at `addr` (once per channel).
     fn note_silent(&mut self, channel: &Bytes, addr: &Rc<str>) {
         let p = self.pubsub.get_or_insert_with(PubSub::default);
-        match p.silent.iter_mut().find(|(ch, _)| ch == channel) {
-            Some(entry) => entry.1 = addr.clone(),
-            None => p.silent.push((channel.clone(), addr.clone())),
-        }
+        p.silent.insert(channel.clone(), addr.clone());
     }
 
     /// True if `frame`, from subscription connection `source`, is a MOVED answering a
@@ -113,7 +109,7 @@ impl Session {
         let again: Vec<Bytes> = p
             .silent
             .iter()
-            .filter(|(ch, to)| cluster::key_slot(ch) == slot && Some(to) == from.as_ref())
+            .filter(|(ch, to)| cluster::key_slot(ch) == slot && Some(*to) == from.as_ref())
             .map(|(ch, _)| ch.clone())
             .collect();
         let version = self.worker.topology().current().version();
