@@ -115,3 +115,78 @@ fn backend_credentials_are_used_and_never_shown() {
     }
     proxy.shutdown();
 }
+
+/// Review S3: AUTH and HELLO … AUTH after a first login switch the connection's user on a
+/// right pair and keep the current one on a wrong pair, as Redis does; connection pools
+/// that re-AUTH per borrower rely on it.
+#[test]
+fn re_auth_switches_users_as_redis_does() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.auth = users());
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["AUTH", "s3cret"])), "OK");
+    assert_eq!(text(&c.call(&["SET", "secret", "s"])), "OK");
+    let wrongpass = "-WRONGPASS invalid username-password pair or user is disabled.";
+    assert_eq!(text(&c.call(&["AUTH", "default", "anything"])), wrongpass);
+    assert_eq!(text(&c.call(&["AUTH", "reporting", "nope"])), wrongpass);
+    assert_eq!(
+        text(&c.call(&["GET", "secret"])),
+        "s",
+        "a wrong AUTH keeps the user"
+    );
+
+    assert_eq!(text(&c.call(&["AUTH", "reporting", "r3p"])), "OK");
+    assert_eq!(
+        text(&c.call(&["GET", "secret"])),
+        "-NOPERM this user has no permissions to access one of the keys used as arguments",
+        "the new user's rules apply at once"
+    );
+    assert_eq!(text(&c.call(&["AUTH", "s3cret"])), "OK");
+    assert_eq!(text(&c.call(&["GET", "secret"])), "s");
+
+    assert_eq!(
+        text(&c.call(&["HELLO", "3", "AUTH", "reporting", "bad"])),
+        wrongpass
+    );
+    assert_eq!(
+        text(&c.call(&["GET", "secret"])),
+        "s",
+        "still default, still RESP2"
+    );
+    assert!(matches!(
+        c.call(&["HELLO", "3", "AUTH", "reporting", "r3p"]),
+        Value::Map(_)
+    ));
+    assert!(text(&c.call(&["GET", "secret"])).starts_with("-NOPERM"));
+    // Arguments are checked before the credentials, and nothing is applied on an error.
+    assert_eq!(
+        text(&c.call(&["HELLO", "4", "AUTH", "default", "s3cret"])),
+        "-NOPROTO unsupported protocol version"
+    );
+    assert!(text(&c.call(&["GET", "secret"])).starts_with("-NOPERM"));
+    assert_eq!(text(&c.call(&["AUTH", "a", "b", "c"])), "-ERR syntax error");
+    proxy.shutdown();
+}
+
+/// With no client password, Redis's default user is `nopass`: any password is right for
+/// it, and only for it.
+#[test]
+fn without_a_password_only_the_default_user_exists() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |_| {});
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["AUTH", "default", "x"])), "OK");
+    assert_eq!(
+        text(&c.call(&["AUTH", "app", "x"])),
+        "-WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(
+        text(&c.call(&["HELLO", "2", "AUTH", "app", "x"])),
+        "-WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert!(matches!(
+        c.call(&["HELLO", "3", "AUTH", "default", "x"]),
+        Value::Map(_)
+    ));
+    proxy.shutdown();
+}

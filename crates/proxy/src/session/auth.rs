@@ -10,6 +10,7 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::auth::Denied;
+use crate::session::local::Hello;
 use crate::session::Session;
 
 const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
@@ -23,35 +24,16 @@ pub(crate) const PRE_AUTH_BUFFER: usize = 1024 * 1024;
 
 impl Session {
     /// What an unauthenticated client may do. Returns the request back when it may run
-    /// (QUIT, and HELLO once its AUTH succeeded).
+    /// (QUIT, and HELLO, which checks its own AUTH option when it runs: `hello`).
     pub(crate) fn gate_unauthenticated(&mut self, req: Request) -> Option<Request> {
         let name = req.arg(0).to_ascii_lowercase();
         match name.as_slice() {
-            b"auth" if req.argc() == 2 || req.argc() == 3 => {
-                let (user, pass) = if req.argc() == 2 {
-                    (&b"default"[..], req.arg(1))
-                } else {
-                    (req.arg(1), req.arg(2))
-                };
-                let reply = self.authenticate(user, pass);
+            b"auth" => {
+                let reply = self.auth_command(&req);
                 self.cell.push_ready(reply);
                 None
             }
-            b"hello" => {
-                let auth = (2..req.argc())
-                    .find(|&i| req.arg(i).eq_ignore_ascii_case(b"auth") && i + 2 < req.argc());
-                let Some(i) = auth else {
-                    self.cell.push_ready(Bytes::from_static(HELLO_NOAUTH));
-                    return None;
-                };
-                let reply = self.authenticate(req.arg(i + 1), req.arg(i + 2));
-                if self.authenticated {
-                    return Some(req);
-                }
-                self.cell.push_ready(reply);
-                None
-            }
-            b"quit" => Some(req),
+            b"hello" | b"quit" => Some(req),
             _ => {
                 self.cell.push_ready(Bytes::from_static(NOAUTH));
                 None
@@ -59,11 +41,51 @@ impl Session {
         }
     }
 
-    /// Check a user's password; on success the session is authenticated as that user.
+    /// `AUTH [user] password`, before or after a first login, as Redis answers it: a right
+    /// pair switches the connection to that user, a wrong one leaves it as it was.
+    pub(crate) fn auth_command(&mut self, req: &Request) -> Bytes {
+        match req.argc() {
+            2 if !self.worker.live().config.auth_required() => crate::reply::error(
+                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+            ),
+            2 => self.authenticate(b"default", req.arg(1)),
+            3 => self.authenticate(req.arg(1), req.arg(2)),
+            _ => crate::reply::error("syntax error"),
+        }
+    }
+
+    /// HELLO, once everything before it is answered: its arguments checked first, then its
+    /// AUTH option (as AUTH), then, if the connection is authenticated, the switch.
+    pub(crate) fn hello(&mut self, req: &Request) -> Bytes {
+        let hello = match Hello::parse(req) {
+            Ok(hello) => hello,
+            Err(reply) => return reply,
+        };
+        if let Some((user, pass)) = &hello.auth {
+            let reply = self.authenticate(user, pass);
+            if reply.first() == Some(&b'-') {
+                return reply;
+            }
+        }
+        if !self.authenticated {
+            return Bytes::from_static(HELLO_NOAUTH);
+        }
+        hello.apply(&mut self.info)
+    }
+
+    /// Check a user's password; on success the session is authenticated as that user, on
+    /// failure it keeps the user it had (if any). With no client password configured,
+    /// Redis's default user is `nopass`: any password is right for it, and only for it.
     pub(crate) fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> Bytes {
         let live = self.worker.live();
-        let users = &live.users;
-        let found = users
+        if !live.config.auth_required() {
+            return match user {
+                b"default" => Bytes::from_static(b"+OK\r\n"),
+                _ => Bytes::from_static(WRONGPASS),
+            };
+        }
+        let found = live
+            .users
             .iter()
             .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
         match found {

@@ -46,9 +46,10 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
             resp::write_simple(&mut out, b"OK");
         }
         Local::Select => return select(req),
-        Local::Hello => return hello(req, session),
+        // Both may change the connection's user, which is the session's (`session/auth.rs`);
+        // only a caller that cannot do that gets here.
+        Local::Hello | Local::Auth => return error("slotgate: AUTH and HELLO cannot be used here"),
         Local::Client => return client(req, session),
-        Local::Auth => return auth(req),
         Local::Reset => {
             *session = SessionInfo::new(session.id);
             resp::write_simple(&mut out, b"RESET");
@@ -93,54 +94,68 @@ fn select(req: &Request) -> Bytes {
     }
 }
 
-/// `AUTH` when the proxy has no client password configured, worded as Redis words it.
-fn auth(req: &Request) -> Bytes {
-    if req.argc() == 2 {
-        return error(
-            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        );
-    }
-    if req.arg(1) == b"default" {
-        return Bytes::from_static(b"+OK\r\n");
-    }
-    Bytes::from_static(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n")
+/// `HELLO [protover [AUTH user pass] [SETNAME name]]`, checked in Redis's order: the
+/// protocol version, then each option's syntax and the name; the credentials are checked
+/// after that by the caller, and only then is anything applied (`Hello::apply`).
+pub(crate) struct Hello {
+    protocol: Option<u8>,
+    pub(crate) auth: Option<(Bytes, Bytes)>,
+    name: Option<Bytes>,
 }
 
-/// `HELLO [protover [AUTH user pass] [SETNAME name]]`.
-fn hello(req: &Request, session: &mut SessionInfo) -> Bytes {
-    let mut protocol = session.protocol;
-    if req.argc() >= 2 {
-        match resp::string2ll(req.arg(1)) {
-            Some(v @ 2..=3) => protocol = v as u8,
-            Some(_) => return Bytes::from_static(b"-NOPROTO unsupported protocol version\r\n"),
-            None => return error("Protocol version is not an integer or out of range"),
+impl Hello {
+    pub(crate) fn parse(req: &Request) -> Result<Hello, Bytes> {
+        let mut protocol = None;
+        if req.argc() >= 2 {
+            match resp::string2ll(req.arg(1)) {
+                Some(v @ 2..=3) => protocol = Some(v as u8),
+                Some(_) => {
+                    return Err(Bytes::from_static(
+                        b"-NOPROTO unsupported protocol version\r\n",
+                    ))
+                }
+                None => return Err(error("Protocol version is not an integer or out of range")),
+            }
         }
-    }
-    let mut i = 2;
-    let mut name = None;
-    while i < req.argc() {
-        let opt = req.arg(i);
-        if opt.eq_ignore_ascii_case(b"auth") && i + 2 < req.argc() {
-            // Checked by the session before HELLO runs (see session_auth.rs).
-            i += 3;
-        } else if opt.eq_ignore_ascii_case(b"setname") && i + 1 < req.argc() {
-            name = Some(req.arg_bytes(i + 1));
-            i += 2;
-        } else {
-            return error(&format!(
-                "Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(opt)
-            ));
+        let (mut i, mut name, mut auth) = (2, None, None);
+        while i < req.argc() {
+            let opt = req.arg(i);
+            if opt.eq_ignore_ascii_case(b"auth") && i + 2 < req.argc() {
+                auth = Some((req.arg_bytes(i + 1), req.arg_bytes(i + 2)));
+                i += 3;
+            } else if opt.eq_ignore_ascii_case(b"setname") && i + 1 < req.argc() {
+                let given = req.arg_bytes(i + 1);
+                if !valid_client_name(&given) {
+                    return Err(error(
+                        "Client names cannot contain spaces, newlines or special characters.",
+                    ));
+                }
+                name = Some(given);
+                i += 2;
+            } else {
+                return Err(error(&format!(
+                    "Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(opt)
+                )));
+            }
         }
+        Ok(Hello {
+            protocol,
+            auth,
+            name,
+        })
     }
-    if let Some(name) = name {
-        if !valid_client_name(&name) {
-            return error("Client names cannot contain spaces, newlines or special characters.");
+
+    /// Switch protocol and name; the reply in the new protocol.
+    pub(crate) fn apply(self, session: &mut SessionInfo) -> Bytes {
+        if let Some(name) = self.name {
+            session.name = Some(name);
         }
-        session.name = Some(name);
+        if let Some(protocol) = self.protocol {
+            session.protocol = protocol;
+        }
+        hello_reply(session)
     }
-    session.protocol = protocol;
-    hello_reply(session)
 }
 
 fn hello_reply(session: &SessionInfo) -> Bytes {
@@ -268,7 +283,11 @@ mod tests {
             crate::route::Route::Local(l) => l,
             other => panic!("{args:?} is not local: {other:?}"),
         };
-        String::from_utf8(run(cmd, &req, s, &shared()).to_vec()).unwrap()
+        let reply = match cmd {
+            Local::Hello => Hello::parse(&req).map_or_else(|e| e, |h| h.apply(s)),
+            cmd => run(cmd, &req, s, &shared()),
+        };
+        String::from_utf8(reply.to_vec()).unwrap()
     }
 
     #[test]

@@ -338,6 +338,10 @@ impl Session {
                 let reply = self.client_command(req);
                 self.reply_now(reply);
             }
+            Local::Auth => {
+                let reply = self.auth_command(req);
+                self.reply_now(reply);
+            }
             cmd => {
                 let shared = self.worker.shared.clone();
                 let reply = local::run(cmd, req, &mut self.info, &shared);

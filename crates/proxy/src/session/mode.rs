@@ -14,7 +14,7 @@ use resp::Request;
 use super::Session;
 use crate::route::{Local, Route};
 use crate::session::exclusive::{Held, Intake};
-use crate::session::local::{self, SessionInfo};
+use crate::session::local::SessionInfo;
 
 /// RESET, sent on each subscription connection: the node drops its subscriptions at once
 /// and without a confirmation each, as for the client's own RESET.
@@ -86,9 +86,8 @@ impl Session {
             Local::Wait => self.start_wait(req),
             Local::Ping => self.reply_now(subscribed_pong(req)),
             _ => {
-                let shared = self.worker.shared.clone();
                 let before = self.info.protocol;
-                let reply = local::run(cmd, req, &mut self.info, &shared);
+                let reply = self.hello(req);
                 if let Some(p) = self.pubsub.as_mut() {
                     p.switched |= self.info.protocol != before;
                 }
