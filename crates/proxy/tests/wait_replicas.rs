@@ -111,3 +111,68 @@ fn a_paused_replica_times_wait_out_without_holding_other_clients() {
     // The client is served again after its WAIT.
     assert_eq!(text(&a.call(&["GET", "{p}a"])), "2");
 }
+
+/// The replica of the master at `master`, stopped with SIGSTOP until the guard is dropped.
+fn pause_replica_of_master(h: &Harness, master: std::net::SocketAddr) -> Paused {
+    let nodes = h.cluster.nodes();
+    let id = &nodes.iter().find(|n| n.addr == master).unwrap().id;
+    let replica = nodes
+        .iter()
+        .find(|n| n.master_of.as_deref() == Some(id.as_str()))
+        .unwrap();
+    Paused::stop(replica.pid)
+}
+
+/// Review S6: a write made by a script, a function, a streamed upload or after an ASK is
+/// counted by WAIT as redis-server counts it: 0 while the replica that must have it is
+/// paused, 1 once it is resumed.
+#[test]
+fn wait_counts_writes_of_scripts_functions_uploads_and_ask() {
+    let (h, proxy) = harness();
+    let mut c = Client::connect(proxy.local_addr());
+    let lib = "#!lua name=waitlib\nredis.register_function('setit', function(keys, args) return redis.call('SET', keys[1], args[1]) end)";
+    assert_eq!(text(&c.call(&["FUNCTION", "LOAD", lib])), "waitlib");
+    let sha = text(&c.call(&["SCRIPT", "LOAD", "return redis.call('SET', KEYS[1], 'e')"]));
+    // Everything the scripts write is on its replica before the replica is paused.
+    assert_eq!(c.call(&["WAIT", "1", "0"]), Value::Integer(1));
+    let big = "v".repeat(5 << 20);
+    let writes: [(&str, Vec<&str>); 4] = [
+        (
+            "eval",
+            vec![
+                "EVAL",
+                "return redis.call('SET', KEYS[1], 'e')",
+                "1",
+                "{s}k",
+            ],
+        ),
+        ("evalsha", vec!["EVALSHA", &sha, "1", "{s}k"]),
+        ("fcall", vec!["FCALL", "setit", "1", "{s}k", "f"]),
+        ("upload", vec!["SET", "{s}k", &big]),
+    ];
+    for (what, args) in writes {
+        let paused = pause_replica_of(&h, "{s}k");
+        let reply = text(&c.call(&args));
+        assert!(reply == "OK" || reply == "e", "{what}: {reply}");
+        assert_eq!(
+            c.call(&["WAIT", "1", "300"]),
+            Value::Integer(0),
+            "{what}: WAIT counted a paused replica"
+        );
+        drop(paused);
+        assert_eq!(c.call(&["WAIT", "1", "0"]), Value::Integer(1), "{what}");
+    }
+
+    // A write the source master answers with ASK runs on the importing master.
+    let mv = common::migrate::Move::begin(&h.cluster, "{ask}");
+    let paused = pause_replica_of_master(&h, mv.dst);
+    assert_eq!(text(&c.call(&["SET", "{ask}new", "1"])), "OK");
+    assert_eq!(
+        c.call(&["WAIT", "1", "300"]),
+        Value::Integer(0),
+        "ask: WAIT counted the source's replica"
+    );
+    drop(paused);
+    assert_eq!(c.call(&["WAIT", "1", "0"]), Value::Integer(1));
+    proxy.shutdown();
+}

@@ -155,6 +155,11 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         return;
     };
     count_and_learn(&session.worker, &plan);
+    if matches!(plan.kind, Kind::Ask { .. }) {
+        // The request runs on a node the map does not give its slot: a later WAIT cannot
+        // tell which master to ask, so it asks every one (review S6).
+        session.written.note_unknown();
+    }
     let pinned = session
         .cell
         .with_entry(

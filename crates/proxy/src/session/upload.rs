@@ -101,6 +101,9 @@ impl Session {
         }
         WorkerStats::bump(&self.worker.stats.commands_processed);
         self.count_command(command);
+        if command.is_some_and(crate::session::wait::is_write) {
+            self.note_write(&route); // a later WAIT must count this write (review S6)
+        }
         self.slowlog_arm(&tail.probe, command, false);
         let backend = self.dedicated_for(&addr);
         // Never resent until its last piece is out (then its pieces are, `finish_upload`).

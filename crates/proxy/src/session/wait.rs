@@ -40,6 +40,13 @@ pub(crate) struct Written {
     all: bool,
 }
 
+impl Written {
+    /// A write went somewhere the map does not say: WAIT asks every master.
+    pub(crate) fn note_unknown(&mut self) {
+        self.all = true;
+    }
+}
+
 // === impl Session (WAIT) ===
 
 impl Session {
@@ -104,16 +111,23 @@ impl Session {
             let acked = probe(plan, &cell).await;
             cell.deliver_local(seq, Bytes::from(format!(":{acked}\r\n")));
         });
-        self.intake = crate::session::exclusive::Intake::Serial;
+        self.intake = crate::session::exclusive::Intake::Blocked;
     }
 }
 
-/// Whether the command at `index` of the command table may write: its `write` flag, or
-/// `may_replicate` (EVAL, FCALL, which may run writes).
+/// Whether the command at `index` of the command table may write: its `write` flag,
+/// `may_replicate`, or a script or function call that is not read-only (EVAL, EVALSHA,
+/// FCALL: Redis 7.0's `COMMAND INFO` does not report their `may_replicate`, and a WAIT
+/// after them must count only replicas that have their writes; review S6).
 pub(crate) fn is_write(index: usize) -> bool {
-    use cluster::command::flags::{MAY_REPLICATE, WRITE};
+    use cluster::command::acl::SCRIPTING;
+    use cluster::command::flags::{MAY_REPLICATE, READONLY, WRITE};
     let spec = cluster::command::all().get(index);
-    spec.is_some_and(|spec| spec.has(WRITE) || spec.has(MAY_REPLICATE))
+    spec.is_some_and(|spec| {
+        spec.has(WRITE)
+            || spec.has(MAY_REPLICATE)
+            || (spec.acl_categories & SCRIPTING != 0 && !spec.has(READONLY))
+    })
 }
 
 /// An integer argument as Redis's `string2ll` reads it.
