@@ -40,9 +40,13 @@ pub(crate) enum Intake {
     /// This request waits until every earlier one is answered and every pub/sub command
     /// confirmed; nothing after it is parsed meanwhile.
     Held(Held),
-    /// A request that has a connection to itself is in flight (a BLPOP, EXEC): nothing more
-    /// is parsed until it is answered, as Redis runs a client's commands one at a time.
+    /// A request that has a connection to itself is in flight (EXEC, WATCH, KEYS' rounds):
+    /// nothing more is parsed until it is answered, as Redis runs a client's commands one
+    /// at a time. Its reply is owed even to a client that has stopped sending (review S7).
     Serial,
+    /// As `Serial`, for a request that may never be answered (BLPOP, XREAD BLOCK, WAIT): a
+    /// client that leaves does not keep it, and CLIENT LIST shows the `b` flag.
+    Blocked,
     /// The big request at the parser's head is streamed once the requests before it are
     /// answered (or a streamed one's reply is awaited): it must not be framed meanwhile.
     UploadWaiting,
@@ -76,6 +80,8 @@ pub(crate) enum Via {
 pub(crate) struct Exclusive {
     /// The bytes to send.
     pub frame: Bytes,
+    /// A blocking command, which may never be answered (`Intake::Blocked`).
+    pub blocks: bool,
     /// Commands in `frame` before the one whose reply the client gets.
     pub skip: u32,
     /// The slot that decides the node; None for any master.
@@ -86,12 +92,13 @@ pub(crate) struct Exclusive {
 }
 
 impl Held {
-    /// One command on the dedicated connection.
+    /// One blocking command on the dedicated connection.
     pub(crate) fn single(req: Request, slot: Option<u16>) -> Held {
         let frame = req.raw().clone();
         Held::Exclusive(Exclusive {
             resend: Resend::Frame(frame.clone()),
             frame,
+            blocks: true,
             skip: 0,
             slot,
             via: Via::Dedicated,
@@ -126,7 +133,7 @@ impl Session {
                 self.intake = Intake::UploadWaiting;
                 return false;
             }
-            Intake::Open | Intake::Serial => return false,
+            Intake::Open | Intake::Serial | Intake::Blocked => return false,
         };
         match held {
             Held::PubSub(frame, target) => self.send_pubsub(frame, target),
@@ -175,7 +182,10 @@ impl Session {
             ..Outgoing::new(ex.frame, self.cell.clone(), seq)
         };
         backend.send(out);
-        self.intake = Intake::Serial;
+        self.intake = match ex.blocks {
+            true => Intake::Blocked,
+            false => Intake::Serial,
+        };
     }
 
     /// The session's dedicated connection to `addr`, opening it (and closing one to another
@@ -207,7 +217,7 @@ impl Session {
         let waiting = match self.intake {
             Intake::Open => false,
             Intake::Held(_) => true,
-            Intake::Serial | Intake::UploadWaiting => self.cell.in_flight() > 0,
+            Intake::Serial | Intake::Blocked | Intake::UploadWaiting => self.cell.in_flight() > 0,
         };
         waiting || self.pubsub_syncing()
     }

@@ -64,9 +64,10 @@ impl Session {
         if !self.draining {
             return None;
         }
-        // A blocked command may never answer: a departed client must not keep it.
-        let serial = matches!(self.intake, Intake::Serial);
-        let done = serial || (self.out.is_empty() && self.cell.in_flight() == 0);
+        // A blocked command may never answer: a departed client must not keep it. Any other
+        // request read is answered and its reply written first (EXEC, WATCH: review S7).
+        let blocked = matches!(self.intake, Intake::Blocked);
+        let done = blocked || (self.out.is_empty() && self.cell.in_flight() == 0);
         Some(if done { Poll::Ready(()) } else { Poll::Pending })
     }
 

@@ -178,6 +178,7 @@ impl Session {
         };
         self.hold(Held::Exclusive(Exclusive {
             frame,
+            blocks: false,
             skip,
             slot: tx.slot,
             resend,
@@ -207,6 +208,7 @@ impl Session {
             return;
         };
         ex.via = Via::Watch;
+        ex.blocks = false;
         self.hold(Held::Exclusive(ex));
     }
 
