@@ -12,6 +12,8 @@
 use cluster::command::{acl, CommandSpec};
 use serde::Deserialize;
 
+pub(crate) mod mirror;
+
 /// One user as configured.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -48,6 +50,9 @@ pub(crate) struct User {
     password: String,
     rules: Vec<Rule>,
     keys: Vec<Vec<u8>>,
+    /// The user's rules in `ACL SETUSER`'s language, for its mirror on the nodes
+    /// (`auth/mirror.rs`).
+    pub acl: Vec<String>,
     /// Every command and every key: no per-request check needed.
     pub unrestricted: bool,
     /// Removed by a reload: a tombstone keeping its index (`context/live.rs`).
@@ -85,11 +90,18 @@ impl User {
             .collect::<Result<_, _>>()?;
         let keys: Vec<Vec<u8>> = cfg.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
         let unrestricted = rules == [Rule::AllowCategory(u64::MAX)] && keys == [b"*".to_vec()];
+        let acl = cfg
+            .commands
+            .iter()
+            .cloned()
+            .chain(cfg.keys.iter().map(|k| format!("~{k}")))
+            .collect();
         Ok(User {
             name: cfg.name.clone(),
             password: cfg.password.clone(),
             rules,
             keys,
+            acl,
             unrestricted,
             removed: false,
         })
@@ -102,6 +114,7 @@ impl User {
             password: password.into(),
             rules: vec![Rule::AllowCategory(u64::MAX)],
             keys: vec![b"*".to_vec()],
+            acl: vec!["+@all".into(), "~*".into()],
             unrestricted: true,
             removed: false,
         }
@@ -115,6 +128,7 @@ impl User {
             password: String::new(),
             rules: Vec::new(),
             keys: Vec::new(),
+            acl: Vec::new(),
             unrestricted: false,
             removed: true,
         }

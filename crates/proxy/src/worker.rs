@@ -175,6 +175,19 @@ impl Worker {
         )
     }
 
+    /// A new connection to `addr` that runs as a mirror user once `acting` (its set-up,
+    /// `auth/mirror.rs`) succeeded; None for the backend user.
+    pub(crate) fn new_backend_as(
+        &self,
+        addr: &str,
+        resp3: bool,
+        acting: Option<bytes::Bytes>,
+    ) -> Rc<Backend> {
+        let mut settings = self.settings(addr, resp3);
+        settings.acting = acting;
+        Backend::new(addr, settings, self.shared.topology.clone())
+    }
+
     /// A new connection to `addr` as a replica: `READONLY` at set-up (`reads.rs`).
     fn new_replica_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
         let mut settings = self.settings(addr, resp3);
@@ -191,6 +204,7 @@ impl Worker {
             slow_timeout: Duration::from_millis(cluster.slow_command_timeout_ms),
             resp3,
             auth: self.shared.backend_auth.clone(),
+            acting: None,
             tls: self.shared.backend_tls.clone(),
             node: self.stats.nodes.node(addr),
             quantum: self.turn_quantum,

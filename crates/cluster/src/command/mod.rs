@@ -316,4 +316,11 @@ impl CommandSpec {
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag == flag
     }
+
+    /// Whether the command runs code on the node (EVAL, EVALSHA, FCALL and their `_RO`
+    /// forms): code that names keys and commands of its own, beyond the declared ones.
+    /// They are the `@scripting` commands whose keys may be none.
+    pub fn runs_code(&self) -> bool {
+        self.acl_categories & acl::SCRIPTING != 0 && self.has(flags::NO_MANDATORY_KEYS)
+    }
 }

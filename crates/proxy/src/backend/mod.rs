@@ -97,6 +97,8 @@ pub(crate) struct Backend {
     pub resp3: bool,
     /// `AUTH [user] password` sent first on every new connection, when configured.
     auth: Option<Bytes>,
+    /// The mirror user's set-up (`Settings::acting`): requests wait until it succeeded.
+    acting: Option<Bytes>,
     /// TLS towards the node (`backend_tls`), when enabled.
     tls: Option<Arc<crate::tls::Connector>>,
     /// Stream mode (a session's pub/sub connection): every frame the node sends is handed to
@@ -254,6 +256,10 @@ struct Conn {
     streaming: Option<replies::ReplyStream>,
     /// Why the transaction whose EXEC comes next was refused (`backend/refusal.rs`).
     refusal: Option<Bytes>,
+    /// Set-up replies still awaited that must succeed before any request is written.
+    gate: usize,
+    /// Why a set-up that had to succeed failed: what the requests queued here get.
+    setup_failed: Option<Bytes>,
 }
 
 // === impl Conn ===
@@ -270,6 +276,8 @@ impl Conn {
             reported_inflight: 0,
             streaming: None,
             refusal: None,
+            gate: 0,
+            setup_failed: None,
             backend,
         }
     }
@@ -283,7 +291,9 @@ impl Conn {
             if self.backend.closed.get() {
                 return Poll::Ready("closed by the proxy".into());
             }
-            self.take_queued();
+            if self.gate == 0 {
+                self.take_queued();
+            }
             let room = writev::room(self.backend.quantum, moved);
             let wrote = match self.poll_write(cx, room) {
                 Ok(n) => n,
@@ -301,7 +311,8 @@ impl Conn {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            if wrote == 0 && read == 0 && self.backend.queue.borrow().is_empty() {
+            let waiting = self.gate == 0 && !self.backend.queue.borrow().is_empty();
+            if wrote == 0 && read == 0 && !waiting {
                 return self.poll_idle(cx);
             }
         }

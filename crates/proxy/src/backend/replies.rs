@@ -136,6 +136,16 @@ impl Conn {
                     tracing::warn!(node = %self.backend.addr, error = %text, "connection set-up command failed");
                 }
                 Owed::SetUp => {}
+                Owed::Gate if resp::is_error_frame(&frame) => {
+                    let text = String::from_utf8_lossy(&frame[1..frame.len().min(200)]);
+                    let why = format!(
+                        "refused the ACL user that runs this client's scripts ({})",
+                        text.trim_end()
+                    );
+                    self.setup_failed = Some(super::node_error(&self.backend.addr, &why));
+                    return Err(why);
+                }
+                Owed::Gate => self.gate -= 1,
             }
         }
     }

@@ -75,6 +75,9 @@ pub(super) enum Owed {
     /// A command the connection sent for itself (AUTH, HELLO 3, ASKING): the reply is
     /// dropped, an error logged.
     SetUp,
+    /// A set-up command that must succeed before any request is written (a mirror user's
+    /// ACL SETUSER and AUTH): an error fails the connection and what waits for it.
+    Gate,
     /// A transaction's MULTI or queued command (`Outgoing::skip`): the reply is dropped, but
     /// a refusal is kept for the EXEC that follows (`backend/refusal.rs`).
     Queued,
@@ -83,6 +86,10 @@ pub(super) enum Owed {
 impl InFlight {
     pub const SET_UP: InFlight = InFlight {
         owed: Owed::SetUp,
+        limit: 0,
+    };
+    pub const GATE: InFlight = InFlight {
+        owed: Owed::Gate,
         limit: 0,
     };
     pub const QUEUED: InFlight = InFlight {

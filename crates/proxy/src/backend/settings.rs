@@ -23,6 +23,9 @@ pub(crate) struct Settings {
     pub resp3: bool,
     /// A pre-encoded `AUTH` for the node, if the nodes require one.
     pub auth: Option<Bytes>,
+    /// Set-up commands that make the connection run as a client's mirror ACL user
+    /// (`auth/mirror.rs`): nothing else is written until they succeeded.
+    pub acting: Option<Bytes>,
     /// TLS towards the node, when `backend_tls.enabled`.
     pub tls: Option<Arc<crate::tls::Connector>>,
     /// This worker's counters for the node (INFO backends, `/metrics`).
@@ -44,6 +47,7 @@ impl Backend {
             slow_timeout,
             resp3,
             auth,
+            acting,
             tls,
             node,
             quantum,
@@ -62,6 +66,7 @@ impl Backend {
             topology,
             resp3,
             auth,
+            acting,
             tls,
             sink: RefCell::new(None),
             node,

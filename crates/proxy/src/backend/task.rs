@@ -31,6 +31,15 @@ pub(super) async fn run(backend: Rc<Backend>) {
         conn.write_queue.push_back(auth.clone());
         conn.in_flight.push_back(InFlight::SET_UP);
     }
+    if let Some(acting) = &backend.acting {
+        // Then the mirror user (`auth/mirror.rs`); no request is written before it is in
+        // force, so none can run as the backend user instead.
+        conn.write_queue.push_back(acting.clone());
+        for _ in 0..crate::auth::mirror::SETUP_COMMANDS {
+            conn.in_flight.push_back(InFlight::GATE);
+        }
+        conn.gate = crate::auth::mirror::SETUP_COMMANDS;
+    }
     if backend.resp3 {
         // Before anything else on this connection; its reply (a map) is dropped.
         conn.write_queue.push_back(Bytes::from_static(HELLO3));
@@ -45,6 +54,10 @@ pub(super) async fn run(backend: Rc<Backend>) {
     let reason = poll_fn(|cx| conn.poll(cx)).await;
     tracing::info!(node = %backend.addr, %reason, "backend connection closed");
     conn.poison(&reason);
+    if let Some(refused) = conn.setup_failed.take() {
+        // Nothing queued here may run on another connection as someone else: it fails.
+        backend.fail_queued(&refused, false);
+    }
     backend.note_break();
     backend.node.report_inflight(&mut conn.reported_inflight, 0);
     backend.node.closed(!backend.closed.get());

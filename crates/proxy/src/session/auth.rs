@@ -10,6 +10,7 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::auth::Denied;
+use crate::route::Route;
 use crate::session::local::Hello;
 use crate::session::Session;
 
@@ -88,8 +89,13 @@ impl Session {
             .users
             .iter()
             .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
+        drop(live);
         match found {
             Some(idx) => {
+                if self.user.is_some_and(|old| old != idx) {
+                    // Its own connections run as the old user's mirror (`acting_setup`).
+                    self.drop_dedicated();
+                }
                 self.authenticated = true;
                 self.user = Some(idx);
                 self.parser.set_unauthenticated(false);
@@ -113,6 +119,35 @@ impl Session {
             .users
             .get(index)
             .is_some_and(|u| u.is_removed())
+    }
+
+    /// For a restricted user: the set-up that makes the session's own connections run as
+    /// the user's mirror on the nodes (`auth/mirror.rs`); None for an unrestricted one.
+    pub(crate) fn acting_setup(&self) -> Option<Bytes> {
+        let live = self.worker.live();
+        let user = live.users.get(self.user?)?;
+        if user.unrestricted {
+            return None;
+        }
+        let secret = &live.config.cluster.backend_password;
+        Some(crate::auth::mirror::setup(&user.name, &user.acl, secret))
+    }
+
+    /// Where a restricted user's script or function call runs: on the session's own
+    /// connection, as its mirror user, so the node checks every key and command inside it
+    /// as Redis would (review S2). `Some(slot)` (None: any master) for such a call.
+    pub(crate) fn mirror_slot(&self, req: &Request, route: &Route) -> Option<Option<u16>> {
+        let slot = match route {
+            Route::Slot(slot) | Route::Read(slot) => Some(*slot),
+            Route::AnyNode => None,
+            _ => return None,
+        };
+        let live = self.worker.live();
+        if live.users.get(self.user?)?.unrestricted {
+            return None;
+        }
+        let spec = cluster::lookup(req.arg(0))?;
+        spec.runs_code().then_some(slot)
     }
 
     /// For a restricted user: the NOPERM reply if `req` may not run, else None.

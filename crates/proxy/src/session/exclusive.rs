@@ -92,17 +92,30 @@ pub(crate) struct Exclusive {
 }
 
 impl Held {
+    /// A restricted user's script or function call, on the dedicated connection that runs
+    /// as its mirror user (`session/auth.rs`): answered, unlike a blocking command.
+    pub(crate) fn script(req: Request, slot: Option<u16>) -> Held {
+        Held::Exclusive(Exclusive::one(req, slot, false))
+    }
+
     /// One blocking command on the dedicated connection.
     pub(crate) fn single(req: Request, slot: Option<u16>) -> Held {
+        Held::Exclusive(Exclusive::one(req, slot, true))
+    }
+}
+
+impl Exclusive {
+    /// One command on the dedicated connection.
+    pub(crate) fn one(req: Request, slot: Option<u16>, blocks: bool) -> Exclusive {
         let frame = req.raw().clone();
-        Held::Exclusive(Exclusive {
+        Exclusive {
             resend: Resend::Frame(frame.clone()),
             frame,
-            blocks: true,
+            blocks,
             skip: 0,
             slot,
             via: Via::Dedicated,
-        })
+        }
     }
 }
 
@@ -198,7 +211,7 @@ impl Session {
             }
             d.close();
         }
-        let backend = self.worker.new_backend(addr, resp3);
+        let backend = self.worker.new_backend_as(addr, resp3, self.acting_setup());
         self.dedicated = Some(backend.clone());
         backend
     }

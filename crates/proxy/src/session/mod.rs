@@ -306,6 +306,9 @@ impl Session {
         if let Some(target) = self.own_publish(&req) {
             return self.hold(Held::PubSub(req.raw().clone(), target));
         }
+        if let Some(slot) = self.mirror_slot(&req, &route) {
+            return self.hold(Held::script(req, slot));
+        }
         match route {
             Route::Tx { cmd, slot } => self.transaction_command(cmd, req, slot),
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),

@@ -204,11 +204,8 @@ impl Session {
                 })
             }
         }
-        let Held::Exclusive(mut ex) = Held::single(req, Some(slot)) else {
-            return;
-        };
+        let mut ex = Exclusive::one(req, Some(slot), false);
         ex.via = Via::Watch;
-        ex.blocks = false;
         self.hold(Held::Exclusive(ex));
     }
 
@@ -216,6 +213,7 @@ impl Session {
     /// else the dedicated one if it leads there, else a new one.
     pub(crate) fn watch_connection(&mut self, addr: &str) -> Rc<Backend> {
         let resp3 = self.resp3();
+        let acting = self.acting_setup();
         let Some(w) = self.watch.as_mut() else {
             return self.dedicated_for(addr);
         };
@@ -231,7 +229,7 @@ impl Session {
             Some(d) if &*d.addr == addr && d.resp3 == resp3 => d,
             other => {
                 self.dedicated = other;
-                self.worker.new_backend(addr, resp3)
+                self.worker.new_backend_as(addr, resp3, acting)
             }
         };
         conn.keep_state();

@@ -115,6 +115,7 @@ mod tests {
             slow_timeout: Duration::ZERO,
             resp3: false,
             auth: None,
+            acting: None,
             tls: None,
             node: Arc::default(),
             quantum: 1024 * 1024,
