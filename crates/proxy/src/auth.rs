@@ -1,15 +1,23 @@
 //! Who may talk to the proxy, and what each user may run: a `requirepass`-style password for
-//! the default user, and named users with Redis-ACL-like rules. Pure: no I/O.
+//! the default user, and named users with Redis ACL rules. Pure: no I/O.
 //!
-//! Rules are read left to right and the last one that matches a command wins, as in Redis
-//! ACLs: `+@all`/`allcommands`, `-@all`, `+@<category>`, `-@<category>`, `+<command>`,
-//! `-<command>` (subcommands as `config|get`). Key patterns (`~pattern`, `allkeys`) are
-//! Redis glob patterns; a command may run only if every key it names matches one of them.
+//! A user's rules are the ones `ACL SETUSER` takes, for what a proxy can enforce: command
+//! rules read left to right, the last that matches winning (`+@all`/`allcommands`,
+//! `-@all`/`nocommands`, `+@<category>`, `-@<category>`, `+<command>`, `-<command>`,
+//! subcommands as `config|get`); key patterns (`~pattern`, `allkeys`, `resetkeys`); channel
+//! patterns (`&pattern`, `allchannels`, `resetchannels`). A user starts with no channel, as
+//! with Redis 7's default `acl-pubsub-default resetchannels`. A command may run only if every
+//! key it names matches a key pattern and every channel it publishes or subscribes to
+//! matches a channel pattern (a PSUBSCRIBE pattern must equal one, as Redis compares them).
+//! Decisions are made in Redis's order: the command, then its keys, then its channels.
+//!
+//! Scripts and functions name keys the proxy cannot see: they run on the nodes as the
+//! user's mirror ACL user (`auth/mirror.rs`), built from the same rules.
 //!
 //! Client credentials are separate from the backend credentials (`cluster.backend_*`), which
 //! the proxy never shows to clients.
 
-use cluster::command::{acl, CommandSpec};
+use cluster::command::{acl, flags, CommandSpec};
 use serde::Deserialize;
 
 pub(crate) mod mirror;
@@ -20,12 +28,20 @@ pub(crate) mod mirror;
 pub struct UserConfig {
     pub name: String,
     pub password: String,
-    /// ACL-style command rules, e.g. `["+@all", "-@dangerous"]`.
+    /// ACL command rules, e.g. `["+@all", "-@dangerous"]`.
     #[serde(default = "all_commands")]
     pub commands: Vec<String>,
     /// Key patterns, e.g. `["app:*"]`; `["*"]` allows every key.
     #[serde(default = "all_keys")]
     pub keys: Vec<String>,
+    /// Channel patterns, e.g. `["news.*"]`; none by default (Redis 7's `resetchannels`),
+    /// `["*"]` for every channel.
+    #[serde(default)]
+    pub channels: Vec<String>,
+    /// Rules in `ACL SETUSER`'s words, applied after the three lists above, e.g.
+    /// `"+@all -@dangerous ~app:* &news.*"`. The password stays in `password`.
+    #[serde(default)]
+    pub acl: String,
 }
 
 fn all_commands() -> Vec<String> {
@@ -41,6 +57,12 @@ fn all_keys() -> Vec<String> {
 pub enum AuthConfigError {
     #[error("user {user:?}: unknown ACL rule {rule:?}")]
     Rule { user: String, rule: String },
+    #[error("user {user:?}: ACL rule {rule:?} is not supported by the proxy: {why}")]
+    Unsupported {
+        user: String,
+        rule: String,
+        why: &'static str,
+    },
 }
 
 /// A checked user, ready for per-request decisions.
@@ -49,14 +71,24 @@ pub(crate) struct User {
     pub name: String,
     password: String,
     rules: Vec<Rule>,
-    keys: Vec<Vec<u8>>,
+    /// Key patterns; None: every key (`allkeys`).
+    keys: Patterns,
+    /// Channel patterns; None: every channel (`allchannels`).
+    channels: Patterns,
     /// The user's rules in `ACL SETUSER`'s language, for its mirror on the nodes
     /// (`auth/mirror.rs`).
     pub acl: Vec<String>,
-    /// Every command and every key: no per-request check needed.
+    /// Every command, key and channel: no per-request check needed.
     pub unrestricted: bool,
     /// Removed by a reload: a tombstone keeping its index (`context/live.rs`).
     removed: bool,
+}
+
+/// Glob patterns, or everything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Patterns {
+    All,
+    Some(Vec<Vec<u8>>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,54 +99,79 @@ enum Rule {
     DenyCommand(String),
 }
 
-/// Why a request was refused, with Redis's text.
+/// Why a request was refused, with the argument at fault (for ACL DRYRUN's wording).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Denied {
     Command,
-    Key,
+    Key(usize),
+    Channel(usize),
+}
+
+/// What one rule token changes.
+enum Token {
+    Command(Rule),
+    Key(Option<Vec<u8>>),
+    ResetKeys,
+    Channel(Option<Vec<u8>>),
+    ResetChannels,
 }
 
 // === impl User ===
 
 impl User {
     pub(crate) fn from_config(cfg: &UserConfig) -> Result<User, AuthConfigError> {
-        let rules = cfg
-            .commands
-            .iter()
-            .map(|r| {
-                parse_rule(r).ok_or_else(|| AuthConfigError::Rule {
-                    user: cfg.name.clone(),
-                    rule: r.clone(),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        let keys: Vec<Vec<u8>> = cfg.keys.iter().map(|k| k.as_bytes().to_vec()).collect();
-        let unrestricted = rules == [Rule::AllowCategory(u64::MAX)] && keys == [b"*".to_vec()];
-        let acl = cfg
-            .commands
-            .iter()
-            .cloned()
-            .chain(cfg.keys.iter().map(|k| format!("~{k}")))
-            .collect();
-        Ok(User {
+        let mut tokens: Vec<String> = cfg.commands.clone();
+        tokens.extend(cfg.keys.iter().map(|k| format!("~{k}")));
+        tokens.extend(cfg.channels.iter().map(|c| format!("&{c}")));
+        tokens.extend(cfg.acl.split_ascii_whitespace().map(String::from));
+        let mut user = User {
             name: cfg.name.clone(),
             password: cfg.password.clone(),
-            rules,
-            keys,
-            acl,
-            unrestricted,
+            rules: Vec::new(),
+            keys: Patterns::Some(Vec::new()),
+            channels: Patterns::Some(Vec::new()),
+            acl: tokens.clone(),
+            unrestricted: false,
             removed: false,
-        })
+        };
+        for token in &tokens {
+            match parse_token(token).map_err(|why| match why {
+                None => AuthConfigError::Rule {
+                    user: cfg.name.clone(),
+                    rule: token.clone(),
+                },
+                Some(why) => AuthConfigError::Unsupported {
+                    user: cfg.name.clone(),
+                    rule: token.clone(),
+                    why,
+                },
+            })? {
+                Token::Command(rule) => user.rules.push(rule),
+                Token::Key(p) => user.keys.add(p),
+                Token::ResetKeys => user.keys = Patterns::Some(Vec::new()),
+                Token::Channel(p) => user.channels.add(p),
+                Token::ResetChannels => user.channels = Patterns::Some(Vec::new()),
+            }
+        }
+        user.unrestricted = user.rules.last() == Some(&Rule::AllowCategory(u64::MAX))
+            && !user
+                .rules
+                .iter()
+                .any(|r| matches!(r, Rule::DenyCommand(_) | Rule::DenyCategory(_)))
+            && user.keys == Patterns::All
+            && user.channels == Patterns::All;
+        Ok(user)
     }
 
-    /// The default user of `requirepass`: every command, every key.
+    /// The default user of `requirepass`: every command, every key, every channel.
     pub(crate) fn default_with_password(password: &str) -> User {
         User {
             name: "default".into(),
             password: password.into(),
             rules: vec![Rule::AllowCategory(u64::MAX)],
-            keys: vec![b"*".to_vec()],
-            acl: vec!["+@all".into(), "~*".into()],
+            keys: Patterns::All,
+            channels: Patterns::All,
+            acl: vec!["+@all".into(), "allkeys".into(), "allchannels".into()],
             unrestricted: true,
             removed: false,
         }
@@ -127,7 +184,8 @@ impl User {
             name: name.into(),
             password: String::new(),
             rules: Vec::new(),
-            keys: Vec::new(),
+            keys: Patterns::Some(Vec::new()),
+            channels: Patterns::Some(Vec::new()),
             acl: Vec::new(),
             unrestricted: false,
             removed: true,
@@ -150,6 +208,36 @@ impl User {
             diff |= usize::from(b ^ want.get(i).copied().unwrap_or(0));
         }
         diff == 0
+    }
+
+    /// May this user run `spec` with arguments `arg(0..argc)`? Redis's order: the command,
+    /// then each key it names, then each channel it publishes or subscribes to. A request
+    /// whose keys cannot be found (bad numkeys) is refused by the node before it runs.
+    pub(crate) fn check<'a>(
+        &self,
+        spec: &CommandSpec,
+        argc: usize,
+        arg: impl Fn(usize) -> &'a [u8] + Copy,
+    ) -> Result<(), Denied> {
+        // AUTH and HELLO stay available to every user, as in Redis.
+        if spec.has(flags::NO_AUTH) {
+            return Ok(());
+        }
+        if !self.may_run(spec) {
+            return Err(Denied::Command);
+        }
+        // Shard channels sit where keys would: they are channels to ACLs, not keys.
+        if !spec.has(flags::SHARD_CHANNEL) && self.keys != Patterns::All {
+            if let Ok(keys) = spec.key_positions(argc, arg) {
+                if let Some(i) = keys.iter().find(|&i| !self.keys.matches(arg(i))) {
+                    return Err(Denied::Key(i));
+                }
+            }
+        }
+        match self.channels {
+            Patterns::All => Ok(()),
+            Patterns::Some(ref list) => channel_check(list, spec, argc, arg),
+        }
     }
 
     /// May this user run `spec`? Last matching rule wins; nothing matching means no.
@@ -182,7 +270,56 @@ impl User {
 
     /// May this user touch `key`?
     pub(crate) fn may_access(&self, key: &[u8]) -> bool {
-        self.keys.iter().any(|pattern| glob_match(pattern, key))
+        self.keys.matches(key)
+    }
+
+    /// Whether every key is this user's (SORT's BY and GET need it, as in Redis).
+    pub(crate) fn all_keys(&self) -> bool {
+        self.keys == Patterns::All
+    }
+}
+
+/// The channels of PUBLISH, SPUBLISH, (S|P)SUBSCRIBE, checked as Redis's
+/// `ACLCheckChannelAgainstList`: a channel matched as a glob, a pattern compared literally.
+fn channel_check<'a>(
+    list: &[Vec<u8>],
+    spec: &CommandSpec,
+    argc: usize,
+    arg: impl Fn(usize) -> &'a [u8],
+) -> Result<(), Denied> {
+    let (positions, is_pattern) = match spec.name {
+        "publish" | "spublish" => (1..2.min(argc), false),
+        "subscribe" | "ssubscribe" => (1..argc, false),
+        "psubscribe" => (1..argc, true),
+        _ => return Ok(()),
+    };
+    for i in positions {
+        let channel = arg(i);
+        let ok = list.iter().any(|p| match is_pattern {
+            true => p.as_slice() == channel,
+            false => glob_match(p, channel),
+        });
+        if !ok {
+            return Err(Denied::Channel(i));
+        }
+    }
+    Ok(())
+}
+
+impl Patterns {
+    fn add(&mut self, pattern: Option<Vec<u8>>) {
+        match (pattern, &mut *self) {
+            (None, _) => *self = Patterns::All,
+            (Some(_), Patterns::All) => {}
+            (Some(p), Patterns::Some(list)) => list.push(p),
+        }
+    }
+
+    fn matches(&self, text: &[u8]) -> bool {
+        match self {
+            Patterns::All => true,
+            Patterns::Some(list) => list.iter().any(|p| glob_match(p, text)),
+        }
     }
 }
 
@@ -191,14 +328,52 @@ impl Denied {
     pub(crate) fn reply(self, command: &str) -> bytes::Bytes {
         bytes::Bytes::from(match self {
             Denied::Command => format!("-NOPERM this user has no permissions to run the '{command}' command\r\n"),
-            Denied::Key => "-NOPERM this user has no permissions to access one of the keys used as arguments\r\n".into(),
+            Denied::Key(_) => "-NOPERM this user has no permissions to access one of the keys used as arguments\r\n".into(),
+            Denied::Channel(_) => "-NOPERM this user has no permissions to access one of the channels used as arguments\r\n".into(),
         })
     }
 }
 
+/// One rule token. Err(None): not a rule; Err(Some(why)): a rule the proxy cannot enforce.
+fn parse_token(token: &str) -> Result<Token, Option<&'static str>> {
+    if let Some(p) = token.strip_prefix('~') {
+        return Ok(Token::Key(
+            Some(p.as_bytes().to_vec()).filter(|p| p != b"*"),
+        ));
+    }
+    if let Some(p) = token.strip_prefix('&') {
+        return Ok(Token::Channel(
+            Some(p.as_bytes().to_vec()).filter(|p| p != b"*"),
+        ));
+    }
+    if token.starts_with('%') {
+        return Err(Some(
+            "read/write key permissions need each key's access flags, which the command table does not carry yet",
+        ));
+    }
+    let lower = token.to_ascii_lowercase();
+    match lower.as_str() {
+        "allkeys" => return Ok(Token::Key(None)),
+        "resetkeys" => return Ok(Token::ResetKeys),
+        "allchannels" => return Ok(Token::Channel(None)),
+        "resetchannels" => return Ok(Token::ResetChannels),
+        "on" | "off" | "nopass" | "resetpass" | "reset" => {
+            return Err(Some(
+                "set the user's password with `password`; users are always on",
+            ))
+        }
+        _ if token.starts_with(['>', '<', '#', '!', '(']) => {
+            return Err(Some(
+                "set the user's password with `password`; selectors are not supported",
+            ))
+        }
+        _ => {}
+    }
+    parse_rule(&lower).map(Token::Command).ok_or(None)
+}
+
 fn parse_rule(rule: &str) -> Option<Rule> {
-    let rule = rule.to_ascii_lowercase();
-    match rule.as_str() {
+    match rule {
         "allcommands" | "+@all" => return Some(Rule::AllowCategory(u64::MAX)),
         "nocommands" | "-@all" => return Some(Rule::DenyCategory(u64::MAX)),
         _ => {}
@@ -229,31 +404,37 @@ fn parse_rule(rule: &str) -> Option<Rule> {
     }
 }
 
-fn category(name: &str) -> Option<u64> {
-    Some(match name {
-        "keyspace" => acl::KEYSPACE,
-        "read" => acl::READ,
-        "write" => acl::WRITE,
-        "set" => acl::SET,
-        "sortedset" => acl::SORTEDSET,
-        "list" => acl::LIST,
-        "hash" => acl::HASH,
-        "string" => acl::STRING,
-        "bitmap" => acl::BITMAP,
-        "hyperloglog" => acl::HYPERLOGLOG,
-        "geo" => acl::GEO,
-        "stream" => acl::STREAM,
-        "pubsub" => acl::PUBSUB,
-        "admin" => acl::ADMIN,
-        "fast" => acl::FAST,
-        "slow" => acl::SLOW,
-        "blocking" => acl::BLOCKING,
-        "dangerous" => acl::DANGEROUS,
-        "connection" => acl::CONNECTION,
-        "transaction" => acl::TRANSACTION,
-        "scripting" => acl::SCRIPTING,
-        _ => return None,
-    })
+/// Redis 7.0's categories, in `ACL CAT`'s order.
+pub(crate) const CATEGORIES: [(&str, u64); 21] = [
+    ("keyspace", acl::KEYSPACE),
+    ("read", acl::READ),
+    ("write", acl::WRITE),
+    ("set", acl::SET),
+    ("sortedset", acl::SORTEDSET),
+    ("list", acl::LIST),
+    ("hash", acl::HASH),
+    ("string", acl::STRING),
+    ("bitmap", acl::BITMAP),
+    ("hyperloglog", acl::HYPERLOGLOG),
+    ("geo", acl::GEO),
+    ("stream", acl::STREAM),
+    ("pubsub", acl::PUBSUB),
+    ("admin", acl::ADMIN),
+    ("fast", acl::FAST),
+    ("slow", acl::SLOW),
+    ("blocking", acl::BLOCKING),
+    ("dangerous", acl::DANGEROUS),
+    ("connection", acl::CONNECTION),
+    ("transaction", acl::TRANSACTION),
+    ("scripting", acl::SCRIPTING),
+];
+
+/// The category named `name` (any case), as ACL rules spell it.
+pub(crate) fn category(name: &str) -> Option<u64> {
+    CATEGORIES
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, bits)| *bits)
 }
 
 /// Redis-style glob: `*`, `?`, `[abc]`, `[^a-z]`, `\x`. Iterative with one backtrack point
@@ -328,6 +509,8 @@ mod tests {
             password: "pw".into(),
             commands: commands.iter().map(|s| s.to_string()).collect(),
             keys: keys.iter().map(|s| s.to_string()).collect(),
+            channels: Vec::new(),
+            acl: String::new(),
         };
         User::from_config(&cfg).unwrap()
     }
@@ -390,7 +573,26 @@ mod tests {
             password: "x".into(),
             commands: vec!["+@nope".into()],
             keys: vec![],
+            channels: vec![],
+            acl: String::new(),
         };
         assert!(User::from_config(&bad).is_err());
+        for unsupported in ["%R~a*", ">pw", "on", "(~x +get)"] {
+            let cfg = UserConfig {
+                acl: unsupported.into(),
+                ..bad.clone()
+            };
+            let cfg = UserConfig {
+                commands: vec!["+@all".into()],
+                ..cfg
+            };
+            assert!(
+                matches!(
+                    User::from_config(&cfg),
+                    Err(AuthConfigError::Unsupported { .. })
+                ),
+                "{unsupported}"
+            );
+        }
     }
 }

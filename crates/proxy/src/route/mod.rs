@@ -49,6 +49,8 @@ pub(crate) enum Route {
 /// Commands the proxy answers without a backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Local {
+    /// ACL WHOAMI, CAT and DRYRUN, about the proxy's users (`session/acl.rs`).
+    Acl,
     Ping,
     Echo,
     Quit,
@@ -237,6 +239,7 @@ fn local_command(name: &str) -> Option<Local> {
         "select" => Local::Select,
         "hello" => Local::Hello,
         "auth" => Local::Auth,
+        "acl|whoami" | "acl|cat" | "acl|dryrun" => Local::Acl,
         "reset" => Local::Reset,
         "info" => Local::Info,
         "wait" => Local::Wait,

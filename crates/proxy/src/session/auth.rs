@@ -150,24 +150,62 @@ impl Session {
         spec.runs_code().then_some(slot)
     }
 
-    /// For a restricted user: the NOPERM reply if `req` may not run, else None.
+    /// For a restricted user: the NOPERM reply if `req` may not run, else None. A user
+    /// that cannot be found (a reload in between) may run nothing.
     pub(crate) fn denied(&self, req: &Request) -> Option<Bytes> {
         let live = self.worker.live();
-        let user = live.users.get(self.user?)?;
+        let index = self.user?;
+        let Some(user) = live.users.get(index) else {
+            return Some(Denied::Command.reply(&String::from_utf8_lossy(req.arg(0))));
+        };
         if user.unrestricted {
             return None;
         }
         let arg = |i: usize| req.arg(i);
+        // An unknown command or subcommand, or a wrong arity, is answered first (`route`),
+        // as Redis checks them before permissions.
         let spec = cluster::lookup(req.arg(0))?.resolve(req.argc(), arg);
-        // AUTH and HELLO stay available to every user, as in Redis.
-        if spec.has(cluster::command::flags::NO_AUTH) {
+        if !spec.subcommands.is_empty() || !spec.arity_ok(req.argc()) {
             return None;
         }
-        if !user.may_run(spec) {
-            return Some(Denied::Command.reply(spec.name));
+        if let Err(denied) = user.check(spec, req.argc(), arg) {
+            return Some(denied.reply(spec.name));
         }
-        let keys = spec.key_positions(req.argc(), arg).ok()?;
-        let forbidden = keys.iter().any(|i| !user.may_access(req.arg(i)));
-        forbidden.then(|| Denied::Key.reply(spec.name))
+        match spec.name {
+            "sort" | "sort_ro" if !user.all_keys() => sort_patterns_denied(req),
+            _ => None,
+        }
     }
+}
+
+/// SORT's BY (with a pattern) and GET read keys the command does not name: Redis refuses
+/// them to a user without access to every key, in its option parser's order.
+fn sort_patterns_denied(req: &Request) -> Option<Bytes> {
+    let mut j = 2;
+    while j < req.argc() {
+        let left = req.argc() - j - 1;
+        let opt = req.arg(j).to_ascii_lowercase();
+        match opt.as_slice() {
+            b"asc" | b"desc" | b"alpha" => {}
+            b"limit" if left >= 2 => j += 2,
+            b"store" if left >= 1 => j += 1,
+            b"by" if left >= 1 => {
+                if req.arg(j + 1).contains(&b'*') {
+                    return Some(crate::reply::error(
+                        "BY option of SORT denied due to insufficient ACL permissions.",
+                    ));
+                }
+                j += 1;
+            }
+            b"get" if left >= 1 => {
+                return Some(crate::reply::error(
+                    "GET option of SORT denied due to insufficient ACL permissions.",
+                ))
+            }
+            // A syntax error: the node answers it.
+            _ => return None,
+        }
+        j += 1;
+    }
+    None
 }

@@ -48,7 +48,9 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
         Local::Select => return select(req),
         // Both may change the connection's user, which is the session's (`session/auth.rs`);
         // only a caller that cannot do that gets here.
-        Local::Hello | Local::Auth => return error("slotgate: AUTH and HELLO cannot be used here"),
+        Local::Hello | Local::Auth | Local::Acl => {
+            return error("slotgate: AUTH, HELLO and ACL cannot be used here")
+        }
         Local::Client => return client(req, session),
         Local::Reset => {
             *session = SessionInfo::new(session.id);

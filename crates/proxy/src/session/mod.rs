@@ -39,6 +39,7 @@ use crate::tls::Stream;
 use crate::worker::Worker;
 use local::SessionInfo;
 
+pub(crate) mod acl;
 pub(crate) mod auth;
 pub(crate) mod budget;
 pub(crate) mod client;
@@ -274,6 +275,10 @@ impl Session {
         };
         if self.user.is_some() {
             if let Some(noperm) = self.denied(&req) {
+                // Refused at queue time, as Redis refuses it: EXEC then answers EXECABORT.
+                if let Some(tx) = self.tx.as_mut() {
+                    tx.abort();
+                }
                 return self.reply_now(noperm);
             }
         }
@@ -343,6 +348,10 @@ impl Session {
             }
             Local::Auth => {
                 let reply = self.auth_command(req);
+                self.reply_now(reply);
+            }
+            Local::Acl => {
+                let reply = self.acl_command(req);
                 self.reply_now(reply);
             }
             cmd => {

@@ -270,14 +270,26 @@ impl Session {
     /// A frame from `source`: None if that is not a tracking connection, else whether the
     /// frame goes to the client (an invalidation).
     pub(crate) fn tracking_frame(&mut self, source: usize, frame: &Bytes) -> Option<bool> {
+        let live = std::sync::Arc::clone(&self.worker.live());
+        // A user confined to some keys hears of those only: BCAST would name every key.
+        let confined = self
+            .user
+            .and_then(|i| live.users.get(i))
+            .filter(|u| !u.all_keys());
         let t = self.tracking.as_mut()?;
         let (_, owed) = t.conns.find(source)?;
         if frame.first() == Some(&b'>') {
-            let push = match t.keys.as_mut() {
+            let push = match (t.keys.as_mut(), confined) {
+                (None, Some(user)) => match keys::keep_only(frame, |k| user.may_access(k)) {
+                    Some(push) => push,
+                    None => return Some(false),
+                },
                 // BCAST to the client itself: as it comes.
-                None if t.redirect.is_none() && self.info.protocol == 3 => return Some(true),
-                None => frame.clone(),
-                Some(keys) => match keys.filter(frame) {
+                (None, None) if t.redirect.is_none() && self.info.protocol == 3 => {
+                    return Some(true)
+                }
+                (None, None) => frame.clone(),
+                (Some(keys), _) => match keys.filter(frame) {
                     Some(push) => push,
                     None => return Some(false),
                 },

@@ -46,6 +46,11 @@ impl Transaction {
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// A command was refused at queue time: EXEC answers EXECABORT and runs nothing.
+    pub(crate) fn abort(&mut self) {
+        self.aborted = true;
+    }
 }
 
 impl Drop for Transaction {

@@ -160,6 +160,28 @@ impl KeyTable {
     }
 }
 
+/// An `invalidate` push with only the keys `keep` accepts: None when none is left. A flush
+/// (null) and anything else pass as they are.
+pub(crate) fn keep_only(frame: &Bytes, keep: impl Fn(&[u8]) -> bool) -> Option<Bytes> {
+    let Ok(Some((Value::Push(items), _))) = resp::decode(frame) else {
+        return Some(frame.clone());
+    };
+    let [Value::BulkString(kind), Value::Array(keys)] = items.as_slice() else {
+        return Some(frame.clone());
+    };
+    if &kind[..] != b"invalidate" {
+        return Some(frame.clone());
+    }
+    let kept: Vec<Bytes> = keys
+        .iter()
+        .filter_map(|k| match k {
+            Value::BulkString(k) if keep(k) => Some(k.clone()),
+            _ => None,
+        })
+        .collect();
+    (!kept.is_empty()).then(|| invalidation(&kept))
+}
+
 /// `>2 invalidate [keys…]`, as Redis sends it.
 pub(crate) fn invalidation(keys: &[Bytes]) -> Bytes {
     let mut out = BytesMut::new();

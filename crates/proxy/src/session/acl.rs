@@ -1,0 +1,135 @@
+//! ACL WHOAMI, CAT and DRYRUN, answered from the proxy's own users: a client asks about the
+//! users it authenticates as here, not about the nodes' (the backend user and the mirrors).
+//! Replies and errors are Redis 7.0's; the other ACL subcommands manage users and stay the
+//! nodes' (or are refused, as admin commands).
+
+use bytes::{Bytes, BytesMut};
+use cluster::command::CommandSpec;
+use resp::Request;
+
+use crate::auth::{category, Denied, CATEGORIES};
+use crate::reply::error;
+use crate::session::Session;
+
+// === impl Session (ACL) ===
+
+impl Session {
+    /// `ACL WHOAMI | CAT [category] | DRYRUN user command [arg …]`.
+    pub(crate) fn acl_command(&self, req: &Request) -> Bytes {
+        let sub = req.arg(1).to_ascii_lowercase();
+        match (sub.as_slice(), req.argc()) {
+            (b"whoami", 2) => {
+                let live = self.worker.live();
+                let name = self.user.and_then(|i| live.users.get(i));
+                let mut out = BytesMut::new();
+                resp::write_bulk(&mut out, name.map_or(b"default", |u| u.name.as_bytes()));
+                out.freeze()
+            }
+            (b"cat", 2) => {
+                let mut out = BytesMut::new();
+                resp::write_array_header(&mut out, CATEGORIES.len());
+                CATEGORIES
+                    .iter()
+                    .for_each(|(n, _)| resp::write_bulk(&mut out, n.as_bytes()));
+                out.freeze()
+            }
+            (b"cat", 3) => match category(&String::from_utf8_lossy(req.arg(2))) {
+                Some(bits) => commands_in(bits),
+                None => error(&format!(
+                    "Unknown category '{}'",
+                    String::from_utf8_lossy(&req.arg(2)[..req.arg(2).len().min(128)])
+                )),
+            },
+            (b"dryrun", n) if n >= 4 => self.dryrun(req),
+            _ => error(&format!(
+                "unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+                String::from_utf8_lossy(&req.arg(1)[..req.arg(1).len().min(128)])
+            )),
+        }
+    }
+
+    /// `ACL DRYRUN user command [arg …]`: Redis's checks in its order, its texts.
+    fn dryrun(&self, req: &Request) -> Bytes {
+        let live = self.worker.live();
+        let name = req.arg(2);
+        let found = live
+            .users
+            .iter()
+            .find(|u| !u.is_removed() && u.name.as_bytes() == name);
+        let nopass_default = !live.config.auth_required() && name == b"default";
+        if found.is_none() && !nopass_default {
+            return error(&format!(
+                "User '{}' not found",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        let argc = req.argc() - 3;
+        let arg = |i: usize| req.arg(i + 3);
+        let Some(spec) = lookup(argc, arg) else {
+            return error(&format!(
+                "Command '{}' not found",
+                String::from_utf8_lossy(req.arg(3))
+            ));
+        };
+        if !spec.arity_ok(argc) {
+            return error(&format!(
+                "wrong number of arguments for '{}' command",
+                spec.name
+            ));
+        }
+        let verdict = match found {
+            Some(user) => user.check(spec, argc, arg),
+            None => Ok(()),
+        };
+        let text = match verdict {
+            Ok(()) => return Bytes::from_static(b"+OK\r\n"),
+            Err(Denied::Command) => format!(
+                "This user has no permissions to run the '{}' command",
+                spec.name
+            ),
+            Err(Denied::Key(i)) => format!(
+                "This user has no permissions to access the '{}' key",
+                String::from_utf8_lossy(arg(i))
+            ),
+            Err(Denied::Channel(i)) => format!(
+                "This user has no permissions to access the '{}' channel",
+                String::from_utf8_lossy(arg(i))
+            ),
+        };
+        let mut out = BytesMut::new();
+        resp::write_bulk(&mut out, text.as_bytes());
+        out.freeze()
+    }
+}
+
+/// Redis's `lookupCommand`: a container with subcommands needs a known one.
+fn lookup<'a>(argc: usize, arg: impl Fn(usize) -> &'a [u8]) -> Option<&'static CommandSpec> {
+    let base = cluster::lookup(arg(0))?;
+    if base.subcommands.is_empty() || argc == 1 {
+        return Some(base);
+    }
+    let sub = base.resolve(argc, &arg);
+    (!std::ptr::eq(sub, base)).then_some(sub)
+}
+
+/// Every command and subcommand in a category, subcommands as `container|sub`.
+fn commands_in(bits: u64) -> Bytes {
+    let mut names: Vec<&str> = Vec::new();
+    for spec in cluster::command::all() {
+        if spec.acl_categories & bits != 0 {
+            names.push(spec.name);
+        }
+        names.extend(
+            spec.subcommands
+                .iter()
+                .filter(|s| s.acl_categories & bits != 0)
+                .map(|s| s.name),
+        );
+    }
+    let mut out = BytesMut::new();
+    resp::write_array_header(&mut out, names.len());
+    names
+        .iter()
+        .for_each(|n| resp::write_bulk(&mut out, n.as_bytes()));
+    out.freeze()
+}
