@@ -406,3 +406,103 @@ fn acl_decisions_match_redis_server() {
     );
     proxy.shutdown();
 }
+
+/// Channels, SORT's patterns, MULTI, ACL WHOAMI/CAT/DRYRUN: each compared with
+/// redis-server under the same rules (the random differential leaves out what changes the
+/// connection's mode).
+#[test]
+fn channels_sort_multi_and_acl_introspection_match_redis_server() {
+    let h = Harness::start(3, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.auth = proxy_users());
+    let reference = Reference::start();
+    let mut admin_ref = reference.client();
+    for (name, rules) in RULE_SETS {
+        let pw = format!(">{name}pw");
+        let mut args = vec!["ACL", "SETUSER", name, "on", pw.as_str()];
+        args.extend(rules.split(' '));
+        assert_eq!(text(&admin_ref.call(&args)), "OK");
+    }
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("app", vec!["PUBLISH", "news.a", "m"]),
+        ("app", vec!["PUBLISH", "sports", "m"]),
+        ("app", vec!["SPUBLISH", "news.{t}", "m"]),
+        ("app", vec!["SPUBLISH", "app:x", "m"]),
+        ("app", vec!["SUBSCRIBE", "news.a", "sports"]),
+        ("app", vec!["SUBSCRIBE", "news.a", "news.b"]),
+        ("app", vec!["SSUBSCRIBE", "app:{t}1"]),
+        ("app", vec!["PSUBSCRIBE", "news.*"]),
+        ("app", vec!["PSUBSCRIBE", "news.a"]),
+        ("app", vec!["PSUBSCRIBE", "__keyspace@0__:*"]),
+        ("app", vec!["SUBSCRIBE", "__keyspace@0__:app:1"]),
+        ("writer", vec!["PUBLISH", "w.a", "m"]),
+        ("writer", vec!["PUBLISH", "w.ab", "m"]),
+        ("reader", vec!["PSUBSCRIBE", "anything*"]),
+        ("app", vec!["SORT", "app:l", "BY", "nosort"]),
+        ("app", vec!["SORT", "app:l", "BY", "w_*"]),
+        ("app", vec!["SORT", "app:l", "GET", "#"]),
+        (
+            "app",
+            vec!["SORT_RO", "app:l", "LIMIT", "0", "1", "GET", "x"],
+        ),
+        ("narrow", vec!["SORT", "{t}x", "BY", "x*"]),
+        ("app", vec!["ACL", "WHOAMI"]),
+        ("app", vec!["ACL", "CAT"]),
+        ("app", vec!["ACL", "CAT", "nope"]),
+        ("app", vec!["ACL", "CAT", "a", "b"]),
+        ("app", vec!["ACL", "DRYRUN", "reader", "GET", "r:1"]),
+        ("app", vec!["ACL", "DRYRUN", "reader", "SET", "r:1", "v"]),
+        ("app", vec!["ACL", "DRYRUN", "reader", "GET", "secret"]),
+        (
+            "app",
+            vec!["ACL", "DRYRUN", "writer", "PUBLISH", "sports", "x"],
+        ),
+        ("app", vec!["ACL", "DRYRUN", "nobody", "GET", "x"]),
+        ("app", vec!["ACL", "DRYRUN", "reader", "NOPE"]),
+        ("app", vec!["ACL", "DRYRUN", "reader", "GET"]),
+        ("app", vec!["ACL", "DRYRUN", "reader", "CONFIG", "NOPE"]),
+        ("reader", vec!["ACL", "WHOAMI"]),
+        ("narrow", vec!["GET"]),
+        ("narrow", vec!["NOPE", "x"]),
+        ("narrow", vec!["CONFIG", "NOPE"]),
+    ];
+    for (user, args) in &cases {
+        // A fresh connection each: a SUBSCRIBE that passes leaves it subscribed.
+        let mut p = Client::connect(proxy.local_addr());
+        let mut r = reference.client();
+        for c in [&mut p, &mut r] {
+            assert_eq!(text(&c.call(&["AUTH", user, &format!("{user}pw")])), "OK");
+        }
+        assert_eq!(raw(&mut p, args), raw(&mut r, args), "as {user}: {args:?}");
+    }
+    // ACL CAT <category>: the same commands, in any order.
+    let mut p = Client::connect(proxy.local_addr());
+    let mut r = reference.client();
+    for c in [&mut p, &mut r] {
+        assert_eq!(text(&c.call(&["AUTH", "app", "apppw"])), "OK");
+    }
+    let names = |c: &mut Client| {
+        let resp::Value::Array(items) = c.call(&["ACL", "CAT", "scripting"]) else {
+            panic!("ACL CAT scripting");
+        };
+        let mut items: Vec<String> = items.iter().map(text).collect();
+        items.sort();
+        items
+    };
+    assert_eq!(names(&mut p), names(&mut r));
+    // A command refused at queue time aborts the transaction.
+    for c in [&mut p, &mut r] {
+        c.send_raw(&common::reference::pipeline(&[
+            "MULTI",
+            "SET app:1 v",
+            "GET secret",
+            "EXEC",
+        ]));
+    }
+    let replies = |c: &mut Client| -> Vec<String> {
+        (0..4)
+            .map(|_| String::from_utf8_lossy(&c.read_frame().unwrap()).into_owned())
+            .collect()
+    };
+    assert_eq!(replies(&mut p), replies(&mut r));
+    proxy.shutdown();
+}
