@@ -246,7 +246,7 @@ fn parse_addr(text: &str) -> Result<SocketAddr, ConfigError> {
 impl Config {
     /// Parse TOML text; every key optional, unknown keys refused.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        Ok(toml::from_str(text)?)
+        toml::from_str(text).map_err(|e| ConfigError::parse(text, &e))
     }
 
     /// Check the whole configuration once, at start. Returns the addresses to listen on.
