@@ -36,6 +36,12 @@ pub enum ConfigError {
         "refusing to listen on {0} without client authentication: set auth.requirepass or auth.users, or listen on a loopback address"
     )]
     Unprotected(SocketAddr),
+    #[error("admin.listen: {0:?} is not an ip:port address")]
+    AdminListen(String),
+    #[error(
+        "refusing the admin endpoint on {0} without admin.token: set a token, or listen on a loopback address"
+    )]
+    AdminUnprotected(SocketAddr),
 }
 
 impl ConfigError {
