@@ -29,6 +29,7 @@ mod group;
 mod keepalive;
 mod node_query;
 mod patience;
+mod redact;
 mod reload;
 mod reply;
 mod route;
