@@ -102,8 +102,7 @@ impl Proxy {
         let (drain, drain_rx) = watch::channel(false);
         let tls_addr = listeners.tls_addr;
         let stops = (rx, drain_rx);
-        let mut threads =
-            spawn_threads(&topology, &shared, listeners.per_worker, workers, stops)?;
+        let mut threads = spawn_threads(&topology, &shared, listeners.per_worker, workers, stops)?;
         let admin_addr = admin.map(|(addr, thread)| {
             threads.push(thread);
             addr

@@ -42,7 +42,7 @@ pub(crate) fn argument(req: &Request, i: usize) -> bool {
         i >= 2
     } else if is(b"config") && sub(b"set") {
         // CONFIG SET name value [name value …]: values sit at odd offsets from 2.
-        i >= 3 && (i - 3) % 2 == 0 && sensitive(req.arg(i - 1))
+        i >= 3 && (i - 3).is_multiple_of(2) && sensitive(req.arg(i - 1))
     } else if is(b"migrate") {
         migrate(req, i)
     } else {
@@ -127,7 +127,7 @@ fn pairs_header(reply: &Bytes) -> Option<(usize, usize)> {
     let end = reply.windows(2).position(|w| w == b"\r\n")?;
     let n: usize = std::str::from_utf8(reply.get(1..end)?).ok()?.parse().ok()?;
     match reply.first()? {
-        b'*' if n % 2 == 0 => Some((n / 2, end + 2)),
+        b'*' if n.is_multiple_of(2) => Some((n / 2, end + 2)),
         b'%' => Some((n, end + 2)),
         _ => None,
     }
@@ -164,23 +164,44 @@ mod tests {
     fn as_redis_redacts() {
         assert_eq!(hidden(&["AUTH", "pw"]), [1]);
         assert_eq!(hidden(&["auth", "user", "pw"]), [1, 2]);
-        assert_eq!(hidden(&["HELLO", "3", "AUTH", "u", "p", "SETNAME", "x"]), [3, 4]);
-        assert_eq!(hidden(&["HELLO", "3", "SETNAME", "auth", "AUTH", "u", "p"]), [5, 6]);
+        assert_eq!(
+            hidden(&["HELLO", "3", "AUTH", "u", "p", "SETNAME", "x"]),
+            [3, 4]
+        );
+        assert_eq!(
+            hidden(&["HELLO", "3", "SETNAME", "auth", "AUTH", "u", "p"]),
+            [5, 6]
+        );
         assert_eq!(
             hidden(&["ACL", "SETUSER", "foo", "on", ">pw", "~*"]),
             [2, 3, 4, 5]
         );
         assert_eq!(hidden(&["ACL", "GETUSER", "foo"]), Vec::<usize>::new());
         let set = [
-            "CONFIG", "SET", "masterauth", "a", "maxmemory", "1", "requirepass", "b",
-            "masteruser", "c",
+            "CONFIG",
+            "SET",
+            "masterauth",
+            "a",
+            "maxmemory",
+            "1",
+            "requirepass",
+            "b",
+            "masteruser",
+            "c",
         ];
         assert_eq!(hidden(&set), [3, 7, 9]);
         assert_eq!(hidden(&["config", "set", "REQUIREPASS", "x"]), [3]);
-        assert_eq!(hidden(&["CONFIG", "GET", "requirepass"]), Vec::<usize>::new());
-        let m = ["MIGRATE", "h", "1", "", "0", "10", "COPY", "AUTH", "pw", "KEYS", "a"];
+        assert_eq!(
+            hidden(&["CONFIG", "GET", "requirepass"]),
+            Vec::<usize>::new()
+        );
+        let m = [
+            "MIGRATE", "h", "1", "", "0", "10", "COPY", "AUTH", "pw", "KEYS", "a",
+        ];
         assert_eq!(hidden(&m), [8]);
-        let m2 = ["MIGRATE", "h", "1", "", "0", "10", "AUTH2", "u", "pw", "KEYS", "auth"];
+        let m2 = [
+            "MIGRATE", "h", "1", "", "0", "10", "AUTH2", "u", "pw", "KEYS", "auth",
+        ];
         assert_eq!(hidden(&m2), [7, 8]);
         let k = ["MIGRATE", "h", "1", "auth", "0", "10", "KEYS", "auth", "x"];
         assert_eq!(hidden(&k), Vec::<usize>::new(), "a key named auth is a key");

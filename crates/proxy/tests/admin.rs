@@ -31,7 +31,9 @@ fn call(addr: SocketAddr, method: &str, path: &str, headers: &[&str]) -> String 
     };
     http(
         addr,
-        &format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{length}{extra}Connection: close\r\n\r\n"),
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{length}{extra}Connection: close\r\n\r\n"
+        ),
     )
 }
 
@@ -85,7 +87,10 @@ fn the_token_guards_everything_but_the_probes() {
         let open = call(addr, "GET", probe, &[]);
         assert_eq!(status(&open), 200, "{probe}: {open}");
         // A probe may name the host however it likes.
-        let named = http(addr, &format!("GET {probe} HTTP/1.1\r\nHost: pod.svc:9121\r\nConnection: close\r\n\r\n"));
+        let named = http(
+            addr,
+            &format!("GET {probe} HTTP/1.1\r\nHost: pod.svc:9121\r\nConnection: close\r\n\r\n"),
+        );
         assert_eq!(status(&named), 200, "{probe}: {named}");
     }
     let mut c = common::Client::connect(proxy.local_addr());
@@ -140,7 +145,11 @@ fn a_cross_site_post_to_reload_is_refused() {
         assert_eq!(status(&answer), *want, "{headers:?}: {answer}");
     }
     // DNS rebinding: the page's own name in Host, on every endpoint but the probes.
-    for (method, path) in [("POST", "/reload"), ("GET", "/status.json"), ("GET", "/metrics")] {
+    for (method, path) in [
+        ("POST", "/reload"),
+        ("GET", "/status.json"),
+        ("GET", "/metrics"),
+    ] {
         let rebound = http(
             addr,
             &format!("{method} {path} HTTP/1.1\r\nHost: evil.example:9121\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
@@ -150,14 +159,22 @@ fn a_cross_site_post_to_reload_is_refused() {
     let mut c = common::Client::connect(proxy.local_addr());
     assert_eq!(common::text(&c.call(&["AUTH", "before"])), "OK");
     let stats = common::text(&c.call(&["INFO", "stats"]));
-    assert!(stats.contains("config_reloads:0"), "no refused request reloaded: {stats}");
+    assert!(
+        stats.contains("config_reloads:0"),
+        "no refused request reloaded: {stats}"
+    );
     // The operator's own call still works: curl sends no Origin and no form type.
     let ok = call(addr, "POST", "/reload", &[]);
     assert_eq!(status(&ok), 200, "{ok}");
     let mut c = common::Client::connect(proxy.local_addr());
     assert_eq!(common::text(&c.call(&["AUTH", "after"])), "OK");
     // As does a request from the status page itself (same origin, JSON or no body).
-    let same = call(addr, "POST", "/reload", &[&own, "Content-Type: application/json"]);
+    let same = call(
+        addr,
+        "POST",
+        "/reload",
+        &[&own, "Content-Type: application/json"],
+    );
     assert_eq!(status(&same), 200, "{same}");
     proxy.shutdown();
 }
@@ -175,7 +192,9 @@ fn an_admin_port_off_loopback_needs_a_token_at_start_and_at_reload() {
         admin(&mut c, &public, token);
         c
     };
-    let err = Proxy::start(config("")).err().expect("refused without a token");
+    let err = Proxy::start(config(""))
+        .err()
+        .expect("refused without a token");
     assert!(err.to_string().contains(&public), "{err}");
     assert!(err.to_string().contains("admin.token"), "{err}");
 
@@ -183,10 +202,16 @@ fn an_admin_port_off_loopback_needs_a_token_at_start_and_at_reload() {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let bearer = format!("Authorization: Bearer {TOKEN}");
     assert_eq!(status(&call(addr, "GET", "/metrics", &[&bearer])), 200);
-    let err = proxy.reload_with(config("")).expect_err("a reload cannot drop the token");
+    let err = proxy
+        .reload_with(config(""))
+        .expect_err("a reload cannot drop the token");
     assert!(err.to_string().contains(&public), "{err}");
     assert!(!err.to_string().contains(TOKEN));
-    assert_eq!(status(&call(addr, "GET", "/metrics", &[])), 401, "still guarded");
+    assert_eq!(
+        status(&call(addr, "GET", "/metrics", &[])),
+        401,
+        "still guarded"
+    );
     assert_eq!(status(&call(addr, "GET", "/metrics", &[&bearer])), 200);
     // The token itself may change live.
     proxy.reload_with(config("n3w-t0ken")).expect("a new token");

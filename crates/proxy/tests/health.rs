@@ -76,7 +76,9 @@ fn a_slow_client_does_not_hold_the_probes() {
     // The slow loris: one byte, then a read that waits 1.9 s (and sees the close), again.
     let cut = Arc::new(AtomicBool::new(false));
     let mut loris = TcpStream::connect(admin).unwrap();
-    loris.set_read_timeout(Some(Duration::from_millis(1900))).unwrap();
+    loris
+        .set_read_timeout(Some(Duration::from_millis(1900)))
+        .unwrap();
     let loris_cut = cut.clone();
     let loris_thread = std::thread::spawn(move || {
         let started = Instant::now();
@@ -106,7 +108,9 @@ fn a_slow_client_does_not_hold_the_probes() {
     for _ in 0..3 {
         let started = Instant::now();
         let mut probe = TcpStream::connect(admin).unwrap();
-        probe.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
         probe.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").unwrap();
         let mut answer = String::new();
         let _ = probe.read_to_string(&mut answer);
@@ -114,12 +118,19 @@ fn a_slow_client_does_not_hold_the_probes() {
             answer.starts_with("HTTP/1.0 200"),
             "/healthz not answered beside a slow client: {answer:?}"
         );
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
     }
     // The slow one is cut by the head deadline (5 s), not served for ever.
     wait_until(Duration::from_secs(20), || cut.load(Ordering::Relaxed));
     let held = loris_thread.join().unwrap();
-    assert!(held < Duration::from_secs(12), "the slow client held on {held:?}");
+    assert!(
+        held < Duration::from_secs(12),
+        "the slow client held on {held:?}"
+    );
     drop(stalled);
     proxy.shutdown();
 }

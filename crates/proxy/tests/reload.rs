@@ -327,7 +327,10 @@ fn a_reload_cannot_leave_a_public_listener_without_a_password() {
 
     std::fs::write(&path, file(&format!("127.0.0.1:{port}"), "")).unwrap();
     let err = proxy.reload().expect_err("refused").to_string();
-    assert!(err.contains(&public), "the reason names the listener: {err}");
+    assert!(
+        err.contains(&public),
+        "the reason names the listener: {err}"
+    );
     assert!(err.contains("authentication"), "{err}");
 
     let mut c = Client::connect(local);

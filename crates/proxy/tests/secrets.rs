@@ -194,9 +194,15 @@ fn a_config_parse_error_does_not_quote_the_password() {
     assert!(answer.contains("line 4"), "{answer}");
     proxy.shutdown();
     for (what, text) in [("the error", &err), ("POST /reload", &answer)] {
-        assert!(!text.contains(PASSWORD), "{what} quotes the password: {text}");
+        assert!(
+            !text.contains(PASSWORD),
+            "{what} quotes the password: {text}"
+        );
     }
     let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
-    assert!(logged.contains("configuration reload refused"), "logs captured");
+    assert!(
+        logged.contains("configuration reload refused"),
+        "logs captured"
+    );
     assert!(!logged.contains(PASSWORD), "the log quotes the password");
 }

@@ -167,7 +167,7 @@ fn a_sighup_during_start_up_is_applied_once_ready() {
                 continue;
             };
             let (mut a, mut b) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
-            std::thread::spawn(move || std::io::copy(&mut a, &mut b.try_clone().unwrap()));
+            std::thread::spawn(move || std::io::copy(&mut a, &mut b));
             let (mut c, mut d) = (upstream, client);
             std::thread::spawn(move || std::io::copy(&mut c, &mut d));
         }

@@ -73,7 +73,10 @@ pub(crate) fn check(guard: Guard, headers: &HeaderMap, token: &Secret) -> Result
                 .is_some_and(|o| o.eq_ignore_ascii_case(h))
         });
         if !own {
-            return Err(refuse(StatusCode::FORBIDDEN, "cross-origin request refused"));
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                "cross-origin request refused",
+            ));
         }
     }
     if let Some(site) = single(headers, "sec-fetch-site")? {
@@ -213,7 +216,10 @@ mod tests {
 
     #[test]
     fn origins() {
-        let own = [("host", "127.0.0.1:9121"), ("origin", "http://127.0.0.1:9121")];
+        let own = [
+            ("host", "127.0.0.1:9121"),
+            ("origin", "http://127.0.0.1:9121"),
+        ];
         assert_eq!(status(Guard::Action, &own, ""), 200);
         for origin in ["http://evil.example", "null", "https://127.0.0.1:9121"] {
             let h = [("host", "127.0.0.1:9121"), ("origin", origin)];
