@@ -8,14 +8,18 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
+mod admin;
 mod error;
 mod group;
 pub mod read_policy;
+mod secret;
 mod source;
 mod tls;
+pub use admin::AdminConfig;
 pub use error::ConfigError;
 pub use group::{GroupConfig, GroupMembers};
 pub use read_policy::ReadPolicy;
+pub use secret::Secret;
 pub use source::ConfigSource;
 pub use tls::{BackendTlsConfig, TlsConfig};
 
@@ -33,14 +37,6 @@ pub struct Config {
     pub tls: TlsConfig,
     pub backend_tls: BackendTlsConfig,
     pub group: GroupConfig,
-}
-
-/// The admin endpoint (Prometheus `GET /metrics`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct AdminConfig {
-    /// `ip:port` to serve `/metrics` on; empty = off.
-    pub listen: String,
 }
 
 /// Who may use the proxy. Empty: anyone who can connect (allowed on loopback only).
@@ -246,7 +242,7 @@ fn parse_addr(text: &str) -> Result<SocketAddr, ConfigError> {
 impl Config {
     /// Parse TOML text; every key optional, unknown keys refused.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        Ok(toml::from_str(text)?)
+        toml::from_str(text).map_err(|e| ConfigError::parse(text, &e))
     }
 
     /// Check the whole configuration once, at start. Returns the addresses to listen on.
@@ -333,15 +329,9 @@ impl Config {
         Ok(())
     }
 
-    /// The admin endpoint's address, if enabled.
+    /// The admin endpoint's address, if enabled (`AdminConfig::addr`).
     pub fn admin_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
-        match self.admin.listen.as_str() {
-            "" => Ok(None),
-            text => text
-                .parse()
-                .map(Some)
-                .map_err(|_| ConfigError::Listen(text.to_string())),
-        }
+        self.admin.addr()
     }
 
     /// Whether clients must AUTH before anything else.

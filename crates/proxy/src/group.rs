@@ -80,11 +80,11 @@ pub(crate) fn spawn(
 /// Round after round, for ever (the caller stops it).
 async fn run(shared: &Shared) {
     let mut peers: Vec<Peer> = Vec::new();
+    let mut kept = Kept::default();
     loop {
         let live = shared.live.load_full();
         let cfg: &GroupConfig = &live.config.group;
-        // Checked by `Config::validate` before the configuration was installed.
-        let members = cfg.members(&live.config.proxy.listen).ok().flatten();
+        let members = kept.members(cfg, &live.config.proxy.listen);
         let interval = match members {
             None => {
                 peers.clear();
@@ -103,6 +103,37 @@ async fn run(shared: &Shared) {
             _ = tokio::time::sleep(interval) => {}
             _ = shared.group.wake.notified() => {}
             _ = any_closed(&mut peers) => {}
+        }
+    }
+}
+
+/// The last membership that checked out. `Config::validate` checks `[group]` against the
+/// running `proxy.listen` before anything is installed, so a bad one should never arrive
+/// here; if one does, it is logged (once per configuration) and the group goes on as it
+/// was, rather than silently ceasing to advertise its members.
+#[derive(Default)]
+struct Kept {
+    members: Option<GroupMembers>,
+    /// The configuration last refused, so it is logged once, not every round.
+    refused: Option<(GroupConfig, String)>,
+}
+
+impl Kept {
+    fn members(&mut self, cfg: &GroupConfig, listen: &str) -> Option<GroupMembers> {
+        match cfg.members(listen) {
+            Ok(members) => {
+                self.refused = None;
+                self.members.clone_from(&members);
+                members
+            }
+            Err(e) => {
+                let key = (cfg.clone(), listen.to_string());
+                if self.refused.as_ref() != Some(&key) {
+                    tracing::error!(error = %e, "group configuration unusable; keeping the previous members");
+                    self.refused = Some(key);
+                }
+                self.members.clone()
+            }
         }
     }
 }

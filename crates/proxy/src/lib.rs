@@ -29,6 +29,7 @@ mod group;
 mod keepalive;
 mod node_query;
 mod patience;
+mod redact;
 mod reload;
 mod reply;
 mod route;
@@ -46,7 +47,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use self::topology::Topology;
-pub use config::{Config, ConfigSource};
+pub use config::{Config, ConfigSource, Secret};
 use context::{Shared, WorkerStats};
 pub use reload::{ReloadError, ReloadReport};
 
@@ -96,12 +97,16 @@ impl Proxy {
         let addr = listeners.addr;
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
         let shared = build_shared(config, addr, &topology, &workers, tls);
-        let admin_addr = start_admin(&shared)?;
         let (tx, rx) = watch::channel(false);
+        let admin = start_admin(&shared, rx.clone())?;
         let (drain, drain_rx) = watch::channel(false);
         let tls_addr = listeners.tls_addr;
         let stops = (rx, drain_rx);
-        let threads = spawn_threads(&topology, &shared, listeners.per_worker, workers, stops)?;
+        let mut threads = spawn_threads(&topology, &shared, listeners.per_worker, workers, stops)?;
+        let admin_addr = admin.map(|(addr, thread)| {
+            threads.push(thread);
+            addr
+        });
         tracing::info!(%addr, ?tls_addr, workers = n, masters = topology.current().nodes().len(), "slotgate proxy ready");
         Ok(Proxy {
             addr,
@@ -338,15 +343,20 @@ fn raise_fd_limit(maxclients: usize) {
     }
 }
 
-/// Serve `/metrics` when `admin.listen` is set; returns the bound address.
-fn start_admin(shared: &Arc<Shared>) -> Result<Option<SocketAddr>, StartError> {
+/// Serve the admin endpoint when `admin.listen` is set, until `shutdown`; returns the
+/// bound address and its thread.
+fn start_admin(
+    shared: &Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Option<(SocketAddr, JoinHandle<()>)>, StartError> {
     let Some(addr) = shared.config.admin_addr()? else {
         return Ok(None);
     };
-    let bound = admin::http::spawn(addr, shared.clone())
+    let (bound, thread) = admin::http::spawn(addr, shared.clone(), shutdown)
         .map_err(|source| StartError::Listen { addr, source })?;
-    tracing::info!(%bound, "admin endpoint (GET /metrics) ready");
-    Ok(Some(bound))
+    let token = !shared.config.admin.token.is_empty();
+    tracing::info!(%bound, token, "admin endpoint ready");
+    Ok(Some((bound, thread)))
 }
 
 fn spawn_worker(

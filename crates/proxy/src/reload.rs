@@ -106,8 +106,14 @@ pub(crate) fn from_source(shared: &Shared) -> Result<ReloadReport, ReloadError> 
     counted(shared, result)
 }
 
-/// Apply `config` as a reload would (for embedders and tests).
+/// Apply `config` as a reload would (for embedders and tests). It takes the lock a reload
+/// from the file holds, so the two never interleave: each checks against the configuration
+/// the other installed, never against one it is about to replace.
 pub(crate) fn apply(shared: &Shared, config: Config) -> Result<ReloadReport, ReloadError> {
+    let _one_at_a_time = shared
+        .config_source
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     counted(shared, install(shared, config))
 }
 
@@ -132,16 +138,19 @@ fn counted(
     result
 }
 
-/// Check everything, then install it all.
+/// Check everything, then install it all. The caller holds the reload lock.
 fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadError> {
-    config.validate()?;
     let old = shared.live.load_full();
     let mut report = ReloadReport::default();
+    // The running values go back first, so validation judges the configuration that will
+    // run: checked as written, a file moving `listen` to loopback while dropping
+    // `requirepass` would pass, and leave the public listener open.
     for (key, keep) in RESTART_ONLY {
         if keep(&mut config, &old.config) {
             report.needs_restart.push(key);
         }
     }
+    config.validate()?;
     let tls = prepare_tls(shared, &config)?;
     report.applied = changed_sections(&old.config, &config);
     install_tls(shared, tls, &mut report);

@@ -51,3 +51,86 @@ fn readyz_turns_not_ready_when_a_master_without_replica_dies() {
     assert!(other.starts_with("HTTP/1.0 404"), "{other}");
     proxy.shutdown();
 }
+
+/// Review S5: one client sending its request a byte every 1.9 s, and others that ask for
+/// `/metrics` and never read, must not hold `/healthz`: connections are served at once,
+/// each under its own deadlines, and the slow one is cut by the head deadline.
+#[test]
+fn a_slow_client_does_not_hold_the_probes() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    let opts = devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: common::tempdir("health-slow"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let proxy = start_proxy(&cluster, |c| c.admin.listen = "127.0.0.1:0".into());
+    let admin = proxy.admin_addr().expect("admin endpoint");
+
+    // The slow loris: one byte, then a read that waits 1.9 s (and sees the close), again.
+    let cut = Arc::new(AtomicBool::new(false));
+    let mut loris = TcpStream::connect(admin).unwrap();
+    loris
+        .set_read_timeout(Some(Duration::from_millis(1900)))
+        .unwrap();
+    let loris_cut = cut.clone();
+    let loris_thread = std::thread::spawn(move || {
+        let started = Instant::now();
+        for byte in b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: yes\r\n".iter() {
+            if loris.write_all(&[*byte]).is_err() {
+                break;
+            }
+            match loris.read(&mut [0u8; 256]) {
+                Ok(_) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(_) => {}
+            }
+        }
+        loris_cut.store(true, Ordering::Relaxed);
+        started.elapsed()
+    });
+    // Readers that never read a large answer.
+    let stalled: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(admin).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+
+    for _ in 0..3 {
+        let started = Instant::now();
+        let mut probe = TcpStream::connect(admin).unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        probe.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        let _ = probe.read_to_string(&mut answer);
+        assert!(
+            answer.starts_with("HTTP/1.0 200"),
+            "/healthz not answered beside a slow client: {answer:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // The slow one is cut by the head deadline (5 s), not served for ever.
+    wait_until(Duration::from_secs(20), || cut.load(Ordering::Relaxed));
+    let held = loris_thread.join().unwrap();
+    assert!(
+        held < Duration::from_secs(12),
+        "the slow client held on {held:?}"
+    );
+    drop(stalled);
+    proxy.shutdown();
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::tls::{s, Pki, TlsClient};
 use common::{scrape, scrape_path, start_proxy, text, wait_until, Client};
-use proxy::{Config, ConfigSource};
+use proxy::{Config, ConfigSource, Proxy};
 use resp::Value;
 
 /// A config holding just these users: `(name, password, command rules)`.
@@ -288,5 +288,131 @@ fn a_rotated_certificate_serves_new_clients_while_connected_ones_stay() {
     let days = info.contains("tls_listener_cert_days_left:59")
         || info.contains("tls_listener_cert_days_left:60");
     assert!(days, "{info}");
+    proxy.shutdown();
+}
+
+/// S4: the restart-only `listen` goes back before validation, so a reload that moves
+/// `listen` to loopback while dropping `requirepass` is judged with the public listener it
+/// would really leave running, and refused: nothing changes, AUTH is still required.
+#[test]
+fn a_reload_cannot_leave_a_public_listener_without_a_password() {
+    let cluster = cluster();
+    let dir = common::tempdir("reload-public");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("proxy.toml");
+    let port = devcluster::free_port_pair().expect("a free port");
+    let seeds: Vec<String> = cluster
+        .masters()
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect();
+    let file = |listen: &str, auth: &str| {
+        format!(
+            "[proxy]\nlisten = \"{listen}\"\nthreads = 1\n[cluster]\nseeds = [{}]\n{auth}",
+            seeds.join(",")
+        )
+    };
+    // 0.0.0.0 is not loopback by the config's rule, whatever this machine's interfaces.
+    let public = format!("0.0.0.0:{port}");
+    std::fs::write(&path, file(&public, "[auth]\nrequirepass = \"pw\"\n")).unwrap();
+    let proxy = start_proxy(&cluster, |c| {
+        *c = Config::from_toml(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    });
+    proxy.set_config_source(ConfigSource {
+        path: path.clone(),
+        overrides: Box::new(|_| {}),
+        on_applied: Box::new(|_| {}),
+    });
+    let local: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+
+    std::fs::write(&path, file(&format!("127.0.0.1:{port}"), "")).unwrap();
+    let err = proxy.reload().expect_err("refused").to_string();
+    assert!(
+        err.contains(&public),
+        "the reason names the listener: {err}"
+    );
+    assert!(err.contains("authentication"), "{err}");
+
+    let mut c = Client::connect(local);
+    assert!(
+        text(&c.call(&["GET", "k"])).starts_with("-NOAUTH"),
+        "auth still enforced"
+    );
+    assert_eq!(text(&c.call(&["AUTH", "pw"])), "OK", "the password stays");
+    proxy.shutdown();
+}
+
+/// S16: `reload_with` takes the lock a reload from the file holds, so the two never
+/// interleave. The file's reload is held inside its command-line overrides (under the
+/// lock); `reload_with` must wait for it, and so lands last: its password wins.
+#[test]
+fn reload_with_waits_for_a_reload_of_the_file() {
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+    let cluster = cluster();
+    let dir = common::tempdir("reload-lock");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("proxy.toml");
+    let seeds: Vec<String> = cluster.masters().iter().map(|a| a.to_string()).collect();
+    let config = |password: &str| {
+        let mut c = Config::default();
+        c.proxy.listen = "127.0.0.1:0".into();
+        c.proxy.threads = 1;
+        c.cluster.seeds = seeds.clone();
+        c.auth.requirepass = password.into();
+        c
+    };
+    let quoted: Vec<String> = seeds.iter().map(|s| format!("\"{s}\"")).collect();
+    std::fs::write(
+        &path,
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\nthreads = 1\n[cluster]\nseeds = [{}]\n[auth]\nrequirepass = \"from-file\"\n",
+            quoted.join(",")
+        ),
+    )
+    .unwrap();
+    let proxy = Proxy::start(config("first")).expect("proxy starts");
+    let (entered_tx, entered) = mpsc::channel::<()>();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+    proxy.set_config_source(ConfigSource {
+        path,
+        overrides: Box::new(move |_| {
+            let _ = entered_tx.lock().unwrap().send(());
+            let _ = release_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(30));
+        }),
+        on_applied: Box::new(|_| {}),
+    });
+    let reloader = proxy.reloader();
+    std::thread::scope(|s| {
+        let from_file = s.spawn(move || reloader.reload());
+        entered
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the file's reload started");
+        let (done_tx, done) = mpsc::channel();
+        let proxy = &proxy;
+        let direct = config("direct");
+        s.spawn(move || {
+            let r = proxy.reload_with(direct);
+            let _ = done_tx.send(r.is_ok());
+        });
+        // A ceiling on something that must not happen: the direct reload stays blocked.
+        assert!(
+            done.recv_timeout(Duration::from_millis(500)).is_err(),
+            "reload_with ran while a reload of the file was half-way"
+        );
+        release.send(()).unwrap();
+        assert!(from_file.join().unwrap().is_ok());
+        assert_eq!(done.recv_timeout(Duration::from_secs(20)), Ok(true));
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(
+        text(&c.call(&["AUTH", "direct"])),
+        "OK",
+        "the reload that waited is the one in force"
+    );
     proxy.shutdown();
 }

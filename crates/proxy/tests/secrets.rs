@@ -3,6 +3,9 @@
 //! TRACE level from the whole process, so every worker thread's output is seen).
 //!
 //! Its own test binary: it installs the process-wide tracing subscriber.
+//!
+//! Also (review S14): a password on a line the TOML parser refuses is not quoted by the
+//! error, the reload's log line or `POST /reload`'s answer.
 
 mod common;
 
@@ -29,16 +32,22 @@ impl Write for Capture {
     }
 }
 
+/// The process-wide capture, installed by whichever test asks first.
 fn capture_logs() -> Capture {
-    let capture = Capture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).expect("first subscriber");
-    capture
+    static CAPTURE: std::sync::OnceLock<Capture> = std::sync::OnceLock::new();
+    CAPTURE
+        .get_or_init(|| {
+            let capture = Capture::default();
+            let writer = capture.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("first subscriber");
+            capture
+        })
+        .clone()
 }
 
 /// `GET /metrics`, retried: one run of the whole workspace saw a scrape reset (not seen
@@ -154,4 +163,46 @@ fn backend_password_is_never_shown_or_logged() {
     );
     assert!(!logged.contains(&wrong));
     assert!(!logged.contains(NODE_DEFAULT_PASS));
+}
+
+#[test]
+fn a_config_parse_error_does_not_quote_the_password() {
+    const PASSWORD: &str = "hunter2-Unquoted-77";
+    let logs = capture_logs();
+    let h = Harness::start(1, 0);
+    let dir = common::tempdir("secrets-parse");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("proxy.toml");
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.admin.listen = "127.0.0.1:0".into());
+    proxy.set_config_source(proxy::ConfigSource {
+        path: path.clone(),
+        overrides: Box::new(|_| {}),
+        on_applied: Box::new(|_| {}),
+    });
+    let seed = h.cluster.seed().to_string();
+    std::fs::write(
+        &path,
+        format!("[cluster]\nseeds = [\"{seed}\"]\n[auth]\nrequirepass = {PASSWORD}\n"),
+    )
+    .unwrap();
+    let err = proxy.reload().expect_err("refused").to_string();
+    assert!(err.contains("line 4"), "the place is given: {err}");
+    let mut s = std::net::TcpStream::connect(proxy.admin_addr().unwrap()).unwrap();
+    s.write_all(b"POST /reload HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.contains("line 4"), "{answer}");
+    proxy.shutdown();
+    for (what, text) in [("the error", &err), ("POST /reload", &answer)] {
+        assert!(
+            !text.contains(PASSWORD),
+            "{what} quotes the password: {text}"
+        );
+    }
+    let logged = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    assert!(
+        logged.contains("configuration reload refused"),
+        "logs captured"
+    );
+    assert!(!logged.contains(PASSWORD), "the log quotes the password");
 }

@@ -152,3 +152,99 @@ fn a_negative_threshold_turns_the_log_off() {
     assert_eq!(entries(&c.call(&["SLOWLOG", "GET"])).len(), 0);
     proxy.shutdown();
 }
+
+/// Review S15: with admin commands forwarded, SLOWLOG hides what Redis 7.0 hides (CONFIG
+/// SET of a password, ACL SETUSER's name and rules, MIGRATE's AUTH/AUTH2), and CONFIG GET
+/// through the proxy hands out no node password.
+#[test]
+fn secrets_are_redacted_with_admin_commands_allowed() {
+    const SECRET: &str = "n0de-Secret-31";
+    let h = Harness::start(3, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| {
+        cfg.slowlog.log_slower_than_us = 0;
+        cfg.proxy.allow_admin_commands = true;
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["SLOWLOG", "RESET"])), "OK");
+    let set = c.call(&[
+        "CONFIG",
+        "SET",
+        "masterauth",
+        SECRET,
+        "maxmemory-samples",
+        "6",
+    ]);
+    assert_eq!(text(&set), "OK");
+    let acl = c.call(&[
+        "ACL",
+        "SETUSER",
+        "slowlog-user",
+        "on",
+        &format!(">{SECRET}"),
+    ]);
+    assert_eq!(text(&acl), "OK");
+    for auth in [&["AUTH", SECRET][..], &["AUTH2", "someone", SECRET]] {
+        let mut migrate = vec!["MIGRATE", "127.0.0.1", "1", "", "0", "10"];
+        migrate.extend_from_slice(auth);
+        migrate.extend_from_slice(&["KEYS", "nokey"]);
+        assert_eq!(text(&c.call(&migrate)), "NOKEY");
+    }
+    let shown = format!("{:?}", log(&mut c, "-1"));
+    assert!(!shown.contains(SECRET), "SLOWLOG shows a password: {shown}");
+    assert!(
+        !shown.contains("slowlog-user"),
+        "ACL SETUSER's user name: {shown}"
+    );
+    let mut argv = |name: &str| -> Vec<Vec<String>> {
+        log(&mut c, "-1")
+            .into_iter()
+            .map(|e| e.2)
+            .filter(|a| a[0] == name)
+            .collect()
+    };
+    assert_eq!(
+        argv("CONFIG")[0],
+        [
+            "CONFIG",
+            "SET",
+            "masterauth",
+            "(redacted)",
+            "maxmemory-samples",
+            "6"
+        ]
+    );
+    assert_eq!(
+        argv("ACL")[0],
+        ["ACL", "SETUSER", "(redacted)", "(redacted)", "(redacted)"]
+    );
+    let migrates = argv("MIGRATE");
+    assert_eq!(
+        migrates[0][6..],
+        ["AUTH2", "(redacted)", "(redacted)", "KEYS", "nokey"]
+    );
+    assert_eq!(migrates[1][6..], ["AUTH", "(redacted)", "KEYS", "nokey"]);
+
+    for pattern in [
+        &["masterauth"][..],
+        &["*"],
+        &["*auth*", "maxmemory-samples"],
+    ] {
+        let mut get = vec!["CONFIG", "GET"];
+        get.extend_from_slice(pattern);
+        let reply = format!("{:?}", c.call(&get));
+        assert!(!reply.contains(SECRET), "CONFIG GET {pattern:?}: {reply}");
+        assert!(
+            reply.contains("(redacted)"),
+            "CONFIG GET {pattern:?}: {reply}"
+        );
+    }
+    let samples = format!("{:?}", c.call(&["CONFIG", "GET", "maxmemory-samples"]));
+    assert!(samples.contains('6'), "other values pass: {samples}");
+    c.call(&["HELLO", "3"]);
+    let resp3 = format!("{:?}", c.call(&["CONFIG", "GET", "masterauth"]));
+    assert!(
+        !resp3.contains(SECRET) && resp3.contains("(redacted)"),
+        "{resp3}"
+    );
+    proxy.shutdown();
+}

@@ -105,6 +105,10 @@ fn run_proxy(args: ProxyArgs) -> Result<()> {
         return Ok(());
     }
     let log = init_logging(&config.log.level);
+    // Before start: start-up takes a while (the topology's bootstrap), and a SIGHUP's
+    // default action ends the process. One that arrives meanwhile waits in the stream and
+    // reloads once the proxy is ready.
+    let signals = Signals::install()?;
     let proxy = Proxy::start(config)?;
     if let Some(path) = args.config.clone() {
         proxy.set_config_source(ConfigSource {
@@ -115,7 +119,7 @@ fn run_proxy(args: ProxyArgs) -> Result<()> {
     }
     eprintln!("slotgate proxy listening on {}", proxy.local_addr());
     let reloader = proxy.reloader();
-    wait_for_stop(|| {
+    signals.wait_for_stop(|| {
         // The outcome is logged and counted by the reload itself.
         let _ = reloader.reload();
     })?;
@@ -156,25 +160,44 @@ fn set_log_level(handle: Option<&LogHandle>, level: &str) {
     }
 }
 
-/// Block until Ctrl-C or SIGTERM (then the caller drains); every SIGHUP calls `on_hup` (a
-/// reload) meanwhile.
-fn wait_for_stop(on_hup: impl Fn()) -> Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let mut term = signal(SignalKind::terminate())?;
-        let mut hup = signal(SignalKind::hangup())?;
-        loop {
-            tokio::select! {
-                r = tokio::signal::ctrl_c() => return r,
-                _ = term.recv() => return Ok(()),
-                _ = hup.recv() => on_hup(),
+/// The SIGHUP handler, installed before the proxy starts, and the runtime that waits for
+/// the stop signals once it runs.
+struct Signals {
+    rt: tokio::runtime::Runtime,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let hup = {
+            let _in_runtime = rt.enter();
+            signal(SignalKind::hangup())?
+        };
+        Ok(Signals { rt, hup })
+    }
+
+    /// Block until Ctrl-C or SIGTERM (then the caller drains); every SIGHUP calls `on_hup`
+    /// (a reload) meanwhile, one that came during start-up first. SIGTERM is left to its
+    /// default until here, so a proxy stuck starting can still be stopped.
+    fn wait_for_stop(self, on_hup: impl Fn()) -> Result<()> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Signals { rt, mut hup } = self;
+        rt.block_on(async {
+            let mut term = signal(SignalKind::terminate())?;
+            loop {
+                tokio::select! {
+                    r = tokio::signal::ctrl_c() => return r,
+                    _ = term.recv() => return Ok(()),
+                    _ = hup.recv() => on_hup(),
+                }
             }
-        }
-    })?;
-    Ok(())
+        })?;
+        Ok(())
+    }
 }
 
 /// Block until Ctrl-C or SIGTERM, or until `limit` has passed.

@@ -135,3 +135,83 @@ fn sighup_reloads_and_sigterm_drains() {
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// S17: a SIGHUP during start-up neither kills the process nor is lost: it is applied once
+/// the proxy is ready. The only seed is a relay that holds the bootstrap's connection until
+/// the signal was sent, so the signal surely lands while `Proxy::start` runs.
+#[test]
+fn a_sighup_during_start_up_is_applied_once_ready() {
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+    let dir = std::env::temp_dir().join(format!("slotgate-early-hup-{}", std::process::id()));
+    let opts = devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: dir.join("cluster"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let node = cluster.seed().to_string();
+    let relay_port = devcluster::free_port_pair().unwrap();
+    let relay = TcpListener::bind(("127.0.0.1", relay_port)).unwrap();
+    let (accepted, first) = mpsc::channel::<()>();
+    let (go, go_rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut go_rx = Some(go_rx);
+        for client in relay.incoming().flatten() {
+            if let Some(go_rx) = go_rx.take() {
+                let _ = accepted.send(());
+                let _ = go_rx.recv_timeout(Duration::from_secs(20));
+            }
+            let Ok(upstream) = TcpStream::connect(&node) else {
+                continue;
+            };
+            let (mut a, mut b) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+            std::thread::spawn(move || std::io::copy(&mut a, &mut b));
+            let (mut c, mut d) = (upstream, client);
+            std::thread::spawn(move || std::io::copy(&mut c, &mut d));
+        }
+    });
+    let port = devcluster::free_port_pair().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let file = dir.join("proxy.toml");
+    let config = |password: &str| {
+        format!(
+            "[proxy]\nlisten = \"{addr}\"\nthreads = 1\n[cluster]\nseeds = [\"127.0.0.1:{relay_port}\"]\n[auth]\nrequirepass = \"{password}\"\n"
+        )
+    };
+    std::fs::write(&file, config("first")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slotgate"))
+        .args(["proxy", "--config"])
+        .arg(&file)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("slotgate starts");
+    first
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the bootstrap dialled its seed");
+    std::fs::write(&file, config("second")).unwrap();
+    signal(child.id(), "HUP");
+    go.send(()).unwrap();
+    wait_until("the proxy listens, or died", || {
+        connect(addr).is_some() || child.try_wait().unwrap().is_some()
+    });
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a SIGHUP during start-up killed the process"
+    );
+    wait_until("the reload queued during start-up applied", || {
+        let mut c = connect(addr).unwrap();
+        call(&mut c, &["AUTH", "second"]) == "+OK"
+    });
+    signal(child.id(), "TERM");
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < Duration::from_secs(20), "did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,9 +3,11 @@
 //! and `backend::stats`, written on the request path with relaxed atomics, so rendering
 //! costs O(workers), never O(clients) (CLIENT LIST and KILL excepted).
 
+pub(crate) mod access;
 pub(crate) mod backends;
 pub(crate) mod client_list;
 pub(crate) mod cpu;
+pub(crate) mod endpoints;
 pub(crate) mod group;
 pub(crate) mod health;
 pub(crate) mod http;

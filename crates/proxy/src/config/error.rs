@@ -6,8 +6,14 @@ use std::net::SocketAddr;
 /// A configuration that cannot be used, with the reason in words an operator can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot parse config: {0}")]
-    Parse(#[from] toml::de::Error),
+    /// Never quotes the file: the line at fault may hold a password (`requirepass =
+    /// hunter2`, unquoted). Built by `ConfigError::parse`.
+    #[error("cannot parse config at line {line}, column {column}: {reason}")]
+    Parse {
+        line: usize,
+        column: usize,
+        reason: String,
+    },
     #[error("proxy.listen: {0:?} is not an ip:port address")]
     Listen(String),
     #[error("nothing to listen on: set proxy.listen, tls.listen or both")]
@@ -30,4 +36,46 @@ pub enum ConfigError {
         "refusing to listen on {0} without client authentication: set auth.requirepass or auth.users, or listen on a loopback address"
     )]
     Unprotected(SocketAddr),
+    #[error("admin.listen: {0:?} is not an ip:port address")]
+    AdminListen(String),
+    #[error(
+        "refusing the admin endpoint on {0} without admin.token: set a token, or listen on a loopback address"
+    )]
+    AdminUnprotected(SocketAddr),
+}
+
+impl ConfigError {
+    /// A TOML error without the text it came from: the position, and toml's reason with
+    /// every quoted fragment (a value, a key, the file's own text) left out.
+    pub(crate) fn parse(text: &str, e: &toml::de::Error) -> ConfigError {
+        let at = e.span().map_or(0, |span| span.start).min(text.len());
+        let before = text.get(..at).unwrap_or("");
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let reason = e.message().lines().next().unwrap_or("").trim();
+        ConfigError::Parse {
+            line,
+            column,
+            reason: unquoted(reason),
+        }
+    }
+}
+
+/// `text` with whatever stands between quotes or backticks replaced by `…`; an unmatched
+/// quote hides the rest of the line.
+fn unquoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut open: Option<char> = None;
+    for c in text.chars() {
+        match open {
+            Some(q) if c == q => open = None,
+            Some(_) => {}
+            None if matches!(c, '"' | '`' | '\'') => {
+                open = Some(c);
+                out.push('…');
+            }
+            None => out.push(c),
+        }
+    }
+    out
 }

@@ -47,3 +47,20 @@ fn validate_names_the_bad_key() {
         Err(ConfigError::Zero("proxy.turn_quantum_bytes"))
     ));
 }
+
+#[test]
+fn a_parse_error_gives_the_place_not_the_text() {
+    for (text, line) in [
+        ("[auth]\nrequirepass = hunter2\n", 2),
+        ("[auth]\nrequirepass = \"hunter2\nx = 1\n", 2),
+        ("[auth]\nrequirepass = 'hunter2\n", 2),
+        ("[limits]\nmax_bulk_bytes = \"hunter2\"\n", 2),
+        ("[cluster]\nseeds = [\"a:1\"]\nhunter2 = 1\n", 3),
+        ("[auth]\nrequirepass = \"pw\" hunter2\n", 2),
+        ("[auth]\nrequirepass = \"pw\"\n[auth]\nhunter2 = \"x\"\n", 3),
+    ] {
+        let err = Config::from_toml(text).unwrap_err().to_string();
+        assert!(!err.contains("hunter2"), "the error quotes the file: {err}");
+        assert!(err.contains(&format!("line {line},")), "{text:?}: {err}");
+    }
+}

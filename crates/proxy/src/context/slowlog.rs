@@ -161,8 +161,8 @@ pub(crate) fn capped_argv(req: &Request) -> Vec<Bytes> {
         if kept != argc && i == kept - 1 {
             let more = argc - kept + 1;
             argv.push(Bytes::from(format!("... ({more} more arguments)")));
-        } else if redacted(req, i) {
-            argv.push(Bytes::from_static(b"(redacted)"));
+        } else if crate::redact::argument(req, i) {
+            argv.push(Bytes::from_static(crate::redact::REDACTED));
         } else {
             argv.push(capped_arg(req.arg(i)));
         }
@@ -178,28 +178,4 @@ fn capped_arg(arg: &[u8]) -> Bytes {
     let more = arg.len() - MAX_ARG_BYTES;
     out.extend_from_slice(format!("... ({more} more bytes)").as_bytes());
     out.freeze()
-}
-
-/// Credentials never reach the log: AUTH's arguments, HELLO's `AUTH user pass` (found by
-/// walking HELLO's options as HELLO itself does).
-fn redacted(req: &Request, i: usize) -> bool {
-    let name = req.arg(0);
-    if name.eq_ignore_ascii_case(b"auth") {
-        return i >= 1;
-    }
-    if !name.eq_ignore_ascii_case(b"hello") {
-        return false;
-    }
-    let mut opt = 2;
-    while opt < req.argc() && opt < i {
-        if req.arg(opt).eq_ignore_ascii_case(b"auth") {
-            if i <= opt + 2 {
-                return true;
-            }
-            opt += 3;
-        } else {
-            opt += 2;
-        }
-    }
-    false
 }

@@ -30,6 +30,8 @@ pub(crate) enum Merge {
     /// INFO: the proxy's sections (`Fanout::prefix`) with the masters' memory, persistence,
     /// replication and keyspace merged in (`info.rs`).
     Info,
+    /// CONFIG GET, asked of one master: its reply with the passwords hidden (`redact.rs`).
+    ConfigGet,
 }
 
 /// The merge a response policy asks for, or None when the proxy cannot merge it (yet).
@@ -181,6 +183,7 @@ pub(crate) fn merged(
         Merge::SumPairs => sum_pairs(replies),
         Merge::Scan { node, masters } => super::scan::rewrite_reply(replies[0], node, masters),
         Merge::Info => super::info::merge_info(prefix, replies),
+        Merge::ConfigGet => crate::redact::config_reply(replies[0]),
     }
 }
 

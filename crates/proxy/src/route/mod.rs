@@ -149,11 +149,15 @@ fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option
     if let Some(merge) = pubsub_introspection(spec.name) {
         return Some(Route::Broadcast(merge));
     }
-    let why = unsupported(spec, allow_admin)?;
-    Some(Route::Refuse(error(&format!(
-        "slotgate: '{}' {why}",
-        spec.name
-    ))))
+    if let Some(why) = unsupported(spec, allow_admin) {
+        return Some(Route::Refuse(error(&format!(
+            "slotgate: '{}' {why}",
+            spec.name
+        ))));
+    }
+    // The nodes' reply carries their passwords: it comes back through a merge that hides
+    // them (one master is asked, as any would do).
+    (spec.name == "config|get").then_some(Route::Broadcast(Merge::ConfigGet))
 }
 
 /// The common case: route by the slots of the command's keys, or broadcast if keyless.

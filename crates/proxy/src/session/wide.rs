@@ -37,7 +37,12 @@ impl Session {
             return self.hold(Held::Keys(req.clone()));
         }
         let patience = Patience::of_request(req);
-        let fanout = Fanout::broadcast(req, map.nodes().len(), merge);
+        // CONFIG GET needs one master's answer, not every master's.
+        let parts = match merge {
+            Merge::ConfigGet => map.nodes().len().min(1),
+            _ => map.nodes().len(),
+        };
+        let fanout = Fanout::broadcast(req, parts, merge);
         self.fan_out_on(fanout, &map, patience);
     }
 
