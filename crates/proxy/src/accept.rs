@@ -4,6 +4,7 @@
 //! and the loop that starts them above.
 
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -154,7 +155,19 @@ async fn handshake(
     peer: std::net::SocketAddr,
     worker: Rc<Worker>,
 ) {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    // A handshake holds a descriptor and a task: it counts against maxclients from now
+    // (review S12), and one over the limit is closed at once (no TLS to say why in).
+    let clients = &worker.shared.clients;
+    let connected = clients.fetch_add(1, Ordering::Relaxed) + 1;
+    if connected > worker.live().config.limits.maxclients {
+        clients.fetch_sub(1, Ordering::Relaxed);
+        WorkerStats::bump(&worker.stats.rejected_connections);
+        return;
+    }
+    let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await;
+    // The session counts itself again as it starts (`session::serve`).
+    clients.fetch_sub(1, Ordering::Relaxed);
+    match shaken {
         Ok(Ok(stream)) => crate::session::serve(stream, peer, worker).await,
         Ok(Err(e)) => {
             WorkerStats::bump(&worker.stats.tls_handshake_failures);

@@ -99,10 +99,15 @@ async fn run(shared: &Shared) {
                 Duration::from_millis(cfg.check_interval_ms)
             }
         };
+        let round_started = tokio::time::Instant::now();
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = shared.group.wake.notified() => {}
-            _ = any_closed(&mut peers) => {}
+            _ = any_closed(&mut peers) => {
+                // A member that answers and then closes (one at its maxclients) would
+                // otherwise be dialled again at once, round after round (review S13).
+                tokio::time::sleep_until(round_started + interval / 4).await;
+            }
         }
     }
 }
@@ -197,11 +202,14 @@ impl Failure {
 }
 
 /// PING over the kept connection; if it broke since (its closing may be what started this
-/// round), over a new one. The peers get no AUTH: any reply proves they serve.
+/// round), over a new one. The peers get no AUTH: PONG, or NOAUTH from a member that
+/// requires a password, proves it serves clients; any other error (`-ERR max number of
+/// clients reached`, `-LOADING`…) means a client sent there now would be refused, so the
+/// member is not healthy (review S13).
 async fn ping(addr: SocketAddr, conn: Option<NodeConn>) -> Result<NodeConn, Failure> {
     if let Some(mut conn) = conn {
-        if conn.call(&[b"PING"]).await.is_ok() {
-            return Ok(conn);
+        if let Ok(reply) = conn.call(&[b"PING"]).await {
+            return serving(reply).map(|()| conn);
         }
     }
     let tcp = TcpStream::connect(addr).await.map_err(|e| Failure {
@@ -209,8 +217,18 @@ async fn ping(addr: SocketAddr, conn: Option<NodeConn>) -> Result<NodeConn, Fail
         text: e.to_string(),
     })?;
     let mut conn = NodeConn::plain(tcp);
-    conn.call(&[b"PING"]).await.map_err(Failure::other)?;
-    Ok(conn)
+    let reply = conn.call(&[b"PING"]).await.map_err(Failure::other)?;
+    serving(reply).map(|()| conn)
+}
+
+/// Whether a PING's answer shows a member that serves clients.
+fn serving(reply: resp::Value) -> Result<(), Failure> {
+    match reply {
+        resp::Value::Error(e) if !e.starts_with(b"NOAUTH") => Err(Failure::other(
+            String::from_utf8_lossy(&e[..e.len().min(120)]).into_owned(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Resolves when a kept connection closes (or never, with none kept).

@@ -153,3 +153,51 @@ fn a_transaction_queue_counts_toward_the_budget() {
     assert_eq!(good.call(&["EXISTS", "{q}0"]), resp::Value::Integer(0));
     proxy.shutdown();
 }
+
+/// Review S9: a request that is not streamed (a restricted user's, or an MSET) is held
+/// whole in the query buffer, which is the client's memory: charged to the budget, so
+/// clients sending such requests are evicted past it rather than growing the proxy.
+#[test]
+fn big_query_buffers_are_charged_and_their_clients_evicted() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| {
+        cfg.limits.memory_budget_bytes = BUDGET;
+        cfg.proxy.threads = 1;
+        cfg.admin.listen = "127.0.0.1:0".into();
+        cfg.auth.users = vec![toml::from_str(
+            "name = 'app'\npassword = 'pw'\ncommands = ['+@all', '-@dangerous']\nkeys = ['app:*']",
+        )
+        .unwrap()];
+    });
+    let admin = proxy.admin_addr().expect("admin endpoint");
+    // Four clients each send most of a 64 MiB MSET and stop: 24x the budget, buffered.
+    let mut hogs: Vec<std::net::TcpStream> = Vec::new();
+    for _ in 0..4 {
+        let mut s = std::net::TcpStream::connect(proxy.local_addr()).unwrap();
+        // A proxy that stops reading must not hang the test.
+        s.set_write_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        s.write_all(b"*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$2\r\npw\r\n")
+            .unwrap();
+        s.write_all(b"*3\r\n$4\r\nMSET\r\n$5\r\napp:1\r\n$67108864\r\n")
+            .unwrap();
+        hogs.push(s);
+    }
+    let chunk = vec![b'v'; 1 << 20];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut evicted = 0;
+    'send: for _ in 0..48 {
+        for s in hogs.iter_mut() {
+            // A write fails once the proxy closed the client.
+            let _ = s.write_all(&chunk);
+        }
+        evicted = metric(&common::scrape(admin), "slotgate_clients_evicted_total");
+        if evicted >= 1 || Instant::now() > deadline {
+            break 'send;
+        }
+    }
+    assert!(evicted >= 1, "no client was evicted for its query buffer");
+    let counted = metric(&common::scrape(admin), "slotgate_client_buffer_bytes");
+    assert!(counted <= 4 * BUDGET as u64, "{counted} counted");
+    proxy.shutdown();
+}

@@ -236,3 +236,34 @@ fn a_silent_member_drops_out_after_its_failed_checks_and_comes_back() {
     wait_until(CEILING, || ports(me) == both);
     proxy.shutdown();
 }
+
+/// Review S13: a member that answers with an error (here a real proxy at its maxclients,
+/// which answers `-ERR max number of clients reached` and closes) is not advertised: a
+/// client sent there would be refused. It is advertised again once it has room.
+#[test]
+fn a_member_at_its_maxclients_is_not_advertised() {
+    let cluster = devcluster::Cluster::start(&devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: common::tempdir("group-full"),
+        ..Default::default()
+    })
+    .expect("cluster starts");
+    let full = start_proxy(&cluster, |c| c.limits.maxclients = 1);
+    let mut hog = Client::connect(full.local_addr());
+    assert_eq!(text(&hog.call(&["PING"])), "PONG");
+    let proxy = start_proxy(&cluster, |_| {});
+    let (me, other) = (proxy.local_addr(), full.local_addr());
+    let mut c = config(&cluster, &[me, other], me);
+    c.group.check_interval_ms = 200;
+    c.group.fail_after = 1;
+    proxy.reload_with(c).expect("group reload");
+    wait_until(CEILING, || {
+        text(&Client::connect(me).call(&["INFO", "group"])).contains("max_number_of_clients")
+    });
+    assert_eq!(ports(me), [me.port()], "the full member is not advertised");
+    drop(hog);
+    wait_until(CEILING, || ports(me) == sorted_ports(&[me, other]));
+    proxy.shutdown();
+    full.shutdown();
+}

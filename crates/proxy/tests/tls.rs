@@ -275,3 +275,50 @@ fn nodes_are_verified_and_named() {
     assert_eq!(c.read(), b"$1\r\n1\r\n");
     proxy.shutdown();
 }
+
+/// Review S12: a TLS client counts against `limits.maxclients` from its accept, not from
+/// the end of its handshake, so silent TLS connections cannot hold every file descriptor
+/// for the handshake's 10 s while plain clients are still let in.
+#[test]
+fn silent_tls_handshakes_count_against_maxclients() {
+    let h = common::Harness::start(1, 0);
+    let pki = Pki::new(&common::tempdir("tls-maxclients"), "clients");
+    let proxy = common::start_proxy(&h.cluster, |cfg| {
+        listen_tls(cfg, &pki, false);
+        cfg.limits.maxclients = 4;
+    });
+    let tls = proxy.tls_addr().expect("TLS listener");
+    // Two more silent TLS connections than there are slots: every slot is then held by a
+    // handshake, and the ones over the limit are closed at once rather than held for the
+    // handshake's 10 s.
+    let mut silent: Vec<std::net::TcpStream> = (0..6)
+        .map(|_| std::net::TcpStream::connect(tls).unwrap())
+        .collect();
+    let mut closed = 0;
+    for s in silent.iter_mut() {
+        s.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        let read = std::io::Read::read(s, &mut buf);
+        let reset = read
+            .as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset);
+        closed += usize::from(matches!(read, Ok(0)) || reset);
+    }
+    assert!(
+        closed >= 2,
+        "{closed} of the connections over maxclients were closed"
+    );
+    // A plain client is refused with Redis's text while the handshakes hold the slots.
+    let mut c = common::Client::connect(proxy.local_addr());
+    c.send(&[b"PING"]);
+    let reply = c.read().map(|v| text(&v));
+    assert_eq!(reply.as_deref(), Some("-ERR max number of clients reached"));
+    drop(silent);
+    common::wait_until(std::time::Duration::from_secs(10), || {
+        let mut c = common::Client::connect(proxy.local_addr());
+        c.send(&[b"PING"]);
+        c.read().is_some_and(|v| text(&v) == "PONG")
+    });
+    proxy.shutdown();
+}

@@ -27,6 +27,9 @@ impl Evictable for ClientCell {
     }
 }
 
+/// Query buffers above this are charged to the budget (four read chunks).
+const QUERY_CHARGE_FROM: usize = 256 * 1024;
+
 impl Session {
     /// Once half the share is used, a client whose socket is full (replies wait in `out`
     /// after a write) reads nothing more: what it holds is not drained by anyone, so the
@@ -48,13 +51,14 @@ impl Session {
         if !self.out.is_empty() {
             self.compact_out();
         }
+        self.charge_query_buffer();
         let budget = &self.worker.budget;
         budget.publish();
         if budget.share == 0 {
             return false;
         }
         let queued = self.tx.as_ref().map_or(0, |tx| tx.bytes());
-        let mine = self.out_bytes + self.cell.charged() + queued;
+        let mine = self.out_bytes + self.cell.charged() + queued + self.query_charged;
         if mine >= MIN_CANDIDATE || self.cell.candidate.get() {
             budget.note(&self.cell, mine);
         }
@@ -93,10 +97,28 @@ impl Session {
 
     /// The session is over: its unwritten replies leave the count, and so does its place
     /// among the candidates and, if it was evicted, among the bytes being released.
+    /// A request buffered past a few read chunks (a big value that is not streamed, a
+    /// restricted user's, an MSET) is this client's memory: charged to the budget like
+    /// Redis's `maxmemory-clients` counts the query buffer (review S9). Small buffers are
+    /// left out, so an ordinary client pays two compares per poll.
+    fn charge_query_buffer(&mut self) {
+        let now = match self.read_buf.capacity() {
+            c if c > QUERY_CHARGE_FROM => c,
+            _ => 0,
+        };
+        if now != self.query_charged {
+            let budget = &self.worker.budget;
+            budget.release(self.query_charged);
+            budget.add(now);
+            self.query_charged = now;
+        }
+    }
+
     pub(crate) fn leave_budget(&mut self) {
         // A transaction's queue releases its charge as it goes.
         self.tx = None;
         let budget = &self.worker.budget;
+        budget.release(std::mem::take(&mut self.query_charged));
         budget.release(std::mem::take(&mut self.out_bytes));
         self.out.clear();
         if self.cell.candidate.get() {

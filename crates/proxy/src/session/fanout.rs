@@ -170,12 +170,30 @@ type SlotGroups = Vec<(u16, Vec<usize>)>;
 fn group_by_slot(req: &Request, keys: &KeyPositions) -> (SlotGroups, Vec<(u32, u32)>) {
     let mut groups: SlotGroups = Vec::new();
     let mut order = Vec::with_capacity(keys.count());
+    // A scan finds the few slots of an ordinary MGET; a client naming keys of thousands of
+    // slots gets an index instead of a scan per key (review S10's class).
+    let mut index: Option<std::collections::HashMap<u16, usize>> = None;
     for idx in keys.iter() {
         let slot = cluster::key_slot(req.arg(idx));
-        let g = match groups.iter().position(|(s, _)| *s == slot) {
+        let found = match &index {
+            Some(index) => index.get(&slot).copied(),
+            None => groups.iter().position(|(s, _)| *s == slot),
+        };
+        let g = match found {
             Some(g) => g,
             None => {
                 groups.push((slot, Vec::new()));
+                if let Some(index) = index.as_mut() {
+                    index.insert(slot, groups.len() - 1);
+                } else if groups.len() > 16 {
+                    index = Some(
+                        groups
+                            .iter()
+                            .enumerate()
+                            .map(|(g, (s, _))| (*s, g))
+                            .collect(),
+                    );
+                }
                 groups.len() - 1
             }
         };

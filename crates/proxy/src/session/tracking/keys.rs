@@ -122,7 +122,12 @@ impl KeyTable {
             return Vec::new();
         };
         for i in positions.iter() {
-            self.keys.insert(req.arg_bytes(i));
+            // A copy: a slice of the read buffer would keep the whole chunk it came in
+            // alive for as long as the key is tracked (review S9).
+            let key = req.arg(i);
+            if !self.keys.contains(key) {
+                self.keys.insert(Bytes::copy_from_slice(key));
+            }
         }
         self.evict()
     }
