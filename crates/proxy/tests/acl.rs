@@ -506,3 +506,40 @@ fn channels_sort_multi_and_acl_introspection_match_redis_server() {
     assert_eq!(replies(&mut p), replies(&mut r));
     proxy.shutdown();
 }
+
+/// CLIENT TRACKING BCAST names every key written under the prefixes; a user confined to
+/// some keys hears only of those (stricter than Redis, which tells it every key's name).
+#[test]
+fn bcast_invalidations_stay_within_the_users_keys() {
+    let h = Harness::start(3, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.auth = users());
+    let mut admin = Client::connect(proxy.local_addr());
+    assert_eq!(text(&admin.call(&["AUTH", "adminpw"])), "OK");
+    let mut app = Client::connect(proxy.local_addr());
+    assert!(matches!(
+        app.call(&["HELLO", "3", "AUTH", "app", "apppw"]),
+        resp::Value::Map(_)
+    ));
+    assert_eq!(
+        text(&app.call(&["CLIENT", "TRACKING", "ON", "BCAST"])),
+        "OK"
+    );
+    for key in ["secret:1", "app:1", "secret:2", "app:2"] {
+        assert_eq!(text(&admin.call(&["SET", key, "v"])), "OK");
+    }
+    let mut heard = Vec::new();
+    while heard.len() < 2 {
+        let Some(resp::Value::Push(items)) = app.read() else {
+            panic!("an invalidation push");
+        };
+        let resp::Value::Array(keys) = &items[1] else {
+            panic!("keys: {items:?}");
+        };
+        heard.extend(keys.iter().map(text));
+    }
+    heard.sort();
+    assert_eq!(heard, ["app:1", "app:2"]);
+    // Nothing else is on its way: a PING's answer comes next.
+    assert_eq!(text(&app.call(&["PING"])), "PONG");
+    proxy.shutdown();
+}
