@@ -114,10 +114,16 @@ fn blocking_timeout(req: &Request) -> Option<Duration> {
     }
 }
 
-/// Redis's blocking timeout: seconds, possibly fractional, never negative.
+/// Redis's blocking timeout: seconds, possibly fractional, never negative, at most
+/// `LLONG_MAX` milliseconds (past it Redis answers "timeout is out of range" at once). The
+/// client chooses it: a value too big for a `Duration` must not panic (the hostile fuzzer's
+/// `BLPOP k 1e300`).
 fn seconds(arg: &[u8]) -> Option<Duration> {
     let s: f64 = std::str::from_utf8(arg).ok()?.parse().ok()?;
-    (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s))
+    if !(s.is_finite() && s >= 0.0 && s * 1000.0 <= i64::MAX as f64) {
+        return None;
+    }
+    Duration::try_from_secs_f64(s).ok()
 }
 
 #[cfg(test)]
@@ -127,6 +133,17 @@ mod tests {
     fn of(args: &[&str]) -> Patience {
         let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
         Patience::of_request(&Request::from_args(&a))
+    }
+
+    #[test]
+    fn timeouts_out_of_range_do_not_panic() {
+        for t in ["1e300", "18446744073709551616", "9223372036854775807", "inf", "nan", "-1"] {
+            assert_eq!(of(&["BLPOP", "k", t]), Patience::Normal, "{t}");
+        }
+        assert_eq!(
+            of(&["BLPOP", "k", "1e15"]),
+            Patience::Blocks(Duration::from_secs(1_000_000_000_000_000))
+        );
     }
 
     #[test]
