@@ -123,7 +123,7 @@ pub fn start_noting(
 }
 
 /// A new 3-master cluster, its nodes on the generator's CPU.
-fn bench_cluster() -> Result<devcluster::Cluster> {
+pub fn bench_cluster() -> Result<devcluster::Cluster> {
     let opts = devcluster::Options {
         masters: 3,
         replicas: 0,
