@@ -32,15 +32,18 @@ use target::Target;
 #[derive(Args, Debug, Clone)]
 pub struct HostileArgs {
     /// Time for the cases, in seconds: one pass over them at least, more passes (with the
-    /// next seeds) while time is left.
-    #[arg(long, default_value_t = 60.0)]
-    pub seconds: f64,
+    /// next seeds) while time is left [default: one pass, as if 60].
+    #[arg(long)]
+    pub seconds: Option<f64>,
     /// Seed of the first pass [default: from the clock, printed].
     #[arg(long)]
     pub seed: Option<u64>,
     /// Only these cases (comma-separated; `--list` names them).
     #[arg(long, value_delimiter = ',')]
     pub case: Vec<String>,
+    /// Leave these cases out (comma-separated), e.g. known failures in a CI run.
+    #[arg(long, value_delimiter = ',')]
+    pub skip: Vec<String>,
     /// Every case at this size instead of its own default (a reproduction's size).
     #[arg(long)]
     pub size: Option<u64>,
@@ -60,6 +63,12 @@ pub struct HostileArgs {
     /// File descriptors allowed above their level before the case, once it closed.
     #[arg(long, default_value_t = 4)]
     pub fd_slack: usize,
+    /// Growth of the masters' summed RSS allowed during a case, MiB.
+    #[arg(long, default_value_t = 256)]
+    pub node_slack_mb: u64,
+    /// How long the fds may take to come back to their level, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub fd_ceiling: f64,
     /// Smaller sizes tried on a failure (each halves the last failing one).
     #[arg(long, default_value_t = 4)]
     pub shrink_tries: usize,
@@ -76,11 +85,23 @@ pub fn run(a: &HostileArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let chosen = choose(&a.case)?;
+    let mut chosen = choose(&a.case)?;
+    for name in &a.skip {
+        anyhow::ensure!(
+            cases::find(name).is_some(),
+            "unknown case {name:?} in --skip"
+        );
+    }
+    chosen.retain(|c| !a.skip.iter().any(|s| s == c.name));
+    anyhow::ensure!(!chosen.is_empty(), "every case is skipped");
+    if !a.skip.is_empty() {
+        println!("hostile: skipping {}", a.skip.join(", "));
+    }
     let seed = a.seed.unwrap_or_else(clock_seed);
+    let seconds = a.seconds.unwrap_or(60.0);
     let case_secs = a
         .case_seconds
-        .unwrap_or((a.seconds / chosen.len() as f64).clamp(2.0, 15.0));
+        .unwrap_or(((seconds / chosen.len() as f64).clamp(2.0, 15.0) * 10.0).floor() / 10.0);
     anyhow::ensure!(
         case_secs.is_finite() && case_secs > 0.0,
         "--case-seconds must be positive"
@@ -90,7 +111,8 @@ pub fn run(a: &HostileArgs) -> Result<()> {
         budget: a.budget_mb << 20,
         slack: a.slack_mb << 20,
         fd_slack: a.fd_slack,
-        fd_ceiling: Duration::from_secs(10),
+        fd_ceiling: Duration::from_secs_f64(a.fd_ceiling.clamp(0.0, 3600.0)),
+        node_slack: a.node_slack_mb << 20,
     };
     // The attackers, the bystander and the cluster share CPU0; the proxy has CPU1 alone, as
     // in the other scenarios, so a slow PING is the proxy's and not the scheduler's.
@@ -102,14 +124,15 @@ pub fn run(a: &HostileArgs) -> Result<()> {
     println!(
         "hostile: seed {seed}, {} cases × {case_secs:.1} s, proxy --threads 1 with \
          memory_budget_bytes {} MiB; bounds: worst PING ≤ {} ms, RSS ≤ {} MiB (budget + {} MiB), \
-         fds within {} of their level after {:?}",
+         fds within {} of their level after {:?}, masters' RSS growth ≤ {} MiB",
         chosen.len(),
         a.budget_mb,
         a.ping_ms,
         bounds.rss_limit() >> 20,
         a.slack_mb,
         a.fd_slack,
-        bounds.fd_ceiling
+        bounds.fd_ceiling,
+        a.node_slack_mb
     );
     println!("{}", report::header());
     let t0 = Instant::now();
@@ -118,7 +141,7 @@ pub fn run(a: &HostileArgs) -> Result<()> {
     'passes: for pass in 0u64.. {
         let pass_seed = seed.wrapping_add(pass);
         for case in &chosen {
-            if pass > 0 && t0.elapsed().as_secs_f64() >= a.seconds {
+            if pass > 0 && t0.elapsed().as_secs_f64() >= seconds {
                 break 'passes;
             }
             let size = a.size.unwrap_or(case.size);
@@ -139,12 +162,9 @@ pub fn run(a: &HostileArgs) -> Result<()> {
                 report::repro(case.name, row.seed, smallest, case_secs)
             );
         }
-        if t0.elapsed().as_secs_f64() >= a.seconds {
+        if a.seconds.is_none() || t0.elapsed().as_secs_f64() >= seconds {
             break;
         }
-    }
-    if target.restarts > 0 {
-        println!("the proxy was started again {} time(s)", target.restarts);
     }
     if failed > 0 {
         println!("proxy stderr kept in {}", target.log_path().display());
@@ -203,12 +223,14 @@ fn run_case(
     time: Duration,
     bounds: &Bounds,
 ) -> Result<Row> {
-    target.ensure_alive()?;
-    target.flush()?;
+    target.renew()?;
+    target.flush();
     let fds_before = target.fds().unwrap_or(0);
     let log_from = target.log_len();
-    let watch = RssWatch::start(target.pid());
+    let nodes_before = oracle::rss_sum(&target.node_pids());
+    let watch = RssWatch::start(target.pid(), target.node_pids());
     let bystander = Bystander::start(target.addr())?;
+    let floor = Bystander::start(target.floor_addr())?;
     let mut ctx = Ctx {
         addr: target.addr(),
         deadline: Instant::now() + time,
@@ -219,6 +241,7 @@ fn run_case(
         .run(&mut ctx)
         .unwrap_or_else(|e| format!("case error: {e:#}"));
     let pings = bystander.finish();
+    let floor = floor.finish();
     let dead = target.check_alive(Duration::from_secs(5)).err();
     let fds_after = oracle::settle_fds(
         || target.fds(),
@@ -226,16 +249,19 @@ fn run_case(
         bounds.fd_slack,
         bounds.fd_ceiling,
     );
-    let peak_rss = watch.finish();
+    let (peak_rss, nodes_peak) = watch.finish();
     let observed = Observed {
         pings,
         peak_rss,
+        nodes_before,
+        nodes_peak,
         fds_before,
         fds_after,
         dead,
         alarms: target.alarming_lines(log_from),
     };
     Ok(Row {
+        floor_ms: floor.max,
         case: case.name,
         seed,
         size,

@@ -1,8 +1,9 @@
 //! What "no client can hurt another" means, as checks on one case: the proxy lives and
 //! answers PING (no panic or overflow on its stderr), the bystander on the same worker kept
 //! its worst PING under a bound, the proxy's RSS stayed within its stated memory budget plus
-//! a slack, and its file descriptors came back to their level once the case's connections
-//! closed. The bounds are stated up front and printed, so a verdict can be argued with.
+//! a slack, its file descriptors came back to their level once the case's connections
+//! closed, and the nodes' memory did not grow by more than a slack (the proxy holds a stalled
+//! client's replies itself, within its budget, and never leaves them piling up in Redis). The bounds are stated up front and printed, so a verdict can be argued with.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,6 +26,8 @@ pub struct Bounds {
     pub fd_slack: usize,
     /// How long the descriptors may take to come back.
     pub fd_ceiling: Duration,
+    /// Growth allowed of the masters' RSS, summed, over the case.
+    pub node_slack: u64,
 }
 
 impl Bounds {
@@ -39,6 +42,9 @@ impl Bounds {
 pub struct Observed {
     pub pings: Pings,
     pub peak_rss: u64,
+    /// The masters' summed RSS before the case and at its peak.
+    pub nodes_before: u64,
+    pub nodes_peak: u64,
     pub fds_before: usize,
     /// None when the process was gone.
     pub fds_after: Option<usize>,
@@ -79,6 +85,14 @@ pub fn verdict(o: &Observed, b: &Bounds) -> Vec<String> {
             mib(b.slack)
         ));
     }
+    let grown = o.nodes_peak.saturating_sub(o.nodes_before);
+    if grown > b.node_slack {
+        why.push(format!(
+            "nodes: the masters' RSS grew by {} MiB (> {} MiB): replies piled up in Redis",
+            mib(grown),
+            mib(b.node_slack)
+        ));
+    }
     match o.fds_after {
         Some(after) if after > o.fds_before + b.fd_slack => why.push(format!(
             "fds: {after} after > {} before + {} within {:?}",
@@ -94,34 +108,46 @@ pub fn mib(bytes: u64) -> u64 {
     bytes >> 20
 }
 
-/// Samples a process's VmRSS every few ms on a thread of its own; keeps the peak.
+/// Samples VmRSS every few ms on a thread of its own: the proxy's, and the nodes' summed
+/// (every 50 ms: it reads several files); keeps both peaks.
 pub struct RssWatch {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<u64>,
+    thread: JoinHandle<(u64, u64)>,
+}
+
+/// The summed VmRSS of `pids` (gone ones count 0).
+pub fn rss_sum(pids: &[String]) -> u64 {
+    pids.iter()
+        .map(|p| crate::cpu::rss_bytes(p).unwrap_or(0))
+        .sum()
 }
 
 impl RssWatch {
-    /// Starts sampling `/proc/<pid>/status`.
-    pub fn start(pid: String) -> RssWatch {
+    /// Starts sampling `/proc/<pid>/status` of the proxy and of the nodes.
+    pub fn start(pid: String, nodes: Vec<String>) -> RssWatch {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
-            let mut peak = 0;
-            loop {
+            let (mut peak, mut nodes_peak) = (0, 0);
+            for round in 0u64.. {
                 peak = peak.max(crate::cpu::rss_bytes(&pid).unwrap_or(0));
+                if round % 10 == 0 {
+                    nodes_peak = nodes_peak.max(rss_sum(&nodes));
+                }
                 if flag.load(Ordering::Relaxed) {
-                    return peak;
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
+            (peak, nodes_peak.max(rss_sum(&nodes)))
         });
         RssWatch { stop, thread }
     }
 
-    /// Stops sampling; the peak seen.
-    pub fn finish(self) -> u64 {
+    /// Stops sampling; the proxy's peak and the nodes' peak.
+    pub fn finish(self) -> (u64, u64) {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or(0)
+        self.thread.join().unwrap_or((0, 0))
     }
 }
 
@@ -155,6 +181,7 @@ mod tests {
             slack: 256 << 20,
             fd_slack: 4,
             fd_ceiling: Duration::from_secs(10),
+            node_slack: 256 << 20,
         }
     }
 
@@ -167,6 +194,8 @@ mod tests {
                 failed: false,
             },
             peak_rss: 40 << 20,
+            nodes_before: 30 << 20,
+            nodes_peak: 40 << 20,
             fds_before: 20,
             fds_after: Some(22),
             dead: None,
@@ -185,6 +214,7 @@ mod tests {
         o.pings.max = 300.0;
         o.peak_rss = 600 << 20;
         o.fds_after = Some(30);
+        o.nodes_peak = 14 << 30;
         o.dead = Some("the proxy exited: signal 6".into());
         o.alarms = vec!["thread 'slotgate-w0' has overflowed its stack".into()];
         let why = verdict(&o, &bounds()).join("\n");
@@ -195,6 +225,7 @@ mod tests {
         );
         assert!(why.contains("fds: 30 after > 20 before + 4"), "{why}");
         assert!(why.contains("alive: the proxy exited"), "{why}");
+        assert!(why.contains("grew by 14306 MiB (> 256 MiB)"), "{why}");
         assert!(
             why.contains("stderr: thread 'slotgate-w0' has overflowed"),
             "{why}"

@@ -209,7 +209,7 @@ pub fn unfinished_multibulk(count: u64) -> Vec<u8> {
 
 /// A SET whose value is announced as `len` bytes; the body is sent slowly by the case.
 pub fn unfinished_bulk(len: u64) -> Vec<u8> {
-    format!("*3\r\n$3\r\nSET\r\n$5\r\nuf:{{b}}\r\n${len}\r\n").into_bytes()
+    format!("*3\r\n$3\r\nSET\r\n$6\r\nuf:{{b}}\r\n${len}\r\n").into_bytes()
 }
 
 /// `n` MGETs of 16 keys each, spread over the slots: one write of fan-out requests.
@@ -303,5 +303,9 @@ mod tests {
         assert_eq!(huge_name(10).len(), 10);
         assert_eq!(garbage(333, &mut rng).len(), 333);
         assert_eq!(unfinished_multibulk(1_000_000), b"*1000000\r\n");
+        assert_eq!(
+            unfinished_bulk(512),
+            b"*3\r\n$3\r\nSET\r\n$6\r\nuf:{b}\r\n$512\r\n"
+        );
     }
 }

@@ -12,6 +12,8 @@ pub struct Row {
     pub seed: u64,
     pub size: u64,
     pub observed: Observed,
+    /// The worst PING to an idle redis-server on the attackers' CPU meanwhile: the floor.
+    pub floor_ms: f64,
     /// The oracles' reasons; empty when it passed.
     pub why: Vec<String>,
     /// What happened to the case's own connections.
@@ -28,8 +30,15 @@ impl Row {
 /// The column titles.
 pub fn header() -> String {
     format!(
-        "{:<22} {:>10} {:>12} {:>10} {:>11}  {:<7} note",
-        "case", "size", "worst PING", "peak RSS", "fds before→after", "verdict"
+        "{:<22} {:>10} {:>12} {:>9} {:>10} {:>10} {:>11}  {:<7} note",
+        "case",
+        "size",
+        "worst PING",
+        "(floor)",
+        "peak RSS",
+        "nodes +",
+        "fds before→after",
+        "verdict"
     )
 }
 
@@ -38,11 +47,13 @@ pub fn line(r: &Row) -> String {
     let o = &r.observed;
     let after = o.fds_after.map_or("gone".to_string(), |n| n.to_string());
     let mut s = format!(
-        "{:<22} {:>10} {:>9.1} ms {:>6} MiB {:>7}→{:<8}  {:<7} {}",
+        "{:<22} {:>10} {:>9.1} ms {:>6.1} ms {:>6} MiB {:>6} MiB {:>7}→{:<8}  {:<7} {}",
         r.case,
         r.size,
         o.pings.max,
+        r.floor_ms,
         mib(o.peak_rss),
+        mib(o.nodes_peak.saturating_sub(o.nodes_before)),
         o.fds_before,
         after,
         if r.passed() { "ok" } else { "FAIL" },
@@ -83,11 +94,14 @@ mod tests {
                     failed: false,
                 },
                 peak_rss: 48 << 20,
+                nodes_before: 0,
+                nodes_peak: 0,
                 fds_before: 21,
                 fds_after: Some(22),
                 dead: None,
                 alarms: Vec::new(),
             },
+            floor_ms: 2.0,
             why: vec!["bystander: worst PING 300.0 ms > 250 ms".into()],
             note: "3 writes".into(),
         };

@@ -2,7 +2,9 @@
 //! of it, with a config that states the memory budget the RSS oracle holds it to, and its
 //! stderr kept in a file so a panic or a stack overflow is seen even when the process dies.
 //! One worker thread means the hostile client and the bystander share a worker, which is the
-//! promise under test. A proxy that died is started again, so one crash does not end the run.
+//! promise under test. Every case gets a proxy process of its own (the cluster stays): the
+//! allocator keeps an earlier case's high-water mark as RSS, and a case that killed the
+//! proxy or leaked its descriptors must not be blamed on the next one.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,14 +16,26 @@ use crate::admin::Admin;
 use crate::procs::{self, Proc};
 use crate::systems::SUT_CPU;
 
+/// Redis's own default `cluster-node-timeout`, not devcluster's 2 s: a case may keep a node
+/// busy for seconds (a megabyte KEYS pattern is the node's work), and the cluster must not
+/// declare it failed and go down for the cases after.
+const NODE_TIMEOUT_MS: u64 = 15_000;
+
+/// A safety net, not a bound under test: a node closes a connection of the proxy whose
+/// unread replies pass this. Without it, replies the proxy left unread on its node
+/// connections grew one node past 14 GB in a 4 s case and put the shared host at risk of
+/// the OOM killer. The node-memory oracle fails long before it (`oracle.rs`).
+const NODE_OUTPUT_CAP: &str = "1gb";
+
 /// The cluster and the proxy in front of it.
 pub struct Target {
     cluster: devcluster::Cluster,
     proxy: Proc,
+    /// An idle redis-server placed like the attackers and the bystander (CPU0): PINGs to it
+    /// during a case are the floor, what the machine alone adds to a round trip.
+    floor: Proc,
     config: PathBuf,
     log: PathBuf,
-    /// How many times the proxy had to be started again.
-    pub restarts: usize,
 }
 
 impl Target {
@@ -31,14 +45,22 @@ impl Target {
         let config = dir.join("slotgate-hostile.toml");
         std::fs::write(&config, config_toml(budget))?;
         let log = dir.join("slotgate-hostile.stderr");
-        let cluster = crate::systems::bench_cluster()?;
+        let cluster = crate::systems::bench_cluster_with(devcluster::Options {
+            node_timeout_ms: NODE_TIMEOUT_MS,
+            extra_config: vec![(
+                "client-output-buffer-limit".into(),
+                format!("normal {NODE_OUTPUT_CAP} {NODE_OUTPUT_CAP} 0"),
+            )],
+            ..Default::default()
+        })?;
         let proxy = spawn(&cluster, &config, &log)?;
+        let floor = procs::redis(Some(crate::systems::GEN_CPU))?;
         let mut t = Target {
             cluster,
             proxy,
+            floor,
             config,
             log,
-            restarts: 0,
         };
         t.warm_up()?;
         Ok(t)
@@ -47,6 +69,20 @@ impl Target {
     /// Where clients connect.
     pub fn addr(&self) -> SocketAddr {
         self.proxy.addr()
+    }
+
+    /// The idle redis-server whose PING is the floor.
+    pub fn floor_addr(&self) -> SocketAddr {
+        self.floor.addr()
+    }
+
+    /// The masters' pids, for /proc.
+    pub fn node_pids(&self) -> Vec<String> {
+        self.cluster
+            .nodes()
+            .iter()
+            .map(|n| n.pid.to_string())
+            .collect()
     }
 
     /// The proxy's pid, for /proc.
@@ -64,14 +100,21 @@ impl Target {
         std::fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0)
     }
 
-    /// The stderr lines written since `from` that tell of a panic or an abort.
+    /// The stderr lines written since `from` that tell of a panic or an abort, each with
+    /// the line after it (a panic's message follows its location).
     pub fn alarming_lines(&self, from: u64) -> Vec<String> {
         let text = std::fs::read(&self.log).unwrap_or_default();
         let tail = text.get(from as usize..).unwrap_or_default();
-        String::from_utf8_lossy(tail)
-            .lines()
-            .filter(|l| l.contains("panicked") || l.contains("overflowed"))
-            .map(|l| l.chars().take(300).collect())
+        let text = String::from_utf8_lossy(tail);
+        let lines: Vec<&str> = text.lines().collect();
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.contains("panicked") || l.contains("overflowed"))
+            .map(|(i, l)| {
+                let next = lines.get(i + 1).copied().unwrap_or_default();
+                format!("{l} {next}").chars().take(400).collect()
+            })
             .collect()
     }
 
@@ -98,39 +141,58 @@ impl Target {
         }
     }
 
-    /// Starts the proxy again when it is dead or deaf, so the next case has one.
-    pub fn ensure_alive(&mut self) -> Result<()> {
-        if self.check_alive(Duration::from_secs(2)).is_ok() {
-            return Ok(());
-        }
+    /// Replaces the proxy with a fresh process, for the next case, once every master says
+    /// the cluster is ok (an earlier case may have kept one busy).
+    pub fn renew(&mut self) -> Result<()> {
+        self.wait_cluster_ok(Duration::from_secs(60));
         self.proxy.kill();
         self.proxy = spawn(&self.cluster, &self.config, &self.log)?;
-        self.restarts += 1;
         self.warm_up()
     }
 
     /// Opens the connections every later client shares for good (the RESP2 and RESP3 pools
-    /// to each master, WAIT's probes), so the fd oracle compares like with like.
+    /// to each master, WAIT's probes), so the fd oracle compares like with like. Error
+    /// replies do not matter here, only that the connections were made.
     fn warm_up(&mut self) -> Result<()> {
         for proto in ["2", "3"] {
             let mut a = Admin::connect(self.addr())?;
-            a.ok(&["HELLO", proto])?;
-            a.ok(&["DBSIZE"])?;
+            a.call(&[b"HELLO", proto.as_bytes()])?;
+            a.call(&[b"DBSIZE"])?;
             for tag in 0..16 {
-                a.ok(&["GET", &format!("warm:{{{tag}}}")])?;
+                a.call(&[b"GET", format!("warm:{{{tag}}}").as_bytes()])?;
             }
-            a.ok(&["WAIT", "0", "0"])?;
+            a.call(&[b"WAIT", b"0", b"0"])?;
         }
         Ok(())
     }
 
+    /// Waits, up to `ceiling`, until every master answers `cluster_state:ok`; says so when
+    /// one does not (the case then runs anyway: the oracles judge the proxy, not the nodes).
+    fn wait_cluster_ok(&self, ceiling: Duration) {
+        let t0 = Instant::now();
+        let ok = |m| {
+            Admin::connect(m)
+                .and_then(|mut a| a.info_cluster())
+                .is_ok_and(|s| s.contains("cluster_state:ok"))
+        };
+        while !self.cluster.masters().into_iter().all(ok) {
+            if t0.elapsed() >= ceiling {
+                eprintln!("note: the cluster is not ok after {ceiling:?}; going on");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Empties every master (directly, not through the proxy), so what one case stored does
     /// not slow the next or pile up over a long run.
-    pub fn flush(&self) -> Result<()> {
+    /// A node still busy with an earlier case's work is reported, not waited for.
+    pub fn flush(&self) {
         for m in self.cluster.masters() {
-            Admin::connect(m)?.ok(&["FLUSHALL"])?;
+            if let Err(e) = Admin::connect(m).and_then(|mut a| a.ok(&["FLUSHALL"])) {
+                eprintln!("note: FLUSHALL on {m} failed ({e:#}); the next case starts anyway");
+            }
         }
-        Ok(())
     }
 
     /// Stops the proxy, then the cluster.

@@ -5,6 +5,8 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,8 @@ pub struct Wire {
     off: usize,
     deadline: Instant,
     reader: Option<JoinHandle<u64>>,
+    /// Reply bytes the reader has seen so far.
+    replies: Arc<AtomicU64>,
     closed: bool,
 }
 
@@ -45,6 +49,7 @@ impl Wire {
             off: 0,
             deadline,
             reader: None,
+            replies: Arc::new(AtomicU64::new(0)),
             closed: false,
         })
     }
@@ -53,6 +58,7 @@ impl Wire {
     pub fn reading(addr: SocketAddr, deadline: Instant) -> std::io::Result<Wire> {
         let mut w = Wire::mute(addr, deadline)?;
         let mut rx = w.stream.try_clone()?;
+        let seen = w.replies.clone();
         w.reader = Some(std::thread::spawn(move || {
             let mut buf = vec![0u8; 256 * 1024];
             let mut total = 0u64;
@@ -62,6 +68,7 @@ impl Wire {
                     break;
                 }
                 total += n as u64;
+                seen.store(total, Ordering::Relaxed);
             }
             total
         }));
@@ -119,6 +126,20 @@ impl Wire {
             }
         }
         Pushed::Drained
+    }
+
+    /// Waits until no reply byte arrived for `quiet` (or the deadline): a client that waits
+    /// for its answers before it sends more, without parsing them.
+    pub fn settle(&self, quiet: Duration) {
+        let mut last = self.replies.load(Ordering::Relaxed);
+        let mut since = Instant::now();
+        while since.elapsed() < quiet && Instant::now() < self.deadline && !self.closed {
+            std::thread::sleep(Duration::from_millis(5));
+            let now = self.replies.load(Ordering::Relaxed);
+            if now != last {
+                (last, since) = (now, Instant::now());
+            }
+        }
     }
 
     /// Closes the connection; the reply bytes the reader saw (0 for a mute client).
