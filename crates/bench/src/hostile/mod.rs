@@ -103,8 +103,8 @@ pub fn run(a: &HostileArgs) -> Result<()> {
         .case_seconds
         .unwrap_or(((seconds / chosen.len() as f64).clamp(2.0, 15.0) * 10.0).floor() / 10.0);
     anyhow::ensure!(
-        case_secs.is_finite() && case_secs > 0.0,
-        "--case-seconds must be positive"
+        case_secs > 0.0 && case_secs <= 86_400.0 && seconds.is_finite(),
+        "--case-seconds must be in (0, 86400] and --seconds finite"
     );
     let bounds = Bounds {
         ping_ms: a.ping_ms,

@@ -101,20 +101,26 @@ impl Target {
     }
 
     /// The stderr lines written since `from` that tell of a panic or an abort, each with
-    /// the line after it (a panic's message follows its location).
+    /// the line after it (a panic's message follows its location), repeats counted once.
     pub fn alarming_lines(&self, from: u64) -> Vec<String> {
         let text = std::fs::read(&self.log).unwrap_or_default();
         let tail = text.get(from as usize..).unwrap_or_default();
         let text = String::from_utf8_lossy(tail);
         let lines: Vec<&str> = text.lines().collect();
-        lines
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| l.contains("panicked") || l.contains("overflowed"))
-            .map(|(i, l)| {
-                let next = lines.get(i + 1).copied().unwrap_or_default();
-                format!("{l} {next}").chars().take(400).collect()
-            })
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            if !(l.contains("panicked") || l.contains("overflowed")) {
+                continue;
+            }
+            let next = lines.get(i + 1).copied().unwrap_or_default();
+            let alarm: String = format!("{l} {next}").chars().take(400).collect();
+            match seen.iter_mut().find(|(a, _)| *a == alarm) {
+                Some((_, n)) => *n += 1,
+                None => seen.push((alarm, 1)),
+            }
+        }
+        seen.into_iter()
+            .map(|(a, n)| if n > 1 { format!("{n}× {a}") } else { a })
             .collect()
     }
 
