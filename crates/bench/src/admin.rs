@@ -62,6 +62,14 @@ impl Admin {
         }
     }
 
+    /// `CLUSTER INFO` as text.
+    pub fn info_cluster(&mut self) -> Result<String> {
+        let v = self.ok(&["CLUSTER", "INFO"])?;
+        Ok(v.as_bytes()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default())
+    }
+
     /// `INFO section` as text.
     pub fn info(&mut self, section: &str) -> Result<String> {
         let v = self.ok(&["INFO", section])?;

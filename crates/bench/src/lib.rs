@@ -16,6 +16,7 @@ pub mod compare;
 pub mod conn;
 pub mod cpu;
 pub mod engine;
+pub mod hostile;
 pub mod keys;
 pub mod knobs;
 pub mod pacing;
@@ -56,6 +57,9 @@ pub enum BenchCommand {
     /// reshard, failover, replica-reads).
     #[command(subcommand)]
     Scenario(scenario::ScenarioCommand),
+    /// Hostile clients against a live proxy (one worker) beside a PINGing bystander: the
+    /// proxy must live, the bystander stay fast, RSS stay in budget and fds come back.
+    Hostile(hostile::HostileArgs),
 }
 
 /// Entry point for `slotgate bench ...`.
@@ -65,5 +69,6 @@ pub fn run_cli(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Selfcheck(a) => selfcheck::run(&a),
         BenchCommand::Compare(a) => compare::run(&a),
         BenchCommand::Scenario(c) => scenario::run(c),
+        BenchCommand::Hostile(a) => hostile::run(&a),
     }
 }

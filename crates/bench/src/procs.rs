@@ -29,6 +29,35 @@ impl Proc {
         args: &[String],
         port: u16,
     ) -> Result<Proc> {
+        Proc::spawn_to(name, cpu, program, args, port, Stdio::null())
+    }
+
+    /// `spawn` with its stderr appended to `log`, for scenarios that read what it said on
+    /// the way out (a panic's message, a stack overflow).
+    pub fn spawn_logged(
+        name: &str,
+        cpu: Option<u32>,
+        program: &Path,
+        args: &[String],
+        port: u16,
+        log: &Path,
+    ) -> Result<Proc> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        Proc::spawn_to(name, cpu, program, args, port, Stdio::from(file))
+    }
+
+    fn spawn_to(
+        name: &str,
+        cpu: Option<u32>,
+        program: &Path,
+        args: &[String],
+        port: u16,
+        stderr: Stdio,
+    ) -> Result<Proc> {
         let mut cmd = match cpu {
             Some(c) => {
                 let mut t = Command::new("taskset");
@@ -41,7 +70,7 @@ impl Proc {
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .with_context(|| format!("starting {}", program.display()))?;
         let p = Proc {
@@ -88,6 +117,11 @@ impl Proc {
     /// Resident memory in bytes.
     pub fn rss(&self) -> u64 {
         crate::cpu::rss_bytes(&self.pid()).unwrap_or(0)
+    }
+
+    /// Whether it has exited (reaped here if so), and how.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// Sends SIGKILL now (failover tests) and reaps it.

@@ -113,7 +113,12 @@ mod tests {
 
     #[test]
     fn verdicts_name_each_bound() {
-        let pings = |p99, max| Pings { n: 100, p99, max };
+        let pings = |p99, max| Pings {
+            n: 100,
+            p99,
+            max,
+            failed: false,
+        };
         let measured = Measured {
             system: "slotgate",
             through: pings(3.0, 25.0),

@@ -124,10 +124,16 @@ pub fn start_noting(
 
 /// A new 3-master cluster, its nodes on the generator's CPU.
 fn bench_cluster() -> Result<devcluster::Cluster> {
+    bench_cluster_with(devcluster::Options::default())
+}
+
+/// A new 3-master cluster without replicas, built from `opts` otherwise, its nodes on the
+/// generator's CPU.
+pub fn bench_cluster_with(opts: devcluster::Options) -> Result<devcluster::Cluster> {
     let opts = devcluster::Options {
         masters: 3,
         replicas: 0,
-        ..Default::default()
+        ..opts
     };
     let cluster = devcluster::Cluster::start(&opts).context("starting the 3-master cluster")?;
     for node in cluster.nodes() {
