@@ -137,7 +137,14 @@ mod tests {
 
     #[test]
     fn timeouts_out_of_range_do_not_panic() {
-        for t in ["1e300", "18446744073709551616", "9223372036854775807", "inf", "nan", "-1"] {
+        for t in [
+            "1e300",
+            "18446744073709551616",
+            "9223372036854775807",
+            "inf",
+            "nan",
+            "-1",
+        ] {
             assert_eq!(of(&["BLPOP", "k", t]), Patience::Normal, "{t}");
         }
         assert_eq!(

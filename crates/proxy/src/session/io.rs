@@ -31,6 +31,12 @@ pub(super) enum ReadOutcome {
     Gone,
 }
 
+/// What a client may send ahead of a request that runs alone (a blocking command, WAIT,
+/// KEYS, a subscription awaiting its marker): read unparsed, so a departure is noticed;
+/// past it, nothing more is read until the request is answered. A client that leaves
+/// after sending more than this is noticed when its request ends.
+const BLOCKED_READ_AHEAD: usize = 4 << 20;
+
 impl Session {
     /// Replies first: follow redirects, move ready replies to `out`, write them. Some(poll)
     /// when this turn ends here (done, closed, yielding, or draining).
@@ -79,6 +85,12 @@ impl Session {
             // would be framed after all: read only a little past its start.
             let waiting_full = self.upload_waiting() && self.read_buf.len() >= READ_CHUNK * 4;
             if !self.exclusive_busy() || waiting_full {
+                return Some(Poll::Pending);
+            }
+            if self.read_buf.len() >= BLOCKED_READ_AHEAD {
+                // Enough is waiting behind the blocked request: the rest waits in the
+                // socket (TCP backpressure), not in memory the client chooses (the hostile
+                // fuzzer's huge-counts: 500 MiB read ahead of a BLPOP).
                 return Some(Poll::Pending);
             }
             // Blocked: keep reading (unparsed, bounded) only to notice a departure.

@@ -126,7 +126,8 @@ impl Hello {
                 auth = Some((req.arg_bytes(i + 1), req.arg_bytes(i + 2)));
                 i += 3;
             } else if opt.eq_ignore_ascii_case(b"setname") && i + 1 < req.argc() {
-                let given = req.arg_bytes(i + 1);
+                // A copy: a slice would keep the whole read buffer it came in alive.
+                let given = Bytes::copy_from_slice(req.arg(i + 1));
                 if !valid_client_name(&given) {
                     return Err(error(
                         "Client names cannot contain spaces, newlines or special characters.",
@@ -208,7 +209,8 @@ fn client(req: &Request, session: &mut SessionInfo) -> Bytes {
             None => Bytes::from_static(b"$-1\r\n"),
         },
         b"setname" => {
-            let name = req.arg_bytes(2);
+            // A copy: a slice would keep the whole read buffer it came in alive.
+            let name = Bytes::copy_from_slice(req.arg(2));
             if !valid_client_name(&name) {
                 return error(
                     "Client names cannot contain spaces, newlines or special characters.",
