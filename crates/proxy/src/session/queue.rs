@@ -192,6 +192,14 @@ impl ClientCell {
         }
     }
 
+    /// A big request on its way to a node is this client's memory until it is answered
+    /// (it waits in the connection's write queue while the node reads slower than the
+    /// client sends): charged with the request's entry, released with it.
+    pub(crate) fn charge_request(&self, bytes: usize) {
+        self.inflight_charge.set(self.inflight_charge.get() + bytes);
+        self.budget.add(bytes);
+    }
+
     /// Append an entry and return its sequence number.
     pub(crate) fn push(&self, mut entry: Entry) -> u64 {
         if let Some(sample) = self.next_sample.take() {
