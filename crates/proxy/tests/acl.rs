@@ -226,6 +226,19 @@ fn intended(args: &[String], proxy_reply: &str) -> bool {
     args.len() == 2 && args[0] == "pfmerge" && proxy_reply.starts_with("-NOPERM")
 }
 
+/// A standalone redis-server with the users of `RULE_SETS`, set by `ACL SETUSER`.
+fn reference_with_rule_sets() -> Reference {
+    let reference = Reference::start();
+    let mut admin = reference.client();
+    for (name, rules) in RULE_SETS {
+        let pw = format!(">{name}pw");
+        let mut args = vec!["ACL", "SETUSER", name, "on", pw.as_str()];
+        args.extend(rules.split(' '));
+        assert_eq!(text(&admin.call(&args)), "OK", "{name}");
+    }
+    reference
+}
+
 /// A decision the ACL made: a NOPERM or SORT's ACL refusal.
 fn acl_denial(reply: &str) -> bool {
     reply.starts_with("-NOPERM") || reply.contains("insufficient ACL permissions")
@@ -320,15 +333,7 @@ fn acl_decisions_match_redis_server() {
     use rand::SeedableRng;
     let h = Harness::start(3, 0);
     let proxy = start_proxy(&h.cluster, |cfg| cfg.auth = proxy_users());
-    let reference = Reference::start();
-    let mut admin_ref = reference.client();
-    for (name, rules) in RULE_SETS {
-        let mut args = vec!["ACL", "SETUSER", name, "on"];
-        let pw = format!(">{name}pw");
-        args.push(&pw);
-        args.extend(rules.split(' '));
-        assert_eq!(text(&admin_ref.call(&args)), "OK", "{name}");
-    }
+    let reference = reference_with_rule_sets();
     let count: usize = std::env::var("ACL_DIFF_COMMANDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -414,14 +419,7 @@ fn acl_decisions_match_redis_server() {
 fn channels_sort_multi_and_acl_introspection_match_redis_server() {
     let h = Harness::start(3, 0);
     let proxy = start_proxy(&h.cluster, |cfg| cfg.auth = proxy_users());
-    let reference = Reference::start();
-    let mut admin_ref = reference.client();
-    for (name, rules) in RULE_SETS {
-        let pw = format!(">{name}pw");
-        let mut args = vec!["ACL", "SETUSER", name, "on", pw.as_str()];
-        args.extend(rules.split(' '));
-        assert_eq!(text(&admin_ref.call(&args)), "OK");
-    }
+    let reference = reference_with_rule_sets();
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("app", vec!["PUBLISH", "news.a", "m"]),
         ("app", vec!["PUBLISH", "sports", "m"]),
