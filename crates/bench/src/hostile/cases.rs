@@ -230,6 +230,16 @@ struct Flood {
     settle: bool,
 }
 
+impl Flood {
+    /// One connection whose replies are read, open loop: what most cases need.
+    const ONE_READER: Flood = Flood {
+        conns: 1,
+        reading: true,
+        recycle: 0,
+        settle: false,
+    };
+}
+
 /// Sends `next()` again and again over the connections until the deadline. A connection the
 /// proxy stops reading is left as it is (its bytes pending) and the next one is used; one it
 /// closes is opened again.
@@ -345,12 +355,7 @@ fn table(ctx: &mut Ctx) -> Result<String> {
 fn huge_counts(ctx: &mut Ctx) -> Result<String> {
     let all = payloads::huge_counts();
     let mut first = Some(payloads::prefill(500).concat());
-    let how = Flood {
-        conns: 1,
-        reading: true,
-        recycle: 0,
-        settle: false,
-    };
+    let how = Flood::ONE_READER;
     Ok(flood(ctx, how, |c| {
         // The collections go first on the same connection, so every read finds them.
         let mut out = first.take().unwrap_or_default();
@@ -363,12 +368,7 @@ fn huge_counts(ctx: &mut Ctx) -> Result<String> {
 
 fn glob(ctx: &mut Ctx, how_used: GlobUse) -> Result<String> {
     let mut shape = ctx.rng.below(Glob::ALL.len() as u64) as usize;
-    let how = Flood {
-        conns: 1,
-        reading: true,
-        recycle: 0,
-        settle: false,
-    };
+    let how = Flood::ONE_READER;
     Ok(flood(ctx, how, |c| {
         shape = (shape + 1) % Glob::ALL.len();
         let size = size(c);
@@ -394,12 +394,7 @@ fn huge_key(ctx: &mut Ctx) -> Result<String> {
     for cmd in ["GET", "EXISTS", "DEL"] {
         request.extend(payloads::command(&[cmd.as_bytes(), &key]));
     }
-    let how = Flood {
-        conns: 1,
-        reading: true,
-        recycle: 0,
-        settle: false,
-    };
+    let how = Flood::ONE_READER;
     Ok(flood(ctx, how, |_| request.clone()))
 }
 
@@ -424,12 +419,7 @@ fn huge_channel(ctx: &mut Ctx) -> Result<String> {
     subscriber.queue(&payloads::command(&[b"SUBSCRIBE".as_slice(), &channel]));
     subscriber.pump(STALL);
     let publish = payloads::command(&[b"PUBLISH".as_slice(), &channel, b"hello"]);
-    let how = Flood {
-        conns: 1,
-        reading: true,
-        recycle: 0,
-        settle: false,
-    };
+    let how = Flood::ONE_READER;
     let note = flood(ctx, how, |_| publish.clone());
     let closed = subscriber.is_closed();
     subscriber.finish();
@@ -475,12 +465,7 @@ fn garbage(ctx: &mut Ctx) -> Result<String> {
 
 fn resp3_frames(ctx: &mut Ctx) -> Result<String> {
     let request = payloads::resp3_nested(size(ctx));
-    let how = Flood {
-        conns: 1,
-        reading: true,
-        recycle: 0,
-        settle: false,
-    };
+    let how = Flood::ONE_READER;
     Ok(flood(ctx, how, |_| request.clone()))
 }
 
