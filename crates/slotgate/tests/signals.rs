@@ -44,6 +44,19 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// A one-master cluster in a fresh directory named after `tag` and this process.
+fn one_node_cluster(tag: &str) -> (std::path::PathBuf, devcluster::Cluster) {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    let opts = devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: dir.join("cluster"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    (dir, cluster)
+}
+
 /// `kill -<name> <pid>` (the crate forbids unsafe code, so no libc call).
 fn signal(pid: u32, name: &str) {
     let status = Command::new("kill")
@@ -56,14 +69,7 @@ fn signal(pid: u32, name: &str) {
 
 #[test]
 fn sighup_reloads_and_sigterm_drains() {
-    let dir = std::env::temp_dir().join(format!("slotgate-signals-{}", std::process::id()));
-    let opts = devcluster::Options {
-        masters: 1,
-        replicas: 0,
-        dir: dir.join("cluster"),
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let (dir, cluster) = one_node_cluster("slotgate-signals");
     let port = devcluster::free_port_pair().unwrap();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let file = dir.join("proxy.toml");
@@ -143,14 +149,7 @@ fn sighup_reloads_and_sigterm_drains() {
 fn a_sighup_during_start_up_is_applied_once_ready() {
     use std::net::TcpListener;
     use std::sync::mpsc;
-    let dir = std::env::temp_dir().join(format!("slotgate-early-hup-{}", std::process::id()));
-    let opts = devcluster::Options {
-        masters: 1,
-        replicas: 0,
-        dir: dir.join("cluster"),
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let (dir, cluster) = one_node_cluster("slotgate-early-hup");
     let node = cluster.seed().to_string();
     let relay_port = devcluster::free_port_pair().unwrap();
     let relay = TcpListener::bind(("127.0.0.1", relay_port)).unwrap();

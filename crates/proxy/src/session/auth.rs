@@ -137,13 +137,15 @@ impl Session {
     /// connection, as its mirror user, so the node checks every key and command inside it
     /// as Redis would (review S2). `Some(slot)` (None: any master) for such a call.
     pub(crate) fn mirror_slot(&self, req: &Request, route: &Route) -> Option<Option<u16>> {
+        // On every routed request: a session with no user pays one compare.
+        let index = self.user?;
         let slot = match route {
             Route::Slot(slot) | Route::Read(slot) => Some(*slot),
             Route::AnyNode => None,
             _ => return None,
         };
         let live = self.worker.live();
-        if live.users.get(self.user?)?.unrestricted {
+        if live.users.get(index)?.unrestricted {
             return None;
         }
         let spec = cluster::lookup(req.arg(0))?;
@@ -156,7 +158,8 @@ impl Session {
         let live = self.worker.live();
         let index = self.user?;
         let Some(user) = live.users.get(index) else {
-            return Some(Denied::Command.reply(&String::from_utf8_lossy(req.arg(0))));
+            let name = &req.arg(0)[..req.arg(0).len().min(128)];
+            return Some(Denied::Command.reply(&String::from_utf8_lossy(name)));
         };
         if user.unrestricted {
             return None;
