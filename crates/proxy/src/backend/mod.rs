@@ -52,6 +52,7 @@ pub(crate) mod sink;
 pub(crate) mod stats;
 mod task;
 pub(crate) mod watchdog;
+mod window;
 mod writev;
 
 pub(crate) use refusal::is_redirect;
@@ -260,6 +261,8 @@ struct Conn {
     gate: usize,
     /// Why a set-up that had to succeed failed: what the requests queued here get.
     setup_failed: Option<Bytes>,
+    /// How many replies this connection may owe (`window.rs`).
+    window: window::OwedWindow,
 }
 
 // === impl Conn ===
@@ -278,6 +281,7 @@ impl Conn {
             refusal: None,
             gate: 0,
             setup_failed: None,
+            window: window::OwedWindow::new(),
             backend,
         }
     }
@@ -311,7 +315,9 @@ impl Conn {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            let waiting = self.gate == 0 && !self.backend.queue.borrow().is_empty();
+            let waiting = self.gate == 0
+                && !self.backend.queue.borrow().is_empty()
+                && self.window.has_room(self.in_flight.len());
             if wrote == 0 && read == 0 && !waiting {
                 return self.poll_idle(cx);
             }

@@ -49,6 +49,9 @@ impl Conn {
         let piece = self.read_buf.split_to(n).freeze();
         self.watchdog.progress();
         let total = if s.left == 0 { s.total } else { 0 };
+        if total > 0 {
+            self.window.observe(total);
+        }
         s.client.deliver_piece(s.seq, piece, total);
         if total > 0 {
             self.streaming = None;
@@ -126,6 +129,7 @@ impl Conn {
             };
             match owner.owed {
                 Owed::Client { client, seq, frag } => {
+                    self.window.observe(frame.len());
                     client.deliver(seq, frag, self.owed_reply(frame))
                 }
                 Owed::Queued => self.note_queued_reply(frame),

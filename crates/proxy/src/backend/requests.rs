@@ -101,10 +101,14 @@ impl InFlight {
 // === impl Conn (requests) ===
 
 impl super::Conn {
-    /// Move what sessions queued to the write queue, recording who is owed each reply.
+    /// Move what sessions queued to the write queue, recording who is owed each reply,
+    /// while the replies owed fit the connection's window (`window.rs`).
     pub(super) fn take_queued(&mut self) {
         let mut queue = self.backend.queue.borrow_mut();
-        for (out, patience) in queue.drain(..) {
+        while self.window.has_room(self.in_flight.len()) {
+            let Some((out, patience)) = queue.pop_front() else {
+                break;
+            };
             if out.asking {
                 self.write_queue
                     .push_back(Bytes::from_static(super::ASKING));
