@@ -1,7 +1,6 @@
 //! The text side of CLIENT LIST / INFO / KILL: Redis 7's line format and its option parsing,
 //! with Redis's exact error texts so clients and tools that parse them keep working. Pure.
 
-use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
@@ -132,7 +131,7 @@ pub(crate) fn user_name(users: &[User], index_plus_one: usize) -> &str {
 
 /// One CLIENT LIST line, Redis 7.2's fields in Redis's order; what does not apply to a proxy
 /// (databases, replication, tracking, argv memory) is 0 or -1, as Redis shows it unused.
-pub(crate) fn write_line(view: &ClientView, users: &[User], out: &mut String) {
+pub(crate) fn write_line(view: &ClientView, users: &[User], out: &mut impl std::fmt::Write) {
     let (meta, live) = (&view.meta, &view.live);
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
     let secs = |since: u64| view.now_ms.saturating_sub(since) / 1000;
@@ -169,6 +168,15 @@ pub(crate) fn write_line(view: &ClientView, users: &[User], out: &mut String) {
         lossy(&meta.lib_name),
         lossy(&meta.lib_ver),
     );
+}
+
+/// Bytes a line may take besides the client's own strings (its fields and numbers): what
+/// a buffer for `lines` reserves, so a listing of megabyte names is built without regrowing.
+pub(crate) fn line_room(view: &ClientView) -> usize {
+    let meta = &view.meta;
+    let len = |s: &Option<bytes::Bytes>| s.as_ref().map_or(0, |b| b.len());
+    // Invalid UTF-8 (only from a lib-name/ver set before a check) may widen threefold.
+    512 + 3 * (len(&meta.name) + len(&meta.lib_name) + len(&meta.lib_ver))
 }
 
 /// The table name of the last command (its container for a subcommand), or Redis's `NULL`.

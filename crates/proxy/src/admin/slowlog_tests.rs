@@ -93,6 +93,30 @@ fn rings_keep_the_newest_and_reset_clears_them() {
 }
 
 #[test]
+fn a_megabyte_client_name_is_cut_in_the_entry_like_an_argument() {
+    let log = Slowlog::new(&SlowlogConfig {
+        log_slower_than_us: 0,
+        max_len: 128,
+    });
+    let ring = Ring::default();
+    let name = Bytes::from(vec![b'n'; 1 << 20]);
+    let client = Client {
+        peer: None,
+        name: Some(&name),
+    };
+    log.log(
+        &ring,
+        &Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+        1,
+        client,
+    );
+    let entries = ring.0.lock().unwrap();
+    let kept = text(&entries[0].name);
+    assert_eq!(kept.len(), 1024 + "... (1047552 more bytes)".len());
+    assert!(kept.ends_with("n... (1047552 more bytes)"), "{kept:.40}");
+}
+
+#[test]
 fn negative_threshold_turns_the_log_off() {
     let off = Slowlog::new(&SlowlogConfig {
         log_slower_than_us: -1,

@@ -30,6 +30,10 @@ use crate::config::SlowlogConfig;
 /// Redis's caps on what one entry keeps.
 const MAX_ARGC: usize = 32;
 const MAX_ARG_BYTES: usize = 128;
+/// A client name is kept whole up to this, then cut like an argument. Redis keeps it whole,
+/// but a name has no length limit: 128 entries sharing nothing with each other would each
+/// pin a fresh copy of a megabyte name (review S9's class: memory a client controls).
+const MAX_NAME_BYTES: usize = 1024;
 
 /// The proxy-wide part of the log: threshold, ids and the time origin.
 #[derive(Debug)]
@@ -127,7 +131,9 @@ impl Slowlog {
             duration_us,
             argv: capped_argv(&req),
             peer: client.peer.map_or_else(String::new, |p| p.to_string()),
-            name: client.name.cloned().unwrap_or_default(),
+            name: client
+                .name
+                .map_or_else(Bytes::new, |n| capped(n, MAX_NAME_BYTES)),
         };
         let mut ring = ring.0.lock().unwrap_or_else(|e| e.into_inner());
         ring.push_back(entry);
@@ -164,18 +170,19 @@ pub(crate) fn capped_argv(req: &Request) -> Vec<Bytes> {
         } else if crate::redact::argument(req, i) {
             argv.push(Bytes::from_static(crate::redact::REDACTED));
         } else {
-            argv.push(capped_arg(req.arg(i)));
+            argv.push(capped(req.arg(i), MAX_ARG_BYTES));
         }
     }
     argv
 }
 
-fn capped_arg(arg: &[u8]) -> Bytes {
-    if arg.len() <= MAX_ARG_BYTES {
+/// The first `max` bytes and how many more there were, Redis's form for long arguments.
+fn capped(arg: &[u8], max: usize) -> Bytes {
+    if arg.len() <= max {
         return Bytes::copy_from_slice(arg);
     }
-    let mut out = BytesMut::from(&arg[..MAX_ARG_BYTES]);
-    let more = arg.len() - MAX_ARG_BYTES;
+    let mut out = BytesMut::from(&arg[..max]);
+    let more = arg.len() - max;
     out.extend_from_slice(format!("... ({more} more bytes)").as_bytes());
     out.freeze()
 }

@@ -51,14 +51,14 @@ impl Session {
         if !self.out.is_empty() {
             self.compact_out();
         }
-        self.charge_query_buffer();
+        self.charge_held_input();
         let budget = &self.worker.budget;
         budget.publish();
         if budget.share == 0 {
             return false;
         }
         let queued = self.tx.as_ref().map_or(0, |tx| tx.bytes());
-        let mine = self.out_bytes + self.cell.charged() + queued + self.query_charged;
+        let mine = self.out_bytes + self.cell.charged() + queued + self.held_charged;
         if mine >= MIN_CANDIDATE || self.cell.candidate.get() {
             budget.note(&self.cell, mine);
         }
@@ -95,30 +95,31 @@ impl Session {
         self.out_owned = self.out.len();
     }
 
-    /// The session is over: its unwritten replies leave the count, and so does its place
-    /// among the candidates and, if it was evicted, among the bytes being released.
     /// A request buffered past a few read chunks (a big value that is not streamed, a
     /// restricted user's, an MSET) is this client's memory: charged to the budget like
-    /// Redis's `maxmemory-clients` counts the query buffer (review S9). Small buffers are
-    /// left out, so an ordinary client pays two compares per poll.
-    fn charge_query_buffer(&mut self) {
-        let now = match self.read_buf.capacity() {
-            c if c > QUERY_CHARGE_FROM => c,
-            _ => 0,
-        };
-        if now != self.query_charged {
+    /// Redis's `maxmemory-clients` counts the query buffer (review S9). So is a big client
+    /// name: Redis does not bound its length, and a thousand clients with 10 MiB names hold
+    /// 10 GB. Small buffers and names are left out, so an ordinary client pays a few
+    /// compares per poll.
+    fn charge_held_input(&mut self) {
+        let big = |n: usize| if n > QUERY_CHARGE_FROM { n } else { 0 };
+        let name = self.info.name.as_ref().map_or(0, Bytes::len);
+        let now = big(self.read_buf.capacity()) + big(name);
+        if now != self.held_charged {
             let budget = &self.worker.budget;
-            budget.release(self.query_charged);
+            budget.release(self.held_charged);
             budget.add(now);
-            self.query_charged = now;
+            self.held_charged = now;
         }
     }
 
+    /// The session is over: its unwritten replies leave the count, and so does its place
+    /// among the candidates and, if it was evicted, among the bytes being released.
     pub(crate) fn leave_budget(&mut self) {
         // A transaction's queue releases its charge as it goes.
         self.tx = None;
         let budget = &self.worker.budget;
-        budget.release(std::mem::take(&mut self.query_charged));
+        budget.release(std::mem::take(&mut self.held_charged));
         budget.release(std::mem::take(&mut self.out_bytes));
         self.out.clear();
         if self.cell.candidate.get() {

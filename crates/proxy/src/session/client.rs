@@ -128,7 +128,6 @@ impl Session {
             Err(reply) => return reply,
         };
         let views = self.all_clients();
-        let mut text = String::new();
         let shown: Vec<&ClientView> = match &filter.ids {
             // By hash: a client may name many ids, and there may be many clients (S10).
             Some(ids) => {
@@ -138,10 +137,7 @@ impl Session {
             }
             None => views.iter().filter(|v| filter.matches(v, self)).collect(),
         };
-        for view in shown {
-            client_list::write_line(view, &self.worker.live().users, &mut text);
-        }
-        self.verbatim(&text)
+        self.verbatim(&shown)
     }
 
     /// `CLIENT INFO`: this client's line.
@@ -149,11 +145,8 @@ impl Session {
         self.publish_state();
         let id = self.info.id;
         let views = self.all_clients();
-        let mut text = String::new();
-        if let Some(me) = views.iter().find(|v| v.meta.id == id) {
-            client_list::write_line(me, &self.worker.live().users, &mut text);
-        }
-        self.verbatim(&text)
+        let me: Vec<&ClientView> = views.iter().filter(|v| v.meta.id == id).collect();
+        self.verbatim(&me)
     }
 
     /// `CLIENT KILL addr` (old form: `+OK` or an error) or `CLIENT KILL <filter> <value> …`
@@ -244,14 +237,28 @@ impl Session {
     }
 
     /// CLIENT LIST and INFO reply with a verbatim string under RESP3, as Redis does.
-    fn verbatim(&self, text: &str) -> Bytes {
-        let mut out = BytesMut::new();
-        if self.resp3() {
-            out.extend_from_slice(format!("={}\r\ntxt:{text}\r\n", text.len() + 4).as_bytes());
-        } else {
-            resp::write_bulk(&mut out, text.as_bytes());
+    ///
+    /// Written straight into the reply's one buffer, sized beforehand: names may be
+    /// megabytes each (Redis does not bound them), and a text then copied into a frame
+    /// would hold each listing three times over while it is built.
+    fn verbatim(&self, views: &[&ClientView]) -> Bytes {
+        const HEAD: usize = 32;
+        let room: usize = views.iter().map(|v| client_list::line_room(v)).sum();
+        let mut out = BytesMut::with_capacity(HEAD + room + 2);
+        out.resize(HEAD, 0);
+        let users = &self.worker.live().users;
+        for view in views {
+            client_list::write_line(view, users, &mut out);
         }
-        out.freeze()
+        let len = out.len() - HEAD;
+        let head = match self.resp3() {
+            true => format!("={}\r\ntxt:", len + 4),
+            false => format!("${len}\r\n"),
+        };
+        let start = HEAD - head.len();
+        out[start..HEAD].copy_from_slice(head.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.split_off(start).freeze()
     }
 }
 

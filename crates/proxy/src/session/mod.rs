@@ -100,8 +100,8 @@ pub(crate) struct Session {
     pub(crate) out_bytes: usize,
     /// How many buffers at the front of `out` are the session's own copies (`budget.rs`).
     pub(crate) out_owned: usize,
-    /// The query buffer's bytes charged to the memory budget (`budget.rs`).
-    pub(crate) query_charged: usize,
+    /// The big query buffer and big client name charged to the memory budget (`budget.rs`).
+    pub(crate) held_charged: usize,
     pub(crate) info: SessionInfo,
     pub(crate) redirected: Vec<(u64, u32)>,
     /// No more requests will be read (EOF, QUIT, protocol error); finish what is in flight.
@@ -191,7 +191,7 @@ impl Session {
             out: VecDeque::new(),
             out_bytes: 0,
             out_owned: 0,
-            query_charged: 0,
+            held_charged: 0,
             info: SessionInfo::new(id),
             redirected: Vec::new(),
             draining: false,
