@@ -112,11 +112,43 @@ pub(crate) fn union(replies: &[&Bytes]) -> Bytes {
     out.freeze()
 }
 
+/// PUBSUB NUMSUB and SHARDNUMSUB: every master answers the same channels in the request's
+/// order (duplicates included), so the counts are summed position by position, as one
+/// Redis would list them. Only replies that do not line up (a node that answered something
+/// else) are merged by name.
 pub(crate) fn sum_pairs(replies: &[&Bytes]) -> Bytes {
-    // In first-seen order, found by hash: PUBSUB NUMSUB may name 100k channels (S10).
+    let lists: Vec<Vec<Bytes>> = replies.iter().filter_map(|r| array_elements(r)).collect();
+    sum_aligned(&lists).unwrap_or_else(|| sum_by_name(&lists))
+}
+
+/// Position by position, when every list has the same names in the same places: no hashing
+/// of 200k names per reply (review S10).
+fn sum_aligned(lists: &[Vec<Bytes>]) -> Option<Bytes> {
+    let first = lists.first()?;
+    if first.len() % 2 != 0 || lists.iter().any(|l| l.len() != first.len()) {
+        return None;
+    }
+    let mut out = BytesMut::with_capacity(first.iter().map(Bytes::len).sum());
+    resp::write_array_header(&mut out, first.len());
+    for (i, name) in first.iter().enumerate().step_by(2) {
+        let mut total = 0i64;
+        for list in lists {
+            if list[i] != *name {
+                return None;
+            }
+            total = total.saturating_add(parse_int(&list[i + 1]).unwrap_or(0));
+        }
+        out.extend_from_slice(name);
+        resp::write_int(&mut out, total);
+    }
+    Some(out.freeze())
+}
+
+/// In first-seen order, found by hash: PUBSUB NUMSUB may name 100k channels (S10).
+fn sum_by_name(lists: &[Vec<Bytes>]) -> Bytes {
     let mut totals: Vec<(Bytes, i64)> = Vec::new();
     let mut index: std::collections::HashMap<Bytes, usize> = std::collections::HashMap::new();
-    for elements in replies.iter().filter_map(|r| array_elements(r)) {
+    for elements in lists {
         for pair in elements.chunks(2) {
             let (name, n) = (
                 pair[0].clone(),
@@ -205,4 +237,33 @@ fn key_order(replies: &[&Bytes], order: &[(u32, u32)]) -> Bytes {
         }
     }
     out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(items: &[(&str, i64)]) -> Bytes {
+        let mut out = BytesMut::new();
+        resp::write_array_header(&mut out, items.len() * 2);
+        for (name, n) in items {
+            resp::write_bulk(&mut out, name.as_bytes());
+            resp::write_int(&mut out, *n);
+        }
+        out.freeze()
+    }
+
+    #[test]
+    fn numsub_sums_by_position_and_keeps_duplicates_as_redis_lists_them() {
+        let a = pairs(&[("x", 1), ("y", 0), ("x", 1)]);
+        let b = pairs(&[("x", 2), ("y", 5), ("x", 2)]);
+        assert_eq!(sum_pairs(&[&a, &b]), pairs(&[("x", 3), ("y", 5), ("x", 3)]));
+    }
+
+    #[test]
+    fn numsub_replies_that_do_not_line_up_are_merged_by_name() {
+        let a = pairs(&[("x", 1), ("y", 2)]);
+        let b = pairs(&[("y", 3)]);
+        assert_eq!(sum_pairs(&[&a, &b]), pairs(&[("x", 1), ("y", 5)]));
+    }
 }
