@@ -83,6 +83,12 @@ OVERRIDES = {
 }
 
 
+# Key specs left out of `key_access`: SORT's and SORT_RO's second spec stands for the BY and
+# GET patterns, whose keys derive from the data and are never key positions. Redis checks
+# them apart (every key must be readable), and so does the proxy (session/auth.rs).
+ACCESS_NOT_KEYS = {"sort": 1, "sort_ro": 1}
+
+
 # ---------------------------------------------------------------- RESP I/O
 
 def encode(*parts):
@@ -232,6 +238,29 @@ def rust_keys(spec):
             "take: KeywordTake::%s }" % (words_rs, start, skip_rs, take))
 
 
+def rust_access(name, specs):
+    """One KeyAccess per key spec: the positions an index/range spec covers (begin 0 for a
+    spec found by numkeys or keyword) and what its keys need under ACL key permissions, as
+    Redis's ACLSelectorCheckKey reads the spec flags (ACCESS: read; INSERT, DELETE, UPDATE:
+    write)."""
+    out = []
+    for i, (flags, btype, bspec, ftype, fspec) in enumerate(key_spec_parts(s) for s in specs):
+        if ACCESS_NOT_KEYS.get(name) == i:
+            continue
+        need = []
+        if "access" in flags:
+            need.append("access::READ")
+        if {"insert", "delete", "update"} & set(flags):
+            need.append("access::WRITE")
+        begin, last, step = 0, 0, 1
+        if btype == "index" and ftype == "range":
+            begin, last, step = bspec["index"], fspec["lastkey"], fspec["keystep"]
+            assert 0 < begin < 256 and -128 <= last < 128 and 0 < step < 256, specs
+        out.append("KeyAccess { begin: %d, last: %d, step: %d, need: %s }"
+                   % (begin, last, step, " | ".join(need) or "0"))
+    return "&[%s]" % ", ".join(out)
+
+
 def bits(names, table, module):
     consts = []
     for n in names:
@@ -268,6 +297,7 @@ def row(info, docs, indent):
         'name: "%s"' % name, "arity: %d" % arity, "flags: %s" % flag_bits,
         "first_key: %d" % first, "last_key: %d" % last, "step: %d" % step,
         "keys: %s" % rust_keys(derive_keys(info)),
+        "key_access: %s" % rust_access(name, specs),
         "acl_categories: %s" % acl_bits,
         "request_policy: RequestPolicy::%s" % req,
         "response_policy: ResponsePolicy::%s" % resp,
@@ -292,7 +322,7 @@ def render(infos, docs, version):
         "//! The command table rows, generated from redis-server %s's COMMAND" % version,
         "//! INFO so arity, flags and key positions match the servers exactly.",
         "",
-        "use super::{acl, flags, CommandSpec, KeySpec, KeywordTake, NumKeysErrors};",
+        "use super::{access, acl, flags, CommandSpec, KeyAccess, KeySpec, KeywordTake, NumKeysErrors};",
         "use super::{RequestPolicy, ResponsePolicy};",
         "",
         "/// Every top-level command of redis %s, sorted by name." % version,

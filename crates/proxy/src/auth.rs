@@ -4,11 +4,14 @@
 //! A user's rules are the ones `ACL SETUSER` takes, for what a proxy can enforce: command
 //! rules read left to right, the last that matches winning (`+@all`/`allcommands`,
 //! `-@all`/`nocommands`, `+@<category>`, `-@<category>`, `+<command>`, `-<command>`,
-//! subcommands as `config|get`); key patterns (`~pattern`, `allkeys`, `resetkeys`); channel
-//! patterns (`&pattern`, `allchannels`, `resetchannels`). A user starts with no channel, as
-//! with Redis 7's default `acl-pubsub-default resetchannels`. A command may run only if every
-//! key it names matches a key pattern and every channel it publishes or subscribes to
-//! matches a channel pattern (a PSUBSCRIBE pattern must equal one, as Redis compares them).
+//! subcommands as `config|get`); key patterns (`~pattern`, `%R~pattern` for reads only,
+//! `%W~pattern` for writes only, `allkeys`, `resetkeys`); channel patterns (`&pattern`,
+//! `allchannels`, `resetchannels`). A user starts with no channel, as with Redis 7's default
+//! `acl-pubsub-default resetchannels`. A command may run only if every key it names matches
+//! a key pattern that grants what the command does to that key (read, write, both or
+//! neither: the flags of the key spec that found the key, `CommandSpec::key_need`), and
+//! every channel it publishes or subscribes to matches a channel pattern (a PSUBSCRIBE
+//! pattern must equal one, as Redis compares them).
 //! Decisions are made in Redis's order: the command, then its keys, then its channels.
 //!
 //! Scripts and functions name keys the proxy cannot see: they run on the nodes as the
@@ -17,7 +20,7 @@
 //! Client credentials are separate from the backend credentials (`cluster.backend_*`), which
 //! the proxy never shows to clients.
 
-use cluster::command::{acl, flags, CommandSpec};
+use cluster::command::{access, acl, flags, CommandSpec};
 use serde::Deserialize;
 
 pub(crate) mod mirror;
@@ -88,8 +91,17 @@ pub(crate) struct User {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Patterns {
     All,
-    Some(Vec<Vec<u8>>),
+    Some(Vec<Pattern>),
 }
+
+/// One glob and what it grants (bits from `access`); a channel pattern grants both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pattern {
+    glob: Vec<u8>,
+    grants: u8,
+}
+
+const READ_WRITE: u8 = access::READ | access::WRITE;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Rule {
@@ -110,9 +122,9 @@ pub(crate) enum Denied {
 /// What one rule token changes.
 enum Token {
     Command(Rule),
-    Key(Option<Vec<u8>>),
+    Key(Option<Pattern>),
     ResetKeys,
-    Channel(Option<Vec<u8>>),
+    Channel(Option<Pattern>),
     ResetChannels,
 }
 
@@ -229,7 +241,9 @@ impl User {
         // Shard channels sit where keys would: they are channels to ACLs, not keys.
         if !spec.has(flags::SHARD_CHANNEL) && self.keys != Patterns::All {
             if let Ok(keys) = spec.key_positions(argc, arg) {
-                if let Some(i) = keys.iter().find(|&i| !self.keys.matches(arg(i))) {
+                let need = |i: usize| spec.key_need(i, argc, arg);
+                let denied = |&i: &usize| !self.keys.matches(arg(i), need(i));
+                if let Some(i) = keys.iter().find(denied) {
                     return Err(Denied::Key(i));
                 }
             }
@@ -268,21 +282,27 @@ impl User {
         allowed
     }
 
-    /// May this user touch `key`?
+    /// May this user read `key` (an invalidation or a notification about it)?
     pub(crate) fn may_access(&self, key: &[u8]) -> bool {
-        self.keys.matches(key)
+        self.keys.matches(key, access::READ)
     }
 
-    /// Whether every key is this user's (SORT's BY and GET need it, as in Redis).
+    /// Whether this user may read every key: `allkeys`, or a `*` pattern that grants reads
+    /// (SORT's BY and GET need it, as Redis's `ACLSelectorHasUnrestrictedKeyAccess`).
     pub(crate) fn all_keys(&self) -> bool {
-        self.keys == Patterns::All
+        match &self.keys {
+            Patterns::All => true,
+            Patterns::Some(list) => list
+                .iter()
+                .any(|p| p.glob == b"*" && p.grants & access::READ != 0),
+        }
     }
 }
 
 /// The channels of PUBLISH, SPUBLISH, (S|P)SUBSCRIBE, checked as Redis's
 /// `ACLCheckChannelAgainstList`: a channel matched as a glob, a pattern compared literally.
 fn channel_check<'a>(
-    list: &[Vec<u8>],
+    list: &[Pattern],
     spec: &CommandSpec,
     argc: usize,
     arg: impl Fn(usize) -> &'a [u8],
@@ -296,8 +316,8 @@ fn channel_check<'a>(
     for i in positions {
         let channel = arg(i);
         let ok = list.iter().any(|p| match is_pattern {
-            true => p.as_slice() == channel,
-            false => glob_match(p, channel),
+            true => p.glob.as_slice() == channel,
+            false => glob_match(&p.glob, channel),
         });
         if !ok {
             return Err(Denied::Channel(i));
@@ -307,18 +327,25 @@ fn channel_check<'a>(
 }
 
 impl Patterns {
-    fn add(&mut self, pattern: Option<Vec<u8>>) {
+    /// Redis's `ACLSetSelector`: the same glob again adds its grants to the first one.
+    fn add(&mut self, pattern: Option<Pattern>) {
         match (pattern, &mut *self) {
             (None, _) => *self = Patterns::All,
             (Some(_), Patterns::All) => {}
-            (Some(p), Patterns::Some(list)) => list.push(p),
+            (Some(p), Patterns::Some(list)) => match list.iter_mut().find(|q| q.glob == p.glob) {
+                Some(known) => known.grants |= p.grants,
+                None => list.push(p),
+            },
         }
     }
 
-    fn matches(&self, text: &[u8]) -> bool {
+    /// Does a pattern granting at least `need` match `text`?
+    fn matches(&self, text: &[u8], need: u8) -> bool {
         match self {
             Patterns::All => true,
-            Patterns::Some(list) => list.iter().any(|p| glob_match(p, text)),
+            Patterns::Some(list) => list
+                .iter()
+                .any(|p| p.grants & need == need && glob_match(&p.glob, text)),
         }
     }
 }
@@ -337,19 +364,17 @@ impl Denied {
 /// One rule token. Err(None): not a rule; Err(Some(why)): a rule the proxy cannot enforce.
 fn parse_token(token: &str) -> Result<Token, Option<&'static str>> {
     if let Some(p) = token.strip_prefix('~') {
-        return Ok(Token::Key(
-            Some(p.as_bytes().to_vec()).filter(|p| p != b"*"),
-        ));
+        let all = p == "*";
+        return Ok(Token::Key((!all).then(|| Pattern::new(p, READ_WRITE))));
     }
     if let Some(p) = token.strip_prefix('&') {
-        return Ok(Token::Channel(
-            Some(p.as_bytes().to_vec()).filter(|p| p != b"*"),
-        ));
+        let all = p == "*";
+        return Ok(Token::Channel((!all).then(|| Pattern::new(p, READ_WRITE))));
     }
-    if token.starts_with('%') {
-        return Err(Some(
-            "read/write key permissions need each key's access flags, which the command table does not carry yet",
-        ));
+    if let Some(rest) = token.strip_prefix('%') {
+        return key_permission(rest)
+            .map(|p| Token::Key(Some(p)))
+            .ok_or(None);
     }
     let lower = token.to_ascii_lowercase();
     match lower.as_str() {
@@ -370,6 +395,34 @@ fn parse_token(token: &str) -> Result<Token, Option<&'static str>> {
         _ => {}
     }
     parse_rule(&lower).map(Token::Command).ok_or(None)
+}
+
+/// `%R~glob`, `%W~glob`, `%RW~glob` (after the `%`), as Redis reads them: each letter once,
+/// in either case, then `~`. `%RW~*` is a pattern, not `allkeys`, as in Redis.
+fn key_permission(rest: &str) -> Option<Pattern> {
+    let (letters, glob) = rest.split_once('~')?;
+    let mut grants = 0;
+    for c in letters.chars() {
+        let bit = match c.to_ascii_uppercase() {
+            'R' => access::READ,
+            'W' => access::WRITE,
+            _ => return None,
+        };
+        if grants & bit != 0 {
+            return None;
+        }
+        grants |= bit;
+    }
+    (grants != 0).then(|| Pattern::new(glob, grants))
+}
+
+impl Pattern {
+    fn new(glob: &str, grants: u8) -> Pattern {
+        Pattern {
+            glob: glob.as_bytes().to_vec(),
+            grants,
+        }
+    }
 }
 
 fn parse_rule(rule: &str) -> Option<Rule> {
@@ -577,7 +630,7 @@ mod tests {
             acl: String::new(),
         };
         assert!(User::from_config(&bad).is_err());
-        for unsupported in ["%R~a*", ">pw", "on", "(~x +get)"] {
+        for unsupported in [">pw", "on", "(~x +get)"] {
             let cfg = UserConfig {
                 acl: unsupported.into(),
                 ..bad.clone()
@@ -594,5 +647,75 @@ mod tests {
                 "{unsupported}"
             );
         }
+    }
+
+    #[test]
+    fn read_and_write_key_patterns_follow_each_keys_spec() {
+        let cfg = |acl: &str| UserConfig {
+            name: "rw".into(),
+            password: "pw".into(),
+            commands: vec!["+@all".into()],
+            keys: vec![],
+            channels: vec![],
+            acl: acl.into(),
+        };
+        let u = User::from_config(&cfg("%R~src* %W~dst* ~both*")).unwrap();
+        let run = |cmd: &[&str]| {
+            let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+            let spec = cluster::lookup(args[0]).unwrap();
+            u.check(spec, args.len(), |i| args[i])
+        };
+        assert_eq!(run(&["GET", "src1"]), Ok(()));
+        assert_eq!(run(&["GET", "dst1"]), Err(Denied::Key(1)));
+        assert_eq!(run(&["SET", "src1", "v"]), Err(Denied::Key(1)));
+        assert_eq!(
+            run(&["SET", "dst1", "v"]),
+            Ok(()),
+            "SET without GET only writes"
+        );
+        assert_eq!(run(&["SET", "dst1", "v", "get"]), Err(Denied::Key(1)));
+        assert_eq!(run(&["SET", "both1", "v", "GET"]), Ok(()));
+        assert_eq!(run(&["BITFIELD", "src1", "GET", "u8", "0"]), Ok(()));
+        assert_eq!(
+            run(&["BITFIELD", "src1", "GET", "u8", "0", "SET", "u8", "0", "1"]),
+            Err(Denied::Key(1))
+        );
+        assert_eq!(run(&["COPY", "src1", "dst1"]), Ok(()));
+        assert_eq!(run(&["COPY", "dst1", "src1"]), Err(Denied::Key(1)));
+        assert_eq!(run(&["LMOVE", "both1", "dst1", "LEFT", "LEFT"]), Ok(()));
+        assert_eq!(
+            run(&["LMOVE", "src1", "dst1", "LEFT", "LEFT"]),
+            Err(Denied::Key(1)),
+            "LMOVE's source is read and written"
+        );
+        assert_eq!(run(&["ZUNIONSTORE", "dst1", "2", "src1", "src2"]), Ok(()));
+        assert_eq!(
+            run(&["ZUNIONSTORE", "dst1", "2", "src1", "dst2"]),
+            Err(Denied::Key(4))
+        );
+        assert_eq!(run(&["SORT", "src1", "STORE", "dst1"]), Ok(()));
+        assert_eq!(run(&["SORT", "src1", "STORE", "src2"]), Err(Denied::Key(3)));
+        assert_eq!(
+            run(&["EXISTS", "dst1"]),
+            Ok(()),
+            "EXISTS's spec names no access"
+        );
+        assert!(u.may_access(b"src1") && !u.may_access(b"dst1"));
+        assert!(!u.all_keys());
+        assert!(User::from_config(&cfg("%R~*")).unwrap().all_keys());
+        assert!(!User::from_config(&cfg("%W~*")).unwrap().all_keys());
+        for bad in ["%~x", "%RR~x", "%X~x", "%R", "%"] {
+            assert!(
+                matches!(
+                    User::from_config(&cfg(bad)),
+                    Err(AuthConfigError::Rule { .. })
+                ),
+                "{bad}"
+            );
+        }
+        let merged = User::from_config(&cfg("%R~k* %W~k*")).unwrap();
+        let args: [&[u8]; 3] = [b"SET", b"k1", b"v"];
+        let spec = cluster::lookup(b"set").unwrap();
+        assert_eq!(merged.check(spec, 3, |i| args[i]), Ok(()));
     }
 }

@@ -141,7 +141,7 @@ fn a_mirror_the_nodes_refuse_fails_closed() {
 }
 
 /// The rule sets of the differential: each as `ACL SETUSER` takes it, for both sides.
-const RULE_SETS: [(&str, &str); 4] = [
+const RULE_SETS: [(&str, &str); 6] = [
     ("app", "+@all -@dangerous ~app:* &news.*"),
     (
         "reader",
@@ -155,6 +155,13 @@ const RULE_SETS: [(&str, &str); 4] = [
         "narrow",
         "nocommands +get +set +mget +sort +sort_ro +eval +publish +spublish ~*{t}x allchannels",
     ),
+    // Read-only and write-only key patterns: each key needs what its key spec says.
+    (
+        "split",
+        "+@all -@dangerous %R~r:* %W~w:* %RW~app:{t}a* ~{t}x %R~w:* &*",
+    ),
+    // Every key readable (SORT BY/GET allowed), only w:* writable.
+    ("sorter", "+@all -@dangerous +sort %R~* %W~w:* allchannels"),
 ];
 
 /// Commands the differential does not run: they change the connection, the user, the

@@ -64,6 +64,29 @@ pub mod flags {
     pub const SHARD_CHANNEL: u32 = 1 << 20;
 }
 
+/// What a key needs under ACL key permissions (`%R~`, `%W~`): Redis reads it from the flags
+/// of the key spec that found the key (`ACLSelectorCheckKey`).
+pub mod access {
+    /// The spec has `ACCESS`: the key's value is read (or returned).
+    pub const READ: u8 = 1;
+    /// The spec has `INSERT`, `DELETE` or `UPDATE`: the key is written.
+    pub const WRITE: u8 = 2;
+}
+
+/// One key spec of a command, as far as ACL key permissions need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyAccess {
+    /// An index-and-range spec's first position; 0 for a spec whose keys are found by a
+    /// numkeys argument or a keyword.
+    pub begin: u8,
+    /// The range's last key: `begin + last` when `last >= 0`, else counted from the end of
+    /// the arguments (-1: the last one).
+    pub last: i8,
+    pub step: u8,
+    /// Bits from [`access`]; 0 when the spec names none (any key pattern will do).
+    pub need: u8,
+}
+
 /// ACL category bits (`@read`, `@write`, ...), for per-user ACLs.
 pub mod acl {
     /// `@keyspace`
@@ -227,6 +250,8 @@ pub struct CommandSpec {
     pub step: i16,
     /// How to find keys for movable-key commands.
     pub keys: KeySpec,
+    /// The key specs' ACL needs, in the server's order.
+    pub key_access: &'static [KeyAccess],
     /// Bits from [`acl`].
     pub acl_categories: u64,
     /// Cluster fan-out policy from the command tips.
@@ -317,10 +342,61 @@ impl CommandSpec {
         self.flags & flag == flag
     }
 
+    /// What the key at argument `pos` of a call with `argc` arguments needs (bits from
+    /// [`access`]): from the range spec that covers it, else from the first spec found by
+    /// numkeys or keyword, as Redis collects keys spec by spec. A position no spec
+    /// explains needs both. SET and BITFIELD, whose spec says `VARIABLE_FLAGS`, are read
+    /// from their arguments as Redis's `setGetKeys` and `bitfieldGetKeys` read them.
+    pub fn key_need<'a>(&self, pos: usize, argc: usize, arg: impl Fn(usize) -> &'a [u8]) -> u8 {
+        match self.name {
+            "set" => return set_need(argc, arg),
+            "bitfield" => return bitfield_need(argc, arg),
+            _ => {}
+        }
+        let covers = |a: &KeyAccess| {
+            let begin = usize::from(a.begin);
+            let end = match usize::try_from(a.last) {
+                Ok(last) => begin + last,
+                Err(_) => argc.saturating_sub(usize::from(a.last.unsigned_abs())),
+            };
+            let step = usize::from(a.step.max(1));
+            begin > 0 && (begin..=end).contains(&pos) && (pos - begin).is_multiple_of(step)
+        };
+        let found = self.key_access.iter().find(|a| covers(a));
+        let found = found.or_else(|| self.key_access.iter().find(|a| a.begin == 0));
+        found.map_or(access::READ | access::WRITE, |a| a.need)
+    }
+
     /// Whether the command runs code on the node (EVAL, EVALSHA, FCALL and their `_RO`
     /// forms): code that names keys and commands of its own, beyond the declared ones.
     /// They are the `@scripting` commands whose keys may be none.
     pub fn runs_code(&self) -> bool {
         self.acl_categories & acl::SCRIPTING != 0 && self.has(flags::NO_MANDATORY_KEYS)
     }
+}
+
+/// SET reads its key only with GET (any argument from the third on spelling it).
+fn set_need<'a>(argc: usize, arg: impl Fn(usize) -> &'a [u8]) -> u8 {
+    match (3..argc).any(|i| arg(i).eq_ignore_ascii_case(b"get")) {
+        true => access::READ | access::WRITE,
+        false => access::WRITE,
+    }
+}
+
+/// BITFIELD only reads when every operation is a GET (or OVERFLOW); anything else, a
+/// syntax error included, counts as a write.
+fn bitfield_need<'a>(argc: usize, arg: impl Fn(usize) -> &'a [u8]) -> u8 {
+    let mut i = 2;
+    while i < argc {
+        let rest = argc - i - 1;
+        let op = arg(i);
+        if op.eq_ignore_ascii_case(b"get") && rest >= 2 {
+            i += 3;
+        } else if op.eq_ignore_ascii_case(b"overflow") && rest >= 1 {
+            i += 2;
+        } else {
+            return access::READ | access::WRITE;
+        }
+    }
+    access::READ
 }
