@@ -250,6 +250,12 @@ fn run_case(
         bounds.fd_ceiling,
     );
     let (peak_rss, nodes_peak) = watch.finish();
+    let mut bounds = *bounds;
+    let mut note = note;
+    if let Some(why) = case.nodes_unjudged {
+        bounds.node_slack = u64::MAX;
+        note.push_str(&format!("; nodes not judged: {why}"));
+    }
     let observed = Observed {
         pings,
         peak_rss,
@@ -265,7 +271,7 @@ fn run_case(
         case: case.name,
         seed,
         size,
-        why: oracle::verdict(&observed, bounds),
+        why: oracle::verdict(&observed, &bounds),
         observed,
         note,
     })
