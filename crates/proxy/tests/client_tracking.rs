@@ -2,8 +2,8 @@
 //! clients gets the invalidations of every master, for its prefixes only, and none after
 //! OFF; the default mode gets the invalidations of the keys it read and no others, OPTIN
 //! and OPTOUT as CLIENT CACHING says; REDIRECT hands them to another client (how RESP2
-//! tracks), on any worker; option errors are Redis's own, and the nodes' errors
-//! (overlapping prefixes) reach the client.
+//! tracks), on any worker; option errors are Redis's own (overlapping prefixes included);
+//! every tracking client of a worker shares that worker's connections to the masters.
 
 mod common;
 
@@ -108,13 +108,25 @@ fn tracking_options_are_checked_as_redis_checks_them() {
         text(&c.call(&["CLIENT", "TRACKING", "maybe"])),
         "-ERR syntax error"
     );
-    // The nodes' own refusal, as one of them gives it directly.
+    // Overlapping prefixes, as a node refuses them: within one call, and with a prefix
+    // already given (then tracking stays as it was).
     let overlap = [
-        "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a", "PREFIX", "ab",
+        "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "ab", "PREFIX", "a",
     ];
     let direct = text(&node.call(&overlap));
     assert!(direct.starts_with("-ERR Prefix"), "{direct}");
     assert_eq!(text(&c.call(&overlap)), direct);
+    for args in [
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "ab"][..],
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a"],
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "abc"],
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "b"],
+        &["CLIENT", "TRACKING", "ON", "BCAST"],
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "c"],
+        &["CLIENT", "TRACKING", "OFF"],
+    ] {
+        assert_eq!(text(&c.call(args)), text(&node.call(args)), "{args:?}");
+    }
     assert_eq!(text(&c.call(&["PING"])), "PONG");
 }
 
@@ -310,4 +322,54 @@ fn bcast_prefixes_add_up() {
     }
     let seen = drain_invalidations(&mut c, 2);
     assert_eq!(seen.keys().collect::<Vec<_>>(), ["pa:1", "pb:1"]);
+}
+
+/// Review S11: a client with tracking on costs the nodes no connection of its own. Every
+/// tracking client of a worker listens to that worker's one connection per master, so
+/// 40 of them (default mode and BCAST) leave each master with at most one tracking
+/// connection per worker, and each still gets exactly its own invalidations.
+#[test]
+fn tracking_clients_share_the_workers_connections_to_the_masters() {
+    let h = Harness::start(3, 0);
+    let mut clients: Vec<Client> = (0..40)
+        .map(|i| {
+            let mut c = resp3(&h);
+            let prefix = format!("s11:{i}:");
+            let on: Vec<&str> = match i % 2 {
+                0 => vec!["CLIENT", "TRACKING", "ON"],
+                _ => vec!["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", &prefix],
+            };
+            assert_eq!(text(&c.call(&on)), "OK");
+            c
+        })
+        .collect();
+    for master in h.cluster.masters() {
+        let mut node = Client::connect(master);
+        let list = text(&node.call(&["CLIENT", "LIST"]));
+        let tracking = list
+            .lines()
+            .filter(|l| {
+                l.split(' ')
+                    .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('t')))
+            })
+            .count();
+        assert!(
+            tracking <= 2,
+            "{master}: {tracking} tracking connections for 2 workers"
+        );
+    }
+    // Client 0 (default mode) read s11:a; client 1 (BCAST) has prefix s11:1:.
+    assert!(matches!(clients[0].call(&["GET", "s11:a"]), Value::Null));
+    let mut writer = h.client();
+    for k in ["s11:a", "s11:1:x", "s11:3:x"] {
+        assert_eq!(text(&writer.call(&["SET", k, "v"])), "OK");
+    }
+    let zero = drain_invalidations(&mut clients[0], 1);
+    assert_eq!(zero.keys().collect::<Vec<_>>(), ["s11:a"]);
+    let one = drain_invalidations(&mut clients[1], 1);
+    assert_eq!(one.keys().collect::<Vec<_>>(), ["s11:1:x"]);
+    // Nothing else came: the next reply is PING's.
+    for c in clients.iter_mut().take(2) {
+        assert_eq!(text(&c.call(&["PING"])), "PONG");
+    }
 }

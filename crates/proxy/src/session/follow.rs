@@ -1,7 +1,7 @@
-//! A session's stream connections to every master (but one), kept matched to the map: the
-//! keyspace notification connections (`keyspace.rs`) and the tracking connections
-//! (`tracking.rs`). Once a second, and whenever one breaks, the session matches them to
-//! the current map: a connection to a node that is no longer a master, or that broke, is
+//! Stream connections to every master (but one), kept matched to the map: a session's
+//! keyspace notification connections (`keyspace.rs`) and a worker's tracking connections
+//! (`tracking/hub.rs`). Once a second, and whenever one breaks, their owner is woken and
+//! matches them to the current map: a connection to a node that is no longer a master, or that broke, is
 //! closed, and each master without one gets one (a master whose connection broke, on a
 //! later second only, never in a loop against a node that refuses connections). A break
 //! does not close the client.
@@ -31,10 +31,28 @@ pub(crate) struct Followers {
     pub(crate) sink: Rc<FollowSink>,
 }
 
-/// Where the connections' frames go: the client's queue, but a break only marks them for
-/// replacement instead of closing the client.
+/// Who gets the connections' frames and is woken to follow the map: a session's queue, or
+/// the worker's tracking hub.
+pub(crate) trait FollowTarget {
+    fn push_frame(&self, source: usize, frame: Bytes);
+    fn wake_up(&self);
+}
+
+impl FollowTarget for ClientCell {
+    fn push_frame(&self, source: usize, frame: Bytes) {
+        ClientCell::push_frame(self, source, frame)
+    }
+
+    fn wake_up(&self) {
+        ClientCell::wake_up(self)
+    }
+}
+
+/// Where the connections' frames go: the target, but a break only marks them for
+/// replacement instead of closing a client.
 pub(crate) struct FollowSink {
-    cell: Rc<ClientCell>,
+    /// Weak: the hub owns its followers, which own this sink.
+    target: Weak<dyn FollowTarget>,
     broke: Cell<bool>,
     ticks: Cell<u64>,
     /// The connections were closed: a frame still on its way must not reach the client.
@@ -55,14 +73,16 @@ impl ReplySink for FollowSink {
     fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
 
     fn push_frame(&self, source: usize, frame: Bytes) {
-        if !self.closed.get() {
-            self.cell.push_frame(source, frame);
+        if let Some(target) = self.target.upgrade().filter(|_| !self.closed.get()) {
+            target.push_frame(source, frame);
         }
     }
 
     fn stream_lost(&self) {
         self.broke.set(true);
-        self.cell.wake_up();
+        if let Some(target) = self.target.upgrade() {
+            target.wake_up();
+        }
     }
 }
 
@@ -75,7 +95,10 @@ fn spawn_follower(sink: Weak<FollowSink>) {
                 return;
             };
             sink.ticks.set(sink.ticks.get() + 1);
-            sink.cell.wake_up();
+            match sink.target.upgrade() {
+                Some(target) => target.wake_up(),
+                None => return,
+            }
         }
     });
 }
@@ -93,9 +116,9 @@ pub(crate) struct Followed {
 }
 
 impl Followers {
-    pub(crate) fn new(cell: Rc<ClientCell>) -> Followers {
+    pub(crate) fn new(target: Weak<dyn FollowTarget>) -> Followers {
         let sink = Rc::new(FollowSink {
-            cell,
+            target,
             broke: Cell::new(false),
             ticks: Cell::new(0),
             closed: Cell::new(false),

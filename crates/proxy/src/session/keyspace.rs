@@ -23,6 +23,7 @@
 //! map names that node's successor, as they would while a single server restarts.
 
 use std::collections::HashSet;
+use std::rc::Weak;
 
 use bytes::{Bytes, BytesMut};
 
@@ -31,6 +32,7 @@ use crate::route::keyspace::{is_notification, may_match_notification};
 use crate::session::follow::Followers;
 use crate::session::pubsub::SYNC_PING;
 use crate::session::pubsub_frame::{message_source, Confirmation};
+use crate::session::queue::ClientCell;
 use crate::session::Session;
 
 /// A session's keyspace connections and the subscriptions they carry.
@@ -168,7 +170,7 @@ impl Session {
             return;
         }
         p.keyspace = Some(Box::new(Keyspace {
-            conns: Followers::new(self.cell.clone()),
+            conns: Followers::new(std::rc::Rc::downgrade(&self.cell) as Weak<ClientCell>),
             channels: HashSet::new(),
             patterns: HashSet::new(),
             pending_home: None,

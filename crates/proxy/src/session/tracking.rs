@@ -1,62 +1,53 @@
 //! CLIENT TRACKING through the proxy, for RESP3 clients: BCAST mode, and the default mode
 //! with OPTIN/OPTOUT (`tracking/keys.rs`).
 //!
-//! In BCAST mode Redis invalidates every key that matches the client's prefixes, whoever
-//! wrote it and whichever connection read it: so one connection per master, with tracking
-//! on in BCAST mode, carries every invalidation the client is owed, and the proxy passes
-//! each `invalidate` push on as it comes:
+//! The worker's tracking hub (`tracking/hub.rs`) keeps one connection per master tracking
+//! every key (BCAST, no prefix), shared by all of the worker's tracking clients; each
+//! session keeps what its client asked for and passes on only the invalidations it is owed:
 //!
 //! ```text
-//!   CLIENT TRACKING ON BCAST [PREFIX p…] ─▶ each master: CLIENT TRACKING ON BCAST [PREFIX p…]
-//!        every master answered +OK ─▶ the client's +OK (nothing later is read before it)
-//!   >2 invalidate [keys] from any master ─▶ the client
+//!   CLIENT TRACKING ON BCAST [PREFIX p…] ─▶ prefixes checked as Redis checks them
+//!        (no overlap); the session joins the hub ─▶ the client's +OK once every master's
+//!        hub connection answered (nothing later is read before it)
+//!   >2 invalidate [keys] from any master ─▶ the keys under the client's prefixes
 //!   a connection breaks ─▶ >2 invalidate (null): flush everything; a new master's
 //!        connection, once it answers +OK ─▶ another flush (what changed in the gap)
 //! ```
 //!
 //! The default mode tracks the keys the client read. Its reads run on shared connections,
-//! which the nodes cannot tell apart, so the masters' connections track every key (BCAST
-//! without a prefix) and the session keeps the client's keys itself, passing on only their
-//! invalidations, queued behind the replies owed (`tracking/keys.rs`). REDIRECT hands them
-//! to another client, on any worker (`tracking/redirect.rs`): that is how a RESP2 client
-//! tracks. The connections follow the masters as the keyspace connections do (`follow.rs`).
-//! NOLOOP is accepted; the client's own writes still invalidate its keys (one invalidation
-//! too many is safe, one too few is not).
+//! which the nodes cannot tell apart, so the session keeps the client's keys itself,
+//! passing on only their invalidations, queued behind the replies owed
+//! (`tracking/keys.rs`). REDIRECT hands them to another client, on any worker
+//! (`tracking/redirect.rs`): that is how a RESP2 client tracks. A user confined to some
+//! keys hears of those only. NOLOOP is accepted; the client's own writes still invalidate
+//! its keys (one invalidation too many is safe, one too few is not).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use resp::Request;
 
-use crate::backend::Outgoing;
 use crate::context::registry::Recipient;
 use crate::reply::error;
 use crate::session::exclusive::Intake;
-use crate::session::follow::Followers;
 use crate::session::queue::Entry;
+use crate::session::tracking::hub::{TrackingHub, HUB_FLUSH};
 use crate::session::tracking::keys::{KeyTable, Mode};
 use crate::session::tracking::redirect::NO_SUCH_CLIENT;
 use crate::session::Session;
 
+mod hub;
 mod keys;
 mod redirect;
 
-/// The RESP3 flush-everything invalidation Redis sends after FLUSHALL.
-const FLUSH_ALL: &[u8] = b">2\r\n$10\r\ninvalidate\r\n_\r\n";
-
-/// A session's tracking connections.
+/// A session's part in tracking.
 pub(crate) struct Tracking {
-    /// One per master, each owing the answers to its `setups` until it sent them.
-    conns: Followers,
-    /// `CLIENT TRACKING ON BCAST [PREFIX p…]` as each master gets it.
-    /// `CLIENT TRACKING ON BCAST [PREFIX p…]` as each master gets them: one per CLIENT
-    /// TRACKING ON the nodes accepted (in BCAST mode, prefixes add up, as in Redis).
-    setups: Vec<Bytes>,
+    /// The worker's tracking connections, which this session listens to.
+    hub: std::rc::Rc<TrackingHub>,
+    /// BCAST's prefixes, as Redis keeps them: they add up, `""` (BCAST without PREFIX)
+    /// stands for every key.
+    prefixes: Vec<Bytes>,
     /// The client's CLIENT TRACKING reply, owed once every master answered.
     reply_seq: Option<u64>,
-    /// The first error a master answered the setup with.
-    refused: Option<Bytes>,
-    /// Tracking was on before the CLIENT TRACKING ON being answered: a refusal keeps it on.
-    again: bool,
-    /// The keys the client read, in the default mode (None: BCAST, everything passes).
+    /// The keys the client read, in the default mode (None: BCAST).
     keys: Option<KeyTable>,
     /// REDIRECT's target: the client that gets the invalidations (`tracking/redirect.rs`).
     redirect: Option<Recipient>,
@@ -65,9 +56,9 @@ pub(crate) struct Tracking {
 /// What a `CLIENT TRACKING …` asks for.
 enum Ask {
     Off,
-    /// On: the setup each master's connection gets, the key table's mode (None: BCAST), and
-    /// the REDIRECT target's id.
-    On(Bytes, Option<Mode>, Option<u64>),
+    /// On: BCAST's prefixes (`""` when none was given), the key table's mode (None: BCAST),
+    /// and the REDIRECT target's id.
+    On(Vec<Bytes>, Option<Mode>, Option<u64>),
     Refuse(Bytes),
 }
 
@@ -151,13 +142,44 @@ fn parse(req: &Request, current: Option<Option<Mode>>) -> Ask {
     if !refusal.is_empty() {
         return Ask::Refuse(error(refusal));
     }
-    let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"ON", b"BCAST"];
-    o.prefixes
+    let mut prefixes: Vec<Bytes> = o
+        .prefixes
         .iter()
-        .for_each(|p| args.extend([&b"PREFIX"[..], p]));
-    let mut frame = BytesMut::new();
-    resp::encode_command(&mut frame, &args);
-    Ask::On(frame.freeze(), (!o.bcast).then_some(mode), o.redirect)
+        .map(|p| Bytes::copy_from_slice(p))
+        .collect();
+    if o.bcast && prefixes.is_empty() {
+        prefixes.push(Bytes::new());
+    }
+    Ask::On(prefixes, (!o.bcast).then_some(mode), o.redirect)
+}
+
+/// Redis's `checkPrefixCollisionsOrReply`: two prefixes overlap when one starts the other
+/// (so both would invalidate the same key). Redis 7.0 answers an overlap inside the new
+/// list past its first prefix with the error and then +OK; the proxy answers the error.
+fn check_prefixes(existing: &[Bytes], new: &[Bytes]) -> Result<(), Bytes> {
+    let overlap = |a: &[u8], b: &[u8]| a[..a.len().min(b.len())] == b[..a.len().min(b.len())];
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    for (i, p) in new.iter().enumerate() {
+        if p.is_empty() {
+            // BCAST without PREFIX: Redis does not check it.
+            continue;
+        }
+        if let Some(old) = existing.iter().find(|old| overlap(old, p)) {
+            return Err(error(&format!(
+                "Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                text(p),
+                text(old)
+            )));
+        }
+        if let Some(other) = new[i + 1..].iter().find(|o| overlap(p, o)) {
+            return Err(error(&format!(
+                "Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                text(p),
+                text(other)
+            )));
+        }
+    }
+    Ok(())
 }
 
 // === impl Session (client tracking) ===
@@ -175,100 +197,86 @@ impl Session {
                 self.tracking_off();
                 self.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
-            Ask::On(setup, mode, redirect) => {
+            Ask::On(prefixes, mode, redirect) => {
                 let redirect = match redirect.map(|id| self.recipient(id)) {
                     Some(None) => return self.reply_now(error(NO_SUCH_CLIENT)),
                     found => found.flatten(),
                 };
                 match self.tracking.is_some() {
-                    true => self.tracking_again(setup, mode, redirect),
-                    false => self.tracking_on(setup, mode, redirect),
+                    true => self.tracking_again(prefixes, mode, redirect),
+                    false => self.tracking_on(prefixes, mode, redirect),
                 }
             }
         }
     }
 
-    fn tracking_on(&mut self, setup: Bytes, mode: Option<Mode>, redirect: Option<Recipient>) {
+    fn tracking_on(
+        &mut self,
+        prefixes: Vec<Bytes>,
+        mode: Option<Mode>,
+        redirect: Option<Recipient>,
+    ) {
+        if let Err(e) = check_prefixes(&[], &prefixes) {
+            return self.reply_now(e);
+        }
         let seq = self.cell.push(Entry::pending_local());
+        let hub = TrackingHub::of_this_worker();
+        hub.subscribe(&self.cell);
         self.tracking = Some(Box::new(Tracking {
-            conns: Followers::new(self.cell.clone()),
-            setups: vec![setup],
+            hub,
+            prefixes,
             reply_seq: Some(seq),
-            refused: None,
-            again: false,
             keys: mode.map(KeyTable::new),
             redirect,
         }));
         self.intake = Intake::Serial;
         self.follow_tracking();
-        self.answer_tracking();
     }
 
     /// CLIENT TRACKING ON while on: as in Redis, the tracked keys stay, the options are the
-    /// new ones, and in BCAST mode the new prefixes add to the old (sent to every master).
-    fn tracking_again(&mut self, setup: Bytes, mode: Option<Mode>, redirect: Option<Recipient>) {
-        let seq = self.cell.push(Entry::pending_local());
+    /// new ones, and in BCAST mode the new prefixes add to the old.
+    fn tracking_again(
+        &mut self,
+        prefixes: Vec<Bytes>,
+        mode: Option<Mode>,
+        redirect: Option<Recipient>,
+    ) {
         let Some(t) = self.tracking.as_mut() else {
             return;
         };
+        if t.keys.is_none() {
+            if let Err(e) = check_prefixes(&t.prefixes, &prefixes) {
+                return self.reply_now(e);
+            }
+            t.prefixes.extend(prefixes);
+        }
         t.redirect = redirect;
         if let (Some(keys), Some(mode)) = (t.keys.as_mut(), mode) {
             keys.set_mode(mode);
-            return self.cell.deliver_local(seq, Bytes::from_static(b"+OK\r\n"));
         }
-        t.setups.push(setup.clone());
-        let sink = t.conns.sink.clone();
-        for (conn, owed) in t.conns.conns.iter_mut() {
-            conn.send(Outgoing::stream(setup.clone(), sink.clone()));
-            *owed += 1;
-        }
-        (t.reply_seq, t.refused, t.again) = (Some(seq), None, true);
-        self.intake = Intake::Serial;
-        self.answer_tracking();
+        self.reply_now(Bytes::from_static(b"+OK\r\n"));
     }
 
-    /// Close the tracking connections (CLIENT TRACKING OFF, RESET, the session's end).
+    /// Leave the hub (CLIENT TRACKING OFF, RESET, the session's end); the last session to
+    /// leave closes its connections.
     pub(crate) fn tracking_off(&mut self) {
         if let Some(t) = self.tracking.take() {
-            t.conns.close();
+            t.hub.unsubscribe(&self.cell);
         }
     }
 
-    /// Match the tracking connections to the masters; flush the client's cache when one
-    /// broke, since what it carried may be lost.
+    /// Keep the hub's connections matched to the masters, and answer CLIENT TRACKING once
+    /// they are all set up.
     pub(crate) fn follow_tracking(&mut self) {
-        let Some(t) = self.tracking.as_mut() else {
+        let Some(t) = self.tracking.as_ref() else {
             return;
         };
-        let topology = self.worker.topology();
-        let map = topology.current();
-        let Some(followed) = t.conns.follow(&map, None, topology) else {
-            return;
-        };
-        if followed.lost {
-            if let Some(keys) = t.keys.as_mut() {
-                keys.forget_all();
-            }
-        }
-        // RESP3 whatever the client speaks: a node pushes invalidations only on RESP3.
-        for addr in followed.missing {
-            let conn = self.worker.new_backend(&addr, true);
-            let sink = t.conns.sink.clone();
-            conn.stream_to(sink.clone());
-            for setup in &t.setups {
-                conn.send(Outgoing::stream(setup.clone(), sink.clone()));
-            }
-            t.conns.conns.push((conn, t.setups.len() as u32));
-        }
-        if followed.lost {
-            self.tracking_deliver(Bytes::from_static(FLUSH_ALL));
-        }
-        // A master whose connection broke answers with nothing: count it as answered.
+        t.hub.follow(&self.worker);
         self.answer_tracking();
     }
 
-    /// A frame from `source`: None if that is not a tracking connection, else whether the
-    /// frame goes to the client (an invalidation).
+    /// A frame from `source`: None if that is not the hub's, else whether the frame goes to
+    /// the client as it is (an invalidation it is owed whole).
     pub(crate) fn tracking_frame(&mut self, source: usize, frame: &Bytes) -> Option<bool> {
         let live = std::sync::Arc::clone(&self.worker.live());
         // A user confined to some keys hears of those only: BCAST would name every key.
@@ -277,59 +285,54 @@ impl Session {
             .and_then(|i| live.users.get(i))
             .filter(|u| !u.all_keys());
         let t = self.tracking.as_mut()?;
-        let (_, owed) = t.conns.find(source)?;
-        if frame.first() == Some(&b'>') {
-            let push = match (t.keys.as_mut(), confined) {
-                (None, Some(user)) => match keys::keep_only(frame, |k| user.may_access(k)) {
-                    Some(push) => push,
-                    None => return Some(false),
-                },
-                // BCAST to the client itself: as it comes.
-                (None, None) if t.redirect.is_none() && self.info.protocol == 3 => {
-                    return Some(true)
+        if source != HUB_FLUSH && !t.hub.owns(source) {
+            return None;
+        }
+        if frame.first() != Some(&b'>') {
+            return Some(false);
+        }
+        let push = match t.keys.as_mut() {
+            Some(keys) => keys.filter(frame),
+            None => {
+                let every = t.prefixes.iter().any(|p| p.is_empty());
+                if every && confined.is_none() {
+                    if t.redirect.is_none() && self.info.protocol == 3 {
+                        // BCAST of every key to the client itself: as it comes.
+                        return Some(true);
+                    }
+                    Some(frame.clone())
+                } else {
+                    let prefixes = &t.prefixes;
+                    keys::keep_only(frame, |k| {
+                        (every || prefixes.iter().any(|p| k.starts_with(p)))
+                            && confined.is_none_or(|u| u.may_access(k))
+                    })
                 }
-                (None, None) => frame.clone(),
-                (Some(keys), _) => match keys.filter(frame) {
-                    Some(push) => push,
-                    None => return Some(false),
-                },
-            };
+            }
+        };
+        if let Some(push) = push {
             self.tracking_deliver(push);
-            return Some(false);
         }
-        if *owed == 0 {
-            return Some(false);
-        }
-        *owed -= 1;
-        if frame.first() == Some(&b'-') {
-            t.refused.get_or_insert_with(|| frame.clone());
-        } else if t.reply_seq.is_none() {
-            // A connection opened since the client's +OK: flush what changed in the gap.
-            self.tracking_deliver(Bytes::from_static(FLUSH_ALL));
-        }
-        self.answer_tracking();
         Some(false)
     }
 
-    /// The client's CLIENT TRACKING reply, once no master owes its answer.
+    /// The client's CLIENT TRACKING reply, once every master's hub connection answered; a
+    /// refusal turns tracking off again.
     fn answer_tracking(&mut self) {
         let Some(t) = self.tracking.as_mut() else {
             return;
         };
-        if t.conns.conns.iter().any(|(_, owed)| *owed > 0) {
-            return;
-        }
-        let Some(seq) = t.reply_seq.take() else {
+        let (Some(seq), Some(ready)) = (t.reply_seq, t.hub.ready()) else {
             return;
         };
-        let refused = t.refused.take();
-        if refused.is_some() && t.again {
-            // As Redis: a refused CLIENT TRACKING ON changes nothing.
-            t.setups.pop();
-        } else if refused.is_some() || t.conns.conns.is_empty() {
-            self.tracking_off();
-        }
-        let reply = refused.unwrap_or_else(|| Bytes::from_static(b"+OK\r\n"));
+        t.reply_seq = None;
+        let reply = match ready {
+            Ok(()) => Bytes::from_static(b"+OK\r\n"),
+            Err(refused) => {
+                self.tracking_off();
+                refused
+            }
+        };
         self.cell.deliver_local(seq, reply);
     }
 }

@@ -4,8 +4,8 @@
 //! Redis remembers, per client, the keys of the read-only commands it ran, and sends one
 //! invalidation when such a key changes, then forgets the key until it is read again. The
 //! proxy's reads run on shared connections, so the nodes cannot remember them per client:
-//! the session keeps that table itself, while its tracking connections (BCAST, every key,
-//! `tracking.rs`) carry every invalidation of every master. An invalidation reaches the
+//! the session keeps that table itself, while the worker's tracking connections (BCAST,
+//! every key, `tracking/hub.rs`) carry every invalidation of every master. An invalidation reaches the
 //! client only for keys in its table:
 //!
 //! ```text
@@ -59,11 +59,6 @@ impl KeyTable {
             mode,
             next: None,
         }
-    }
-
-    /// The client was told to flush everything: nothing is tracked until read again.
-    pub(crate) fn forget_all(&mut self) {
-        self.keys.clear();
     }
 
     /// CLIENT TRACKING ON again: the new options replace the old (the keys stay).
@@ -184,7 +179,11 @@ pub(crate) fn keep_only(frame: &Bytes, keep: impl Fn(&[u8]) -> bool) -> Option<B
             _ => None,
         })
         .collect();
-    (!kept.is_empty()).then(|| invalidation(&kept))
+    match kept.len() {
+        0 => None,
+        n if n == keys.len() => Some(frame.clone()),
+        _ => Some(invalidation(&kept)),
+    }
 }
 
 /// `>2 invalidate [keys…]`, as Redis sends it.
