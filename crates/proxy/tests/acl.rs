@@ -102,6 +102,38 @@ fn scripts_and_functions_run_with_the_users_rights() {
     proxy.shutdown();
 }
 
+/// A WATCH from before AUTH as a restricted user: its connection runs as the former user
+/// (here the unrestricted default user), so a transaction queued after the AUTH must not
+/// run there. EXEC answers nil, as when a watched key was touched, and nothing of it ran;
+/// a transaction of the new user without that WATCH is checked by the node as usual.
+#[test]
+fn a_watch_from_before_auth_never_runs_the_new_users_transaction_as_the_old_user() {
+    let h = Harness::start(3, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.auth = users());
+    let mut admin = Client::connect(proxy.local_addr());
+    assert_eq!(text(&admin.call(&["AUTH", "adminpw"])), "OK");
+    assert_eq!(text(&admin.call(&["SET", "secret{t}", "s"])), "OK");
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["AUTH", "adminpw"])), "OK");
+    assert_eq!(text(&c.call(&["WATCH", "app:{t}"])), "OK");
+    assert_eq!(text(&c.call(&["AUTH", "app", "apppw"])), "OK");
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    let steal = "return redis.call('SET','secret{t}','stolen')";
+    assert_eq!(text(&c.call(&["EVAL", steal, "1", "app:{t}"])), "QUEUED");
+    assert_eq!(raw(&mut c, &["EXEC"]), "*-1\r\n");
+    assert_eq!(text(&admin.call(&["GET", "secret{t}"])), "s");
+    // Without the old WATCH, the node decides inside the script, as Redis does.
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["EVAL", steal, "1", "app:{t}"])), "QUEUED");
+    let exec = raw(&mut c, &["EXEC"]);
+    assert!(
+        exec.contains("can't access at least one of the keys"),
+        "{exec}"
+    );
+    assert_eq!(text(&admin.call(&["GET", "secret{t}"])), "s");
+    proxy.shutdown();
+}
+
 /// The mirror user is in force before anything of the client is written, or nothing runs:
 /// with a backend user that may not create ACL users, a restricted user's script fails with
 /// a clear error instead of running with the backend user's rights.

@@ -92,12 +92,20 @@ impl Session {
         drop(live);
         match found {
             Some(idx) => {
+                let acting_before = self.acting_setup();
                 if self.user.is_some_and(|old| old != idx) {
                     // Its own connections run as the old user's mirror (`acting_setup`).
                     self.drop_dedicated();
                 }
                 self.authenticated = true;
                 self.user = Some(idx);
+                if self.acting_setup() != acting_before {
+                    // A WATCH's connection runs as the former user (its mirror, or the
+                    // backend user): an EXEC there would run the new user's transaction
+                    // with the old rights. The WATCH is dropped, so EXEC answers nil, as
+                    // when a watched key was touched, and nothing runs.
+                    self.lose_watch();
+                }
                 self.parser.set_unauthenticated(false);
                 Bytes::from_static(b"+OK\r\n")
             }

@@ -284,6 +284,16 @@ impl Session {
         }
     }
 
+    /// The WATCH can no longer be trusted: EXEC will answer nil. Its connection closes.
+    pub(crate) fn lose_watch(&mut self) {
+        if let Some(w) = self.watch.as_mut() {
+            w.lost = true;
+            if let Some(conn) = w.conn.take() {
+                conn.close();
+            }
+        }
+    }
+
     /// Forget WATCHed keys: closing their connection drops them on the node.
     pub(crate) fn forget_watch(&mut self) {
         if let Some(conn) = self.watch.take().and_then(|w| w.conn) {
