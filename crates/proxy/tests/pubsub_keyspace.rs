@@ -220,3 +220,52 @@ fn notifications_follow_a_failover() {
             .is_some_and(|m| strings(&m) == ["message", "__keyevent@0__:incrby", key.as_str()])
     });
 }
+
+/// Review S11: keyspace subscribers share their worker's connections to the masters. 40
+/// subscribers (RESP2, so one hub per worker) leave each master but the home with at most
+/// one subscribed connection per worker (the home keeps each client's own bus
+/// connection), and two of them still get every master's events once.
+#[test]
+fn keyspace_subscribers_share_the_workers_connections_to_the_masters() {
+    let h = Harness::start(3, 0);
+    notify_all_nodes(&h);
+    let mut subs: Vec<Client> = (0..40)
+        .map(|i| {
+            let mut c = h.client();
+            let pattern = if i < 2 {
+                "__keyspace@0__:sh:*".to_string()
+            } else {
+                format!("__keyspace@0__:other{i}:*")
+            };
+            assert_eq!(
+                strings(&c.call(&["PSUBSCRIBE", &pattern])),
+                ["psubscribe", pattern.as_str(), ":1"]
+            );
+            c
+        })
+        .collect();
+    let mut per_master: Vec<usize> = h
+        .cluster
+        .masters()
+        .iter()
+        .map(|m| {
+            let list = text(&Client::connect(*m).call(&["CLIENT", "LIST"]));
+            list.lines()
+                .filter(|l| l.contains(" psub=") && !l.contains(" psub=0 "))
+                .count()
+        })
+        .collect();
+    per_master.sort_unstable();
+    assert!(
+        per_master[0] <= 2 && per_master[1] <= 2,
+        "subscribed connections per master: {per_master:?}"
+    );
+    let (a, b) = subs.split_at_mut(1);
+    thirty_events_once(&h, &mut [&mut a[0], &mut b[0]], "sh:");
+    // Unsubscribing all but one keeps the last one's events coming.
+    for s in subs.iter_mut().skip(1) {
+        let reply = strings(&s.call(&["PUNSUBSCRIBE"]));
+        assert_eq!(reply[0], "punsubscribe");
+    }
+    thirty_events_once(&h, &mut [&mut subs[0]], "sh:again:");
+}

@@ -7,7 +7,7 @@
 //! receive a notification is made on every master, and a pattern made on a master other
 //! than the home delivers only the notifications from there (`session/keyspace.rs`).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use resp::Request;
 
 /// The two channel prefixes Redis's `notifyKeyspaceEvent` publishes under.
@@ -107,26 +107,37 @@ fn step(pat: &[u8], want: u8) -> Step {
     }
 }
 
-/// The command the masters other than the home receive for `req` (SUBSCRIBE, PSUBSCRIBE,
-/// UNSUBSCRIBE or PUNSUBSCRIBE): the same command with only the notification channels or
-/// patterns. None when it has none of them. An unsubscribe from everything (no argument)
-/// goes as it is: it is hidden from the client anyway.
-pub(crate) fn notification_part(req: &Request) -> Option<Bytes> {
+/// What the masters other than the home must (stop) carry for `req` (SUBSCRIBE,
+/// PSUBSCRIBE, UNSUBSCRIBE or PUNSUBSCRIBE): only its notification channels or patterns.
+/// None when it has none of them; an unsubscribe from everything (no argument) drops all.
+pub(crate) fn notification_part(req: &Request) -> Option<Part> {
     let name = req.arg(0).to_ascii_lowercase();
-    let keep: fn(&[u8]) -> bool = match name.as_slice() {
-        b"subscribe" | b"unsubscribe" => is_notification,
-        b"psubscribe" | b"punsubscribe" => may_match_notification,
+    let (keep, pattern): (fn(&[u8]) -> bool, bool) = match name.as_slice() {
+        b"subscribe" | b"unsubscribe" => (is_notification, false),
+        b"psubscribe" | b"punsubscribe" => (may_match_notification, true),
         _ => return None,
     };
-    let unsubscribe_all = req.argc() == 1 && name.ends_with(b"unsubscribe");
-    let mut args: Vec<&[u8]> = vec![req.arg(0)];
-    args.extend((1..req.argc()).map(|i| req.arg(i)).filter(|a| keep(a)));
-    if args.len() == 1 && !unsubscribe_all {
-        return None;
-    }
-    let mut frame = BytesMut::new();
-    resp::encode_command(&mut frame, &args);
-    Some(frame.freeze())
+    let subscribe = !name.ends_with(b"unsubscribe");
+    let names: Vec<Bytes> = (1..req.argc())
+        .map(|i| req.arg(i))
+        .filter(|a| keep(a))
+        .map(Bytes::copy_from_slice)
+        .collect();
+    let all = req.argc() == 1 && !subscribe;
+    (all || !names.is_empty()).then_some(Part {
+        pattern,
+        subscribe,
+        names,
+    })
+}
+
+/// The notification channels (or patterns) of a classic (un)subscribe; an unsubscribe with
+/// no names drops them all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Part {
+    pub pattern: bool,
+    pub subscribe: bool,
+    pub names: Vec<Bytes>,
 }
 
 #[cfg(test)]
@@ -185,22 +196,24 @@ mod tests {
     #[test]
     fn the_part_for_the_other_masters() {
         let part = |args: &[&[u8]]| notification_part(&Request::from_args(args));
-        let cmd = |args: &[&[u8]]| {
-            let mut f = BytesMut::new();
-            resp::encode_command(&mut f, args);
-            Some(f.freeze())
+        let want = |pattern, subscribe, names: &[&[u8]]| {
+            Some(Part {
+                pattern,
+                subscribe,
+                names: names.iter().map(|n| Bytes::copy_from_slice(n)).collect(),
+            })
         };
         assert_eq!(part(&[b"SUBSCRIBE", b"news"]), None);
         assert_eq!(
             part(&[b"SUBSCRIBE", b"news", b"__keyevent@0__:del"]),
-            cmd(&[b"SUBSCRIBE", b"__keyevent@0__:del"])
+            want(false, true, &[b"__keyevent@0__:del"])
         );
         assert_eq!(
             part(&[b"psubscribe", b"n*", b"*"]),
-            cmd(&[b"psubscribe", b"*"])
+            want(true, true, &[b"*"])
         );
-        assert_eq!(part(&[b"PUNSUBSCRIBE"]), cmd(&[b"PUNSUBSCRIBE"]));
-        assert_eq!(part(&[b"UNSUBSCRIBE"]), cmd(&[b"UNSUBSCRIBE"]));
+        assert_eq!(part(&[b"PUNSUBSCRIBE"]), want(true, false, &[]));
+        assert_eq!(part(&[b"UNSUBSCRIBE"]), want(false, false, &[]));
         assert_eq!(part(&[b"UNSUBSCRIBE", b"news"]), None);
         assert_eq!(part(&[b"PUBLISH", b"__keyspace@0__:a", b"x"]), None);
     }

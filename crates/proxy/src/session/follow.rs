@@ -1,10 +1,10 @@
-//! Stream connections to every master (but one), kept matched to the map: a session's
-//! keyspace notification connections (`keyspace.rs`) and a worker's tracking connections
-//! (`tracking/hub.rs`). Once a second, and whenever one breaks, their owner is woken and
-//! matches them to the current map: a connection to a node that is no longer a master, or that broke, is
+//! Stream connections to every master (but one), kept matched to the map: the worker's
+//! keyspace notification hub (`keyspace/hub.rs`) and tracking hub (`tracking/hub.rs`).
+//! Once a second, and whenever one breaks, their owner is woken and matches them to the
+//! current map: a connection to a node that is no longer a master, or that broke, is
 //! closed, and each master without one gets one (a master whose connection broke, on a
 //! later second only, never in a loop against a node that refuses connections). A break
-//! does not close the client.
+//! does not close a client.
 
 use std::cell::Cell;
 use std::rc::{Rc, Weak};
@@ -14,7 +14,6 @@ use bytes::Bytes;
 use cluster::slot_map::SlotMap;
 
 use crate::backend::{Backend, ReplySink};
-use crate::session::queue::ClientCell;
 use crate::topology::Topology;
 
 /// How often a session with such connections matches them to the map.
@@ -31,21 +30,11 @@ pub(crate) struct Followers {
     pub(crate) sink: Rc<FollowSink>,
 }
 
-/// Who gets the connections' frames and is woken to follow the map: a session's queue, or
-/// the worker's tracking hub.
+/// Who gets the connections' frames and is woken to follow the map: a hub, which hands
+/// them to its sessions.
 pub(crate) trait FollowTarget {
     fn push_frame(&self, source: usize, frame: Bytes);
     fn wake_up(&self);
-}
-
-impl FollowTarget for ClientCell {
-    fn push_frame(&self, source: usize, frame: Bytes) {
-        ClientCell::push_frame(self, source, frame)
-    }
-
-    fn wake_up(&self) {
-        ClientCell::wake_up(self)
-    }
 }
 
 /// Where the connections' frames go: the target, but a break only marks them for

@@ -68,7 +68,7 @@ pub(crate) struct PubSub {
     /// Connections to the other masters for keyspace notifications (`keyspace.rs`).
     pub(crate) keyspace: Option<Box<Keyspace>>,
     /// The notification part of the held (un)subscribe, and whether it subscribes.
-    notification_part: Option<(Bytes, bool)>,
+    notification_part: Option<crate::route::keyspace::Part>,
 }
 
 /// The sync marker, and its answers in and out of RESP2 subscribed mode.
@@ -135,13 +135,12 @@ impl Session {
             self.note_shard_command(&req);
         }
         let part = crate::route::keyspace::notification_part(&req);
-        let subscribes = !req.arg(0).to_ascii_lowercase().ends_with(b"unsubscribe");
         if let Some(p) = self.pubsub.as_mut() {
             p.moved_resends = 0;
         }
         if part.is_some() {
             let p = self.pubsub.get_or_insert_with(PubSub::default);
-            p.notification_part = part.map(|part| (part, subscribes));
+            p.notification_part = part;
         }
         self.hold(Held::PubSub(req.raw().clone(), target));
     }
@@ -211,10 +210,10 @@ impl Session {
         let p = self.pubsub.get_or_insert_with(PubSub::default);
         p.last_sent = Some((frame.clone(), PubSubTarget::Bus));
         p.syncs += 1;
-        let Some((part, subscribes)) = p.notification_part.take() else {
+        let Some(part) = p.notification_part.take() else {
             return self.send_home_on(&bus, frame);
         };
-        if subscribes {
+        if part.subscribe {
             self.start_keyspace();
         }
         if let Some(frame) = self.send_with_keyspace(part, frame.clone()) {
@@ -384,8 +383,8 @@ impl Session {
             for conn in p.bus.iter().chain(p.shards.iter()) {
                 conn.close();
             }
-            if let Some(ks) = p.keyspace {
-                ks.close();
+            if let Some(mut ks) = p.keyspace {
+                ks.close(&self.cell);
             }
         }
     }
