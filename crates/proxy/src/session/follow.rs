@@ -6,7 +6,7 @@
 //! later second only, never in a loop against a node that refuses connections). A break
 //! does not close a client.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use bytes::Bytes;
 use cluster::slot_map::SlotMap;
 
 use crate::backend::{Backend, ReplySink};
+use crate::session::queue::ClientCell;
 use crate::topology::Topology;
 
 /// How often a session with such connections matches them to the map.
@@ -35,6 +36,48 @@ pub(crate) struct Followers {
 pub(crate) trait FollowTarget {
     fn push_frame(&self, source: usize, frame: Bytes);
     fn wake_up(&self);
+}
+
+/// The sessions a hub serves. Weak: a session that ended drops out by itself.
+#[derive(Default)]
+pub(crate) struct Subscribers(RefCell<Vec<Weak<ClientCell>>>);
+
+impl Subscribers {
+    pub(crate) fn add(&self, cell: &Rc<ClientCell>) {
+        let mut subs = self.0.borrow_mut();
+        subs.retain(|s| s.strong_count() > 0);
+        if !subs
+            .iter()
+            .any(|s| std::ptr::eq(s.as_ptr(), Rc::as_ptr(cell)))
+        {
+            subs.push(Rc::downgrade(cell));
+        }
+    }
+
+    pub(crate) fn remove(&self, cell: &Rc<ClientCell>) {
+        let mut subs = self.0.borrow_mut();
+        subs.retain(|s| s.strong_count() > 0 && !std::ptr::eq(s.as_ptr(), Rc::as_ptr(cell)));
+    }
+
+    /// Hand `frame` to every session (each decides what its client gets).
+    pub(crate) fn push_frame(&self, source: usize, frame: &Bytes) {
+        for cell in self.live() {
+            cell.push_frame(source, frame.clone());
+        }
+    }
+
+    /// Wake every session: its next poll looks at the hub again.
+    pub(crate) fn wake_all(&self) {
+        self.live().iter().for_each(|c| c.wake_up());
+    }
+
+    /// The sessions still there. A copy: a session woken or handed a frame may join or
+    /// leave the hub meanwhile.
+    fn live(&self) -> Vec<Rc<ClientCell>> {
+        let mut subs = self.0.borrow_mut();
+        subs.retain(|s| s.strong_count() > 0);
+        subs.iter().filter_map(Weak::upgrade).collect()
+    }
 }
 
 /// Where the connections' frames go: the target, but a break only marks them for

@@ -28,7 +28,7 @@ use std::rc::{Rc, Weak};
 use bytes::{Bytes, BytesMut};
 
 use crate::backend::Outgoing;
-use crate::session::follow::{source_of, FollowTarget, Followers};
+use crate::session::follow::{source_of, FollowTarget, Followers, Subscribers};
 use crate::session::pubsub::{is_sync, SYNC_PING};
 use crate::session::queue::ClientCell;
 use crate::worker::Worker;
@@ -48,7 +48,7 @@ pub(crate) struct KeyspaceHub {
     epoch: Cell<u64>,
     /// Channels and patterns (true) held, with how many sessions hold each.
     held: RefCell<HashMap<(bool, Bytes), usize>>,
-    subscribers: RefCell<Vec<Weak<ClientCell>>>,
+    subscribers: Subscribers,
 }
 
 impl KeyspaceHub {
@@ -65,7 +65,7 @@ impl KeyspaceHub {
                 markers: RefCell::new(HashMap::new()),
                 epoch: Cell::new(0),
                 held: RefCell::new(HashMap::new()),
-                subscribers: RefCell::new(Vec::new()),
+                subscribers: Subscribers::default(),
             });
             let target: Weak<dyn FollowTarget> = Rc::downgrade(&new) as Weak<KeyspaceHub>;
             *new.followers.borrow_mut() = Some(Followers::new(target));
@@ -75,19 +75,11 @@ impl KeyspaceHub {
     }
 
     pub(crate) fn subscribe(&self, cell: &Rc<ClientCell>) {
-        let mut subs = self.subscribers.borrow_mut();
-        subs.retain(|s| s.strong_count() > 0);
-        if !subs
-            .iter()
-            .any(|s| std::ptr::eq(s.as_ptr(), Rc::as_ptr(cell)))
-        {
-            subs.push(Rc::downgrade(cell));
-        }
+        self.subscribers.add(cell);
     }
 
     pub(crate) fn unsubscribe(&self, cell: &Rc<ClientCell>) {
-        let mut subs = self.subscribers.borrow_mut();
-        subs.retain(|s| s.strong_count() > 0 && !std::ptr::eq(s.as_ptr(), Rc::as_ptr(cell)));
+        self.subscribers.remove(cell);
     }
 
     /// The address of connection `source`, if it is the hub's.
@@ -224,12 +216,6 @@ impl KeyspaceHub {
             }
         }
     }
-
-    fn subscribers(&self) -> Vec<Rc<ClientCell>> {
-        let mut subs = self.subscribers.borrow_mut();
-        subs.retain(|s| s.strong_count() > 0);
-        subs.iter().filter_map(Weak::upgrade).collect()
-    }
 }
 
 impl FollowTarget for KeyspaceHub {
@@ -239,17 +225,15 @@ impl FollowTarget for KeyspaceHub {
             if let Some((_, answered)) = self.markers.borrow_mut().get_mut(&source) {
                 *answered += 1;
             }
-            return self.subscribers().iter().for_each(|c| c.wake_up());
+            return self.subscribers.wake_all();
         }
         if crate::session::pubsub_frame::message_source(&frame).is_some() {
-            for cell in self.subscribers() {
-                cell.push_frame(source, frame.clone());
-            }
+            self.subscribers.push_frame(source, &frame);
         }
     }
 
     fn wake_up(&self) {
-        self.subscribers().iter().for_each(|c| c.wake_up());
+        self.subscribers.wake_all();
     }
 }
 

@@ -27,7 +27,7 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 
 use crate::backend::Outgoing;
-use crate::session::follow::{FollowTarget, Followers};
+use crate::session::follow::{FollowTarget, Followers, Subscribers};
 use crate::session::queue::ClientCell;
 use crate::worker::Worker;
 
@@ -47,7 +47,7 @@ thread_local! {
 /// The worker's tracking connections and the sessions they serve.
 pub(crate) struct TrackingHub {
     followers: RefCell<Option<Followers>>,
-    subscribers: RefCell<Vec<Weak<ClientCell>>>,
+    subscribers: Subscribers,
     /// Every master answered its set-up once: a connection set up after that may have
     /// missed invalidations, so its +OK flushes every subscriber.
     was_ready: Cell<bool>,
@@ -65,7 +65,7 @@ impl TrackingHub {
             }
             let new = Rc::new(TrackingHub {
                 followers: RefCell::new(None),
-                subscribers: RefCell::new(Vec::new()),
+                subscribers: Subscribers::default(),
                 was_ready: Cell::new(false),
                 refused: RefCell::new(None),
             });
@@ -77,19 +77,11 @@ impl TrackingHub {
     }
 
     pub(crate) fn subscribe(&self, cell: &Rc<ClientCell>) {
-        let mut subs = self.subscribers.borrow_mut();
-        subs.retain(|s| s.strong_count() > 0);
-        if !subs
-            .iter()
-            .any(|s| std::ptr::eq(s.as_ptr(), Rc::as_ptr(cell)))
-        {
-            subs.push(Rc::downgrade(cell));
-        }
+        self.subscribers.add(cell);
     }
 
     pub(crate) fn unsubscribe(&self, cell: &Rc<ClientCell>) {
-        let mut subs = self.subscribers.borrow_mut();
-        subs.retain(|s| s.strong_count() > 0 && !std::ptr::eq(s.as_ptr(), Rc::as_ptr(cell)));
+        self.subscribers.remove(cell);
     }
 
     /// Whether `source` is one of the hub's connections.
@@ -141,21 +133,7 @@ impl TrackingHub {
     }
 
     fn fan_out(&self, source: usize, frame: Bytes) {
-        let subs: Vec<Rc<ClientCell>> = {
-            let mut subs = self.subscribers.borrow_mut();
-            subs.retain(|s| s.strong_count() > 0);
-            subs.iter().filter_map(Weak::upgrade).collect()
-        };
-        for cell in subs {
-            cell.push_frame(source, frame.clone());
-        }
-    }
-
-    fn wake_all(&self) {
-        let subs = self.subscribers.borrow();
-        subs.iter()
-            .filter_map(Weak::upgrade)
-            .for_each(|c| c.wake_up());
+        self.subscribers.push_frame(source, &frame);
     }
 }
 
@@ -184,11 +162,11 @@ impl FollowTarget for TrackingHub {
         if matches!(self.ready(), Some(Ok(()))) {
             self.was_ready.set(true);
         }
-        self.wake_all();
+        self.subscribers.wake_all();
     }
 
     fn wake_up(&self) {
-        self.wake_all();
+        self.subscribers.wake_all();
     }
 }
 
