@@ -26,6 +26,7 @@ mod budget;
 pub mod config;
 mod context;
 mod group;
+mod identity;
 mod keepalive;
 mod node_query;
 mod patience;
@@ -270,6 +271,7 @@ fn build_shared(
         ask_slots: Default::default(),
         backend_auth: topology::backend_auth(&config_cluster),
         replicas: topology::ReplicaHealth::new(config_cluster.max_replica_lag),
+        identity: Default::default(),
         slowlog,
         tls_acceptor: tls.acceptor,
         backend_tls: tls.backend,
@@ -305,6 +307,7 @@ fn spawn_threads(
     let mut threads = vec![topology::spawn_refresher(
         topology,
         &shared.replicas,
+        &shared.identity,
         &shared.config.cluster,
         shared.backend_tls.clone(),
         rx.clone(),

@@ -22,6 +22,7 @@ pub use ::topology::{Topology, TopologyStats};
 use crate::config::ClusterConfig;
 use crate::node_query::NodeConn;
 
+mod identity;
 mod replica_info;
 pub mod replicas;
 pub use replicas::ReplicaHealth;
@@ -68,11 +69,12 @@ pub(crate) fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
     }
 }
 
-/// Run the refresher and the replica sampler on their own thread (with its own runtime, so
+/// Run the refresher, the replica sampler and the identity sampler on their own thread (with its own runtime, so
 /// no worker's event loop ever runs a topology query) until `shutdown` turns true.
 pub(crate) fn spawn_refresher(
     topo: &Arc<Topology>,
     replicas: &Arc<ReplicaHealth>,
+    identity: &Arc<crate::identity::Identity>,
     cfg: &ClusterConfig,
     tls: Tls,
     mut shutdown: watch::Receiver<bool>,
@@ -80,6 +82,12 @@ pub(crate) fn spawn_refresher(
     let topo = topo.clone();
     let sampler = replicas::run_sampler(
         replicas.clone(),
+        topo.clone(),
+        backend_auth(cfg),
+        tls.clone(),
+    );
+    let identified = identity::run_sampler(
+        identity.clone(),
         topo.clone(),
         backend_auth(cfg),
         tls.clone(),
@@ -103,6 +111,7 @@ pub(crate) fn spawn_refresher(
                 tokio::select! {
                     _ = topo.run_refresher(source, stop) => {}
                     _ = sampler => {}
+                    _ = identified => {}
                 }
             });
         })

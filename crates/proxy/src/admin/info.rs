@@ -92,7 +92,12 @@ fn line(out: &mut String, key: &str, value: impl std::fmt::Display) {
 
 fn server(shared: &Shared, out: &mut String) {
     let uptime = shared.started.elapsed().as_secs();
-    line(out, "redis_version", "7.0.15");
+    let id = shared.identity.current();
+    line(out, "redis_version", &id.redis_version);
+    if let Some(valkey) = &id.valkey_version {
+        line(out, "server_name", &id.name);
+        line(out, "valkey_version", valkey);
+    }
     line(out, "slotgate_version", env!("CARGO_PKG_VERSION"));
     line(out, "redis_mode", "proxy");
     line(out, "process_id", std::process::id());

@@ -47,6 +47,8 @@ pub struct Shared {
     pub(crate) backend_auth: Option<bytes::Bytes>,
     /// Which replicas may serve reads, sampled by the topology thread (`read_policy`).
     pub replicas: Arc<crate::topology::ReplicaHealth>,
+    /// The nodes' name and version, for INFO and HELLO (`identity.rs`).
+    pub(crate) identity: Arc<crate::identity::Identity>,
     /// Clients connected right now, across workers (for maxclients).
     pub clients: std::sync::atomic::AtomicUsize,
     /// The proxy group: the pre-encoded CLUSTER replies advertising its healthy members

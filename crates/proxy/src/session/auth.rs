@@ -71,7 +71,8 @@ impl Session {
         if !self.authenticated {
             return Bytes::from_static(HELLO_NOAUTH);
         }
-        hello.apply(&mut self.info)
+        let id = self.worker.shared.identity.current();
+        hello.apply(&mut self.info, &id)
     }
 
     /// Check a user's password; on success the session is authenticated as that user, on

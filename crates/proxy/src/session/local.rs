@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use resp::Request;
 
 use crate::context::Shared;
+use crate::identity::ServerIdentity;
 use crate::reply::error;
 use crate::route::Local;
 
@@ -149,23 +150,24 @@ impl Hello {
         })
     }
 
-    /// Switch protocol and name; the reply in the new protocol.
-    pub(crate) fn apply(self, session: &mut SessionInfo) -> Bytes {
+    /// Switch protocol and name; the reply in the new protocol, naming the nodes' server
+    /// and version (`identity.rs`).
+    pub(crate) fn apply(self, session: &mut SessionInfo, id: &ServerIdentity) -> Bytes {
         if let Some(name) = self.name {
             session.name = Some(name);
         }
         if let Some(protocol) = self.protocol {
             session.protocol = protocol;
         }
-        hello_reply(session)
+        hello_reply(session, id)
     }
 }
 
-fn hello_reply(session: &SessionInfo) -> Bytes {
+fn hello_reply(session: &SessionInfo, id: &ServerIdentity) -> Bytes {
     let mut out = BytesMut::new();
     let fields: [(&[u8], Field); 7] = [
-        (b"server", Field::Text(b"redis")),
-        (b"version", Field::Text(b"7.0.15")),
+        (b"server", Field::Text(id.name.as_bytes())),
+        (b"version", Field::Text(id.version().as_bytes())),
         (b"proto", Field::Int(i64::from(session.protocol))),
         (b"id", Field::Int(session.id as i64)),
         (b"mode", Field::Text(b"standalone")),
@@ -188,8 +190,8 @@ fn hello_reply(session: &SessionInfo) -> Bytes {
     out.freeze()
 }
 
-enum Field {
-    Text(&'static [u8]),
+enum Field<'a> {
+    Text(&'a [u8]),
     Int(i64),
     Empty,
 }
@@ -274,6 +276,7 @@ mod tests {
             ask_slots: Default::default(),
             backend_auth: None,
             replicas: Default::default(),
+            identity: Default::default(),
             slowlog: Default::default(),
             tls_acceptor: None,
             backend_tls: None,
@@ -288,7 +291,9 @@ mod tests {
             other => panic!("{args:?} is not local: {other:?}"),
         };
         let reply = match cmd {
-            Local::Hello => Hello::parse(&req).map_or_else(|e| e, |h| h.apply(s)),
+            Local::Hello => {
+                Hello::parse(&req).map_or_else(|e| e, |h| h.apply(s, &Default::default()))
+            }
             cmd => run(cmd, &req, s, &shared()),
         };
         String::from_utf8(reply.to_vec()).unwrap()

@@ -1,0 +1,148 @@
+//! Which server the proxy stands for: the nodes' name and version, as INFO and HELLO report
+//! them, learned from the masters (issue 24, item 2).
+//!
+//! Why: client libraries gate features on the version HELLO and INFO report (`server
+//! valkey`, `version 8.1.8`; `redis_version`, `valkey_version`). A proxy that always says
+//! Redis 7.0.15 makes them behave as against a server the user does not run. During a
+//! rolling upgrade the masters differ: the proxy reports the lowest, which every node can
+//! live up to.
+//!
+//! ```text
+//!   topology thread, every few seconds: each master: INFO server ─▶ parse ─▶ lowest
+//!        ─▶ Identity (ArcSwap), read by INFO server and HELLO
+//! ```
+//!
+//! Until a master answered, the proxy reports Redis 7.0.15, the version its built-in
+//! command table comes from.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+/// What one node (or the lowest of them) says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerIdentity {
+    /// `server_name` (Valkey), else `redis`.
+    pub name: String,
+    /// `redis_version`: what Valkey reports for compatibility (7.2.4), or Redis's own.
+    pub redis_version: String,
+    /// `valkey_version`, on Valkey.
+    pub valkey_version: Option<String>,
+}
+
+impl Default for ServerIdentity {
+    fn default() -> Self {
+        ServerIdentity {
+            name: "redis".into(),
+            redis_version: "7.0.15".into(),
+            valkey_version: None,
+        }
+    }
+}
+
+impl ServerIdentity {
+    /// From an `INFO server` reply; None if it names no version.
+    pub fn parse(text: &str) -> Option<ServerIdentity> {
+        let mut id = ServerIdentity::default();
+        let mut seen = false;
+        for line in text.lines() {
+            let Some((field, value)) = line.trim_end().split_once(':') else {
+                continue;
+            };
+            match field {
+                "redis_version" => (id.redis_version, seen) = (value.to_string(), true),
+                "valkey_version" => id.valkey_version = Some(value.to_string()),
+                "server_name" => id.name = value.to_string(),
+                _ => {}
+            }
+        }
+        seen.then_some(id)
+    }
+
+    /// What HELLO says as `version`: the server's own (Valkey's, on Valkey).
+    pub fn version(&self) -> &str {
+        self.valkey_version
+            .as_deref()
+            .unwrap_or(&self.redis_version)
+    }
+
+    /// The lower of two, by server then version: a Redis node during a move to Valkey keeps
+    /// the proxy a Redis (the older promise), and the older version wins within a server.
+    pub fn lowest(self, other: ServerIdentity) -> ServerIdentity {
+        let key = |id: &ServerIdentity| (id.valkey_version.is_some(), numbers(id.version()));
+        match key(&other) < key(&self) {
+            true => other,
+            false => self,
+        }
+    }
+}
+
+/// `8.1.10` as [8, 1, 10], so versions compare as numbers (a suffix is ignored).
+fn numbers(version: &str) -> Vec<u64> {
+    version
+        .split('.')
+        .map(|part| {
+            let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap_or(0)
+        })
+        .collect()
+}
+
+/// The identity in force, shared by the topology thread (writer) and the workers.
+#[derive(Default)]
+pub struct Identity(ArcSwap<ServerIdentity>);
+
+impl Identity {
+    pub fn current(&self) -> Arc<ServerIdentity> {
+        self.0.load_full()
+    }
+
+    /// Store `id` if it differs (a reader then sees the new one on its next load).
+    pub fn publish(&self, id: ServerIdentity) {
+        if *self.0.load_full() != id {
+            tracing::info!(server = %id.name, version = %id.version(), "nodes' identity");
+            self.0.store(Arc::new(id));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(name: &str, redis: &str, valkey: Option<&str>) -> ServerIdentity {
+        ServerIdentity {
+            name: name.into(),
+            redis_version: redis.into(),
+            valkey_version: valkey.map(String::from),
+        }
+    }
+
+    #[test]
+    fn valkey_and_redis_replies_are_read() {
+        let valkey = "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.8\r\nredis_git_sha1:0\r\n";
+        assert_eq!(
+            ServerIdentity::parse(valkey),
+            Some(id("valkey", "7.2.4", Some("8.1.8")))
+        );
+        let redis = "# Server\r\nredis_version:8.6.3\r\nredis_mode:cluster\r\n";
+        assert_eq!(
+            ServerIdentity::parse(redis),
+            Some(id("redis", "8.6.3", None))
+        );
+        assert_eq!(ServerIdentity::parse("# Server\r\n"), None);
+        assert_eq!(id("valkey", "7.2.4", Some("9.1.2")).version(), "9.1.2");
+    }
+
+    #[test]
+    fn the_lowest_wins_numerically_and_redis_below_valkey() {
+        let a = id("redis", "7.0.15", None);
+        let b = id("redis", "7.0.9", None);
+        assert_eq!(a.clone().lowest(b.clone()), b);
+        assert_eq!(b.clone().lowest(a.clone()), b);
+        let v = id("valkey", "7.2.4", Some("8.1.8"));
+        assert_eq!(v.clone().lowest(a.clone()), a);
+        let v9 = id("valkey", "7.2.4", Some("9.1.2"));
+        assert_eq!(v9.lowest(v.clone()), v);
+    }
+}
