@@ -42,8 +42,8 @@ mod redirect;
 pub(crate) struct Tracking {
     /// The worker's tracking connections, which this session listens to.
     hub: std::rc::Rc<TrackingHub>,
-    /// BCAST's prefixes, as Redis keeps them: they add up, `""` (BCAST without PREFIX)
-    /// stands for every key.
+    /// BCAST's prefixes, sorted (`under_prefix`): they add up, as in Redis; `""` (BCAST
+    /// without PREFIX) stands for every key.
     prefixes: Vec<Bytes>,
     /// The client's CLIENT TRACKING reply, owed once every master answered.
     reply_seq: Option<u64>,
@@ -156,30 +156,63 @@ fn parse(req: &Request, current: Option<Option<Mode>>) -> Ask {
 /// Redis's `checkPrefixCollisionsOrReply`: two prefixes overlap when one starts the other
 /// (so both would invalidate the same key). Redis 7.0 answers an overlap inside the new
 /// list past its first prefix with the error and then +OK; the proxy answers the error.
+///
+/// A client chooses how many prefixes it sends, and Redis compares every pair. Here the
+/// usual case, no overlap, is found in O(n log n): sorted, an overlapping pair always has
+/// one adjacent. Only a request that is refused searches for the pair Redis names, in
+/// Redis's order and within a bounded number of comparisons; past it the reply names an
+/// adjacent pair instead.
 fn check_prefixes(existing: &[Bytes], new: &[Bytes]) -> Result<(), Bytes> {
-    let overlap = |a: &[u8], b: &[u8]| a[..a.len().min(b.len())] == b[..a.len().min(b.len())];
+    let mut all: Vec<&[u8]> = existing.iter().map(|p| p.as_ref()).collect();
+    all.extend(new.iter().filter(|p| !p.is_empty()).map(|p| p.as_ref()));
+    all.sort_unstable();
+    let Some(adjacent) = all.windows(2).find(|w| overlap(w[0], w[1])) else {
+        return Ok(());
+    };
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let refuse = |p: &[u8], other: &[u8], kind: &str| {
+        Err(error(&format!(
+            "Prefix '{}' overlaps with {kind} '{}'. Prefixes for a single client must not overlap.",
+            text(p),
+            text(other)
+        )))
+    };
+    let mut budget: usize = 1 << 20;
     for (i, p) in new.iter().enumerate() {
         if p.is_empty() {
             // BCAST without PREFIX: Redis does not check it.
             continue;
         }
-        if let Some(old) = existing.iter().find(|old| overlap(old, p)) {
-            return Err(error(&format!(
-                "Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
-                text(p),
-                text(old)
-            )));
-        }
-        if let Some(other) = new[i + 1..].iter().find(|o| overlap(p, o)) {
-            return Err(error(&format!(
-                "Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
-                text(p),
-                text(other)
-            )));
+        for (list, kind) in [
+            (existing, "an existing prefix"),
+            (&new[i + 1..], "another provided prefix"),
+        ] {
+            for other in list {
+                budget = budget.saturating_sub(1);
+                if budget == 0 {
+                    return refuse(adjacent[1], adjacent[0], "another provided prefix");
+                }
+                if overlap(p, other) {
+                    return refuse(p, other, kind);
+                }
+            }
         }
     }
+    // The overlap was between prefixes given before (an empty one and others): allowed, as
+    // Redis checks only what a call adds.
     Ok(())
+}
+
+fn overlap(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+/// Whether `key` is under one of `prefixes`, kept sorted and without overlap: only the
+/// greatest prefix not above the key can start it.
+fn under_prefix(prefixes: &[Bytes], key: &[u8]) -> bool {
+    let i = prefixes.partition_point(|p| p.as_ref() <= key);
+    i > 0 && key.starts_with(&prefixes[i - 1])
 }
 
 // === impl Session (client tracking) ===
@@ -219,6 +252,8 @@ impl Session {
         if let Err(e) = check_prefixes(&[], &prefixes) {
             return self.reply_now(e);
         }
+        let mut prefixes = prefixes;
+        prefixes.sort_unstable();
         let seq = self.cell.push(Entry::pending_local());
         let hub = TrackingHub::of_this_worker();
         hub.subscribe(&self.cell);
@@ -249,6 +284,7 @@ impl Session {
                 return self.reply_now(e);
             }
             t.prefixes.extend(prefixes);
+            t.prefixes.sort_unstable();
         }
         t.redirect = redirect;
         if let (Some(keys), Some(mode)) = (t.keys.as_mut(), mode) {
@@ -294,7 +330,8 @@ impl Session {
         let push = match t.keys.as_mut() {
             Some(keys) => keys.filter(frame),
             None => {
-                let every = t.prefixes.iter().any(|p| p.is_empty());
+                // Sorted: BCAST without PREFIX (the empty prefix) comes first.
+                let every = t.prefixes.first().is_some_and(|p| p.is_empty());
                 if every && confined.is_none() {
                     if t.redirect.is_none() && self.info.protocol == 3 {
                         // BCAST of every key to the client itself: as it comes.
@@ -304,7 +341,7 @@ impl Session {
                 } else {
                     let prefixes = &t.prefixes;
                     keys::keep_only(frame, |k| {
-                        (every || prefixes.iter().any(|p| k.starts_with(p)))
+                        (every || under_prefix(prefixes, k))
                             && confined.is_none_or(|u| u.may_access(k))
                     })
                 }
@@ -360,5 +397,49 @@ impl Session {
         if !gone.is_empty() {
             self.cell.push(Entry::ready(keys::invalidation(&gone)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(list: &[&str]) -> Vec<Bytes> {
+        list.iter()
+            .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+            .collect()
+    }
+
+    fn refusal(existing: &[&str], new: &[&str]) -> String {
+        let reply = check_prefixes(&b(existing), &b(new)).unwrap_err();
+        String::from_utf8_lossy(&reply).into_owned()
+    }
+
+    #[test]
+    fn overlaps_are_named_as_redis_names_them() {
+        assert!(check_prefixes(&b(&["b"]), &b(&["a", "c", ""])).is_ok());
+        assert!(refusal(&[], &["ab", "x", "a"])
+            .starts_with("-ERR Prefix 'ab' overlaps with another provided prefix 'a'."));
+        assert!(refusal(&["ab"], &["x", "abc"])
+            .starts_with("-ERR Prefix 'abc' overlaps with an existing prefix 'ab'."));
+        assert!(refusal(&["ab", ""], &["c"])
+            .starts_with("-ERR Prefix 'c' overlaps with an existing prefix ''."));
+        assert!(check_prefixes(&b(&["ab", ""]), &b(&[""])).is_ok());
+    }
+
+    #[test]
+    fn many_prefixes_are_checked_and_matched_without_comparing_every_pair() {
+        let many: Vec<Bytes> = (0..200_000)
+            .map(|i| Bytes::from(format!("p{i}:")))
+            .collect();
+        assert!(check_prefixes(&[], &many).is_ok());
+        let mut late = many.clone();
+        late.push(Bytes::from_static(b"p199999:x"));
+        let reply = String::from_utf8_lossy(&check_prefixes(&[], &late).unwrap_err()).into_owned();
+        assert!(reply.contains("overlaps"), "{reply}");
+        let mut sorted = many;
+        sorted.sort_unstable();
+        assert!(under_prefix(&sorted, b"p123:k") && !under_prefix(&sorted, b"q1:k"));
+        assert!(!under_prefix(&sorted, b"p12") && under_prefix(&sorted, b"p12:"));
     }
 }
