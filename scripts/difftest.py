@@ -1988,7 +1988,8 @@ class Env:
         os.makedirs(refdir)
         rport = free_port()
         self.refproc = subprocess.Popen(
-            ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+            [os.environ.get("REDIS_SERVER", "redis-server"), "--port", str(rport),
+             "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", refdir, "--logfile", os.path.join(refdir, "log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         raddr = ("127.0.0.1", rport)

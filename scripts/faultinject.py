@@ -231,7 +231,7 @@ class Faults(threading.Thread):
                 raise RedisError(f"no failover of {addr}")
             time.sleep(0.2)
         self.restarted.append(subprocess.Popen(
-            ["redis-server", os.path.join(d, "redis.conf")], cwd=d,
+            [os.environ.get("REDIS_SERVER", "redis-server"), os.path.join(d, "redis.conf")], cwd=d,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
     def view_of(self, addrs):

@@ -28,6 +28,10 @@ pub enum ClusterCommand {
         /// cluster-node-timeout in milliseconds.
         #[arg(long, default_value_t = 2000)]
         node_timeout: u64,
+        /// The server binary: redis-server or valkey-server of any version (default:
+        /// $REDIS_SERVER, else `redis-server` on PATH).
+        #[arg(long)]
+        server: Option<PathBuf>,
         #[command(flatten)]
         tls: TlsArgs,
     },
@@ -83,15 +87,18 @@ pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
             port,
             dir,
             node_timeout,
+            server,
             tls,
         } => {
             let defaults = Options::default();
+            let redis_server = server.unwrap_or(defaults.redis_server.clone());
             let opts = Options {
                 masters,
                 replicas,
                 base_port: port,
                 dir: dir.unwrap_or(defaults.dir.clone()),
                 node_timeout_ms: node_timeout,
+                redis_server,
                 tls: tls.files(),
                 ..defaults
             };

@@ -15,6 +15,7 @@
 //! Until a master answered, the proxy reports Redis 7.0.15, the version its built-in
 //! command table comes from.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -66,6 +67,33 @@ impl ServerIdentity {
             .unwrap_or(&self.redis_version)
     }
 
+    /// Whether an unknown command without arguments is answered without the ", with args
+    /// beginning with: " tail, as Redis 8 does (Redis 7 and Valkey always add it).
+    pub fn bare_unknown_command(&self) -> bool {
+        self.valkey_version.is_none() && numbers(&self.redis_version).first() >= Some(&8)
+    }
+
+    /// Whether MULTI or WATCH inside MULTI also aborts the transaction (EXEC then answers
+    /// EXECABORT): Valkey refuses them as no-multi commands, which flags the transaction;
+    /// Redis answers them from the commands themselves, which does not.
+    pub fn inside_multi_aborts(&self) -> bool {
+        self.valkey_version.is_some()
+    }
+
+    /// The error for MULTI or WATCH inside MULTI (the only commands flagged `no-multi` that
+    /// the proxy answers itself), worded as the servers word it: Redis names the case,
+    /// Valkey 8 answers the generic no-multi error, Valkey 9 adds the command's name.
+    pub fn inside_multi_error(&self, command: &str) -> String {
+        match self.valkey_version.as_deref().map(numbers) {
+            None if command == "multi" => "-ERR MULTI calls can not be nested\r\n".into(),
+            None => "-ERR WATCH inside MULTI is not allowed\r\n".into(),
+            Some(v) if v.first().is_some_and(|&major| major >= 9) => {
+                format!("-ERR Command '{command}' not allowed inside a transaction\r\n")
+            }
+            Some(_) => "-ERR Command not allowed inside a transaction\r\n".into(),
+        }
+    }
+
     /// The lower of two, by server then version: a Redis node during a move to Valkey keeps
     /// the proxy a Redis (the older promise), and the older version wins within a server.
     pub fn lowest(self, other: ServerIdentity) -> ServerIdentity {
@@ -88,6 +116,16 @@ fn numbers(version: &str) -> Vec<u64> {
         .collect()
 }
 
+/// [`ServerIdentity::bare_unknown_command`] of the identity published last, for the router,
+/// which answers unknown commands without a session at hand. Process-wide like the learned
+/// command table: one proxy per process fronts one kind of server.
+static BARE_UNKNOWN: AtomicBool = AtomicBool::new(false);
+
+/// Whether an unknown command without arguments gets Redis 8's shorter error.
+pub fn bare_unknown_command() -> bool {
+    BARE_UNKNOWN.load(Ordering::Relaxed)
+}
+
 /// The identity in force, shared by the topology thread (writer) and the workers.
 #[derive(Default)]
 pub struct Identity(ArcSwap<ServerIdentity>);
@@ -101,6 +139,7 @@ impl Identity {
     pub fn publish(&self, id: ServerIdentity) {
         if *self.0.load_full() != id {
             tracing::info!(server = %id.name, version = %id.version(), "nodes' identity");
+            BARE_UNKNOWN.store(id.bare_unknown_command(), Ordering::Relaxed);
             self.0.store(Arc::new(id));
         }
     }
@@ -116,6 +155,30 @@ mod tests {
             redis_version: redis.into(),
             valkey_version: valkey.map(String::from),
         }
+    }
+
+    #[test]
+    fn multi_inside_multi_is_worded_per_server() {
+        // Each text as redis-server 8.6.3, valkey-server 8.1.8 and 9.1.2 answer it.
+        let redis = id("redis", "8.6.3", None);
+        assert_eq!(
+            redis.inside_multi_error("multi"),
+            "-ERR MULTI calls can not be nested\r\n"
+        );
+        assert_eq!(
+            redis.inside_multi_error("watch"),
+            "-ERR WATCH inside MULTI is not allowed\r\n"
+        );
+        let valkey8 = id("valkey", "7.2.4", Some("8.1.8"));
+        assert_eq!(
+            valkey8.inside_multi_error("watch"),
+            "-ERR Command not allowed inside a transaction\r\n"
+        );
+        let valkey9 = id("valkey", "7.2.4", Some("9.1.2"));
+        assert_eq!(
+            valkey9.inside_multi_error("multi"),
+            "-ERR Command 'multi' not allowed inside a transaction\r\n"
+        );
     }
 
     #[test]

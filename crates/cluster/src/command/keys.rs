@@ -95,6 +95,9 @@ pub enum KeyError {
     /// numkeys exceeds the remaining arguments (sorted-set ops, LMPOP family).
     #[error("syntax error")]
     Syntax,
+    /// A learned command whose key specs the proxy cannot read (`KeySpec::Unreadable`).
+    #[error("has key specs this proxy cannot read")]
+    Unreadable,
     /// MIGRATE ... KEYS with a non-empty single-key argument.
     #[error("When using MIGRATE KEYS option, the key argument must be set to the empty string")]
     MigrateKeyNotEmpty,
@@ -111,14 +114,14 @@ impl NumKeysErrors {
     ) -> Result<usize, KeyError> {
         use NumKeysErrors::*;
         let n = match (self, parsed) {
-            (Script | SortedSetOp, None) => return Err(KeyError::NotAnInteger),
+            (Script | SortedSetOp | Server, None) => return Err(KeyError::NotAnInteger),
             (Function, None) => return Err(KeyError::BadNumberOfKeys),
             (SetCard | MultiPop, None) => return Err(KeyError::NumKeysNotPositive),
             (_, Some(n)) => n,
         };
-        if n < 0 || (n == 0 && !matches!(self, Script | Function)) {
+        if n < 0 || (n == 0 && !matches!(self, Script | Function | Server)) {
             return Err(match self {
-                Script | Function => KeyError::NegativeKeys,
+                Script | Function | Server => KeyError::NegativeKeys,
                 SortedSetOp => KeyError::NeedAtLeastOneKey { command: name },
                 SetCard | MultiPop => KeyError::NumKeysNotPositive,
             });
@@ -126,7 +129,7 @@ impl NumKeysErrors {
         match usize::try_from(n) {
             Ok(n) if n <= available => Ok(n),
             _ => Err(match self {
-                Script | Function | SetCard => KeyError::TooManyKeys,
+                Script | Function | SetCard | Server => KeyError::TooManyKeys,
                 SortedSetOp | MultiPop => KeyError::Syntax,
             }),
         }
@@ -149,6 +152,7 @@ impl CommandSpec {
         }
         match self.keys {
             KeySpec::None => Ok(KeyPositions::None),
+            KeySpec::Unreadable => Err(KeyError::Unreadable),
             KeySpec::Legacy => Ok(self
                 .legacy_range(argc)
                 .map_or(KeyPositions::None, |(f, l, s)| KeyPositions::range(f, l, s))),

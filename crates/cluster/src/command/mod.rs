@@ -3,9 +3,11 @@
 //! data, one row per command, so routing code never special-cases names.
 //!
 //! The rows live in `table.rs`, generated from a live redis-server 7.0 by
-//! `scripts/gen_command_table.py`; this file holds the row types and lookup.
+//! `scripts/gen_command_table.py`, and in `learn.rs`, read from the nodes at run time (what
+//! newer servers know); this file holds the row types and lookup.
 
 mod keys;
+pub mod learn;
 mod table;
 
 #[cfg(test)]
@@ -188,6 +190,9 @@ pub enum NumKeysErrors {
     /// LMPOP, ZMPOP, BLMPOP, BZMPOP: "numkeys should be greater than 0" /
     /// syntax error.
     MultiPop,
+    /// A command learned from the nodes: a bad numkeys is the node's to answer (the router
+    /// sends it to any node), so the texts here are only placeholders.
+    Server,
 }
 
 /// What follows a keyword found by [`KeySpec::Keyword`].
@@ -230,6 +235,9 @@ pub enum KeySpec {
     },
     /// The command has no keys.
     None,
+    /// A learned command whose key specs the proxy cannot read (`unknown`, `incomplete`):
+    /// refused, as routing it anywhere would be a guess and its keys would escape ACLs.
+    Unreadable,
 }
 
 /// One row of the command table.
@@ -262,20 +270,88 @@ pub struct CommandSpec {
     pub subcommands: &'static [CommandSpec],
 }
 
-/// Every top-level command, sorted by name.
+/// Every generated top-level command, sorted by name (what the proxy knows with no node
+/// asked; [`lookup`] also finds what the nodes taught it).
 pub fn all() -> &'static [CommandSpec] {
     table::COMMANDS
 }
 
 /// Finds a command by name, ASCII case-insensitively, without allocating.
 /// Also accepts `"container|sub"` for a subcommand row. Unknown → `None`.
+/// A generated row the nodes know differently comes back as they know it, and a command
+/// only the nodes know is found too (`learn.rs`).
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     match name.iter().position(|&b| b == b'|') {
-        None => find(table::COMMANDS, name),
+        None => find_top(name),
         Some(bar) => {
-            let container = find(table::COMMANDS, &name[..bar])?;
+            let container = find_top(&name[..bar])?;
             find_sub(container.subcommands, &name[bar + 1..])
         }
+    }
+}
+
+/// A top-level row: generated (or its learned replacement), else learned.
+fn find_top(name: &[u8]) -> Option<&'static CommandSpec> {
+    let rows = table::COMMANDS;
+    let found = rows.binary_search_by(|row| cmp_lower(row.name.as_bytes(), name));
+    let learned = learn::current();
+    match (found, learned) {
+        (Ok(i), None) => rows.get(i),
+        (Ok(i), Some(l)) => l.overrides.get(i).copied().flatten().or(rows.get(i)),
+        (Err(_), None) => None,
+        (Err(_), Some(l)) => {
+            let i = l
+                .extra
+                .binary_search_by(|(row, _)| cmp_lower(row.name.as_bytes(), name))
+                .ok()?;
+            Some(l.extra[i].0)
+        }
+    }
+}
+
+/// The statistics slot of a top-level row: its place in the generated table, or for a
+/// learned command a slot after them (below [`learn::stats_len`]).
+pub fn stats_index(spec: &CommandSpec) -> Option<usize> {
+    let rows = table::COMMANDS;
+    // A generated row (every request's case): its address says where it is.
+    let offset = (spec as *const CommandSpec as usize).checked_sub(rows.as_ptr() as usize);
+    let at = offset.map(|o| o / std::mem::size_of::<CommandSpec>());
+    if let Some(i) = at.filter(|&i| rows.get(i).is_some_and(|r| std::ptr::eq(r, spec))) {
+        return Some(i);
+    }
+    if let Ok(i) = rows.binary_search_by(|row| row.name.cmp(spec.name)) {
+        return Some(i);
+    }
+    let l = learn::current()?;
+    let i = l
+        .extra
+        .binary_search_by(|(row, _)| row.name.cmp(spec.name))
+        .ok()?;
+    Some(l.extra[i].1)
+}
+
+/// Every top-level row [`lookup`] finds now: the generated ones (as the nodes know them),
+/// then the learned ones.
+pub fn every() -> impl Iterator<Item = &'static CommandSpec> {
+    let learned = learn::current();
+    let generated = table::COMMANDS.iter().enumerate().map(move |(i, row)| {
+        learned
+            .and_then(|l| l.overrides.get(i).copied().flatten())
+            .unwrap_or(row)
+    });
+    let extra = learned
+        .into_iter()
+        .flat_map(|l| l.extra.iter().map(|(row, _)| *row));
+    generated.chain(extra)
+}
+
+/// The row behind a statistics slot, as [`lookup`] finds it now.
+pub fn at_stats_index(index: usize) -> Option<&'static CommandSpec> {
+    let rows = table::COMMANDS;
+    match (rows.get(index), learn::current()) {
+        (Some(row), None) => Some(row),
+        (Some(row), Some(l)) => Some(l.overrides.get(index).copied().flatten().unwrap_or(row)),
+        (None, l) => l?.by_index.get(index - rows.len()).copied().flatten(),
     }
 }
 
@@ -286,13 +362,6 @@ fn cmp_lower(table_name: &[u8], input: &[u8]) -> Ordering {
         .iter()
         .copied()
         .cmp(input.iter().map(u8::to_ascii_lowercase))
-}
-
-fn find(rows: &'static [CommandSpec], name: &[u8]) -> Option<&'static CommandSpec> {
-    let i = rows
-        .binary_search_by(|row| cmp_lower(row.name.as_bytes(), name))
-        .ok()?;
-    rows.get(i)
 }
 
 /// Subcommand rows are sorted by full name; with a shared container prefix

@@ -183,7 +183,7 @@ pub(crate) fn line_room(view: &ClientView) -> usize {
 fn last_command(index_plus_one: u32) -> &'static str {
     let index = (index_plus_one as usize).checked_sub(1);
     index
-        .and_then(|i| cluster::command::all().get(i))
+        .and_then(cluster::command::at_stats_index)
         .map_or("NULL", |spec| spec.name)
 }
 

@@ -170,12 +170,22 @@ fn topology(shared: &Shared, out: &mut String) {
     line(out, "topology_refresh_throttled", get(&s.refresh_throttled));
     line(out, "topology_refresh_failed", get(&s.refresh_failed));
     line(out, "topology_maps_installed", get(&s.maps_installed));
+    // What the masters taught the command table (`cluster::command::learn`): commands
+    // added to Redis 7.0's, rows changed, and commands only some masters know (not routed).
+    let learned = cluster::command::learn::summary();
+    line(out, "commands_learned_from_masters", learned.nodes);
+    line(out, "commands_learned_added", learned.added);
+    line(out, "commands_learned_changed", learned.changed);
+    line(out, "commands_learned_partial", learned.partial);
 }
 
 /// `cmdstat_<name>:calls=..,usec=..,usec_per_call=..` (usec estimated from 1-in-16 samples).
 fn commandstats(shared: &Shared, out: &mut String) {
-    for (i, spec) in cluster::command::all().iter().enumerate() {
+    for i in 0..cluster::command::learn::stats_len() {
         let t = shared.command_totals(i);
+        let Some(spec) = cluster::command::at_stats_index(i) else {
+            continue;
+        };
         if t.calls == 0 {
             continue;
         }
@@ -192,8 +202,11 @@ fn commandstats(shared: &Shared, out: &mut String) {
 /// `latency_percentiles_usec_<name>:p50=..,p99=..,p99.9=..` from the sampled histograms
 /// (each value is the upper bound of its power-of-two bucket).
 fn latencystats(shared: &Shared, out: &mut String) {
-    for (i, spec) in cluster::command::all().iter().enumerate() {
+    for i in 0..cluster::command::learn::stats_len() {
         let t = shared.command_totals(i);
+        let Some(spec) = cluster::command::at_stats_index(i) else {
+            continue;
+        };
         let (Some(p50), Some(p99), Some(p999)) = (
             t.percentile_us(0.5),
             t.percentile_us(0.99),

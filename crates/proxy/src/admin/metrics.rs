@@ -341,8 +341,11 @@ pub(crate) fn sample(
 }
 
 fn commands(shared: &Shared, out: &mut String, described: &mut Described) {
-    for (i, spec) in cluster::command::all().iter().enumerate() {
+    for i in 0..cluster::command::learn::stats_len() {
         let t = shared.command_totals(i);
+        let Some(spec) = cluster::command::at_stats_index(i) else {
+            continue;
+        };
         if t.calls == 0 {
             continue;
         }

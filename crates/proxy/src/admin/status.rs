@@ -109,7 +109,7 @@ fn nodes(shared: &Shared, map: &cluster::slot_map::SlotMap) -> Vec<Value> {
 /// Every command's sampled latency together.
 fn all_commands(shared: &Shared) -> CommandTotals {
     let mut all = CommandTotals::default();
-    for i in 0..cluster::command::all().len() {
+    for i in 0..cluster::command::learn::stats_len() {
         let t = shared.command_totals(i);
         all.calls += t.calls;
         all.samples += t.samples;

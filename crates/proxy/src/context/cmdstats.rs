@@ -26,7 +26,7 @@ pub struct CommandStats {
 
 impl Default for CommandStats {
     fn default() -> Self {
-        let n = cluster::command::all().len();
+        let n = cluster::command::learn::stats_len();
         let zeros = |len: usize| (0..len).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
         CommandStats {
             calls: zeros(n),
@@ -115,11 +115,7 @@ impl CommandTotals {
 
 /// The position of a top-level command in the table (subcommands count for their container).
 pub fn command_index(spec: &'static cluster::CommandSpec) -> Option<usize> {
-    let table = cluster::command::all();
-    let offset =
-        (spec as *const cluster::CommandSpec as usize).checked_sub(table.as_ptr() as usize)?;
-    let index = offset / std::mem::size_of::<cluster::CommandSpec>();
-    (index < table.len()).then_some(index)
+    cluster::command::stats_index(spec)
 }
 
 #[cfg(test)]

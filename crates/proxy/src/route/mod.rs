@@ -5,7 +5,7 @@
 //! keys. Arity is checked before any key is extracted, so routing never reads past argv.
 
 use bytes::Bytes;
-use cluster::command::{flags, CommandSpec, KeyPositions, RequestPolicy};
+use cluster::command::{flags, CommandSpec, KeyError, KeyPositions, KeySpec, RequestPolicy};
 
 use resp::Request;
 
@@ -165,6 +165,10 @@ fn route_by_keys(req: &Request, spec: &CommandSpec) -> Route {
     match spec.key_positions(req.argc(), |i: usize| req.arg(i)) {
         // Bad numkeys and the like: a node gives Redis's exact answer, checks in Redis's order
         // (FCALL looks the function up before numkeys), and cannot run such a request.
+        Err(KeyError::Unreadable) => Route::Refuse(error(&format!(
+            "slotgate: '{}' has key specs this proxy cannot read; not served yet",
+            spec.name
+        ))),
         Err(_) => Route::AnyNode,
         Ok(keys) if keys.count() == 0 && is_broadcast(spec) => {
             match merge_for(spec.response_policy, false) {
@@ -277,7 +281,11 @@ fn unsupported(spec: &CommandSpec, allow_admin: bool) -> Option<&'static str> {
     if is_broadcast(spec) && merge_for(spec.response_policy, false).is_none() {
         return Some("needs a cluster-wide reply merge this proxy does not do yet");
     }
-    if spec.name.starts_with("cluster") {
+    if is_broadcast(spec) && spec.has(flags::BLOCKING) {
+        // WAITAOF: it would hold every master's shared connection for its timeout.
+        return Some("would block the shared connections to every master; not served yet");
+    }
+    if spec.name.starts_with("cluster|") {
         return Some("is not served through the proxy yet");
     }
     None
@@ -324,7 +332,11 @@ fn route_keys(req: &Request, spec: &CommandSpec, keys: KeyPositions) -> Route {
     if single_slot {
         return Route::Slot(first);
     }
-    let splittable = spec.request_policy == RequestPolicy::MultiShard;
+    // The split rebuilds each part as the name and its keys with their values, which is
+    // right only for a plain key range (MGET, MSET, DEL); MSETEX's numkeys and options
+    // would be lost, so it gets CROSSSLOT as the server answers it.
+    let splittable =
+        spec.request_policy == RequestPolicy::MultiShard && matches!(spec.keys, KeySpec::Legacy);
     match merge_for(spec.response_policy, true) {
         Some(merge) if splittable => Route::Split { keys, merge },
         _ => Route::Refuse(Bytes::from_static(
@@ -333,7 +345,8 @@ fn route_keys(req: &Request, spec: &CommandSpec, keys: KeyPositions) -> Route {
     }
 }
 
-/// Redis's text: the name (128 bytes at most), then as many quoted args as fit in 128 bytes.
+/// Redis's text: the name (128 bytes at most), then as many quoted args as fit in 128 bytes
+/// (none and no tail behind Redis 8, for a command without arguments).
 fn unknown_command(req: &Request) -> Bytes {
     let name = truncated(req.arg(0), 128);
     let mut args = String::new();
@@ -343,6 +356,9 @@ fn unknown_command(req: &Request) -> Bytes {
         }
         let room = 128 - args.len();
         args.push_str(&format!("'{}' ", truncated(req.arg(i), room)));
+    }
+    if req.argc() < 2 && crate::identity::bare_unknown_command() {
+        return error(&format!("unknown command '{name}'"));
     }
     error(&format!(
         "unknown command '{name}', with args beginning with: {args}"

@@ -221,6 +221,9 @@ fn client(req: &Request, session: &mut SessionInfo) -> Bytes {
             session.name = (!name.is_empty()).then_some(name);
             Bytes::from_static(b"+OK\r\n")
         }
+        // Valkey 8's CLIENT CAPA (`redirect`): a replica's -REDIRECT, which the proxy,
+        // answering as a primary, never sends. Valkey ignores capabilities it does not know.
+        b"capa" => Bytes::from_static(b"+OK\r\n"),
         _ => error(&format!(
             "slotgate: CLIENT {} is not supported by the proxy",
             String::from_utf8_lossy(req.arg(1)).to_uppercase()

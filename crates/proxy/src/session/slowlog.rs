@@ -69,7 +69,7 @@ impl Session {
         }
         let skip = refused
             || command
-                .and_then(|i| cluster::command::all().get(i))
+                .and_then(cluster::command::at_stats_index)
                 .is_none_or(|spec| spec.has(flags::SKIP_SLOWLOG));
         self.slowlog.armed |= !skip;
         let mark = (!skip).then(|| Mark {

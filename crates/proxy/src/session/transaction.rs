@@ -88,7 +88,22 @@ impl Session {
     /// MULTI, EXEC, DISCARD, WATCH or UNWATCH. `slot` is WATCH's keys' slot.
     pub(crate) fn transaction_command(&mut self, cmd: TxCommand, req: Request, slot: Option<u16>) {
         let reply: &'static [u8] = match (cmd, self.tx.is_some()) {
-            (TxCommand::Multi, true) => b"-ERR MULTI calls can not be nested\r\n",
+            (TxCommand::Multi | TxCommand::Watch, true) => {
+                let name = if cmd == TxCommand::Multi {
+                    "multi"
+                } else {
+                    "watch"
+                };
+                let id = self.worker.shared.identity.current();
+                if id.inside_multi_aborts() {
+                    if let Some(tx) = self.tx.as_mut() {
+                        tx.abort();
+                    }
+                }
+                let text = id.inside_multi_error(name);
+                self.cell.push(Entry::ready(Bytes::from(text)));
+                return;
+            }
             (TxCommand::Multi, false) => {
                 let mut tx = Transaction::default();
                 tx.slot = self.watch.as_ref().map(|w| w.slot);
@@ -103,7 +118,6 @@ impl Session {
                 self.forget_watch();
                 b"+OK\r\n"
             }
-            (TxCommand::Watch, true) => b"-ERR WATCH inside MULTI is not allowed\r\n",
             (TxCommand::Watch, false) => return self.watch(req, slot),
             (TxCommand::Unwatch, _) => {
                 self.forget_watch();

@@ -122,7 +122,7 @@ impl Session {
 pub(crate) fn is_write(index: usize) -> bool {
     use cluster::command::acl::SCRIPTING;
     use cluster::command::flags::{MAY_REPLICATE, READONLY, WRITE};
-    let spec = cluster::command::all().get(index);
+    let spec = cluster::command::at_stats_index(index);
     spec.is_some_and(|spec| {
         spec.has(WRITE)
             || spec.has(MAY_REPLICATE)

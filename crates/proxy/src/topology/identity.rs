@@ -1,5 +1,8 @@
 //! The identity sampler: every master's `INFO server`, the lowest published
-//! (`crate::identity`), on the topology thread beside the refresher.
+//! (`crate::identity`), on the topology thread beside the refresher. A master seen for the
+//! first time, or restarted (a new `run_id`), is also asked `COMMAND INFO`, and once every
+//! master has answered, what they all know is installed as the command table's learned part
+//! (`cluster::command::learn`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,20 +27,38 @@ pub(crate) async fn run_sampler(
     tls: Tls,
 ) {
     let mut conns: HashMap<String, NodeConn> = HashMap::new();
+    let mut commands = Commands::default();
     loop {
         let map = topology.current();
         let mut lowest: Option<ServerIdentity> = None;
         for master in map.nodes() {
-            let Some(id) = sample(&mut conns, &master.addr, auth.as_ref(), tls.as_deref()).await
+            let Some((id, run_id)) =
+                sample(&mut conns, &master.addr, auth.as_ref(), tls.as_deref()).await
             else {
                 continue;
             };
+            if commands.stale(&master.addr, &run_id) {
+                let fetched = match conns.get_mut(&master.addr) {
+                    Some(conn) => commands.fetch(conn, &master.addr, run_id).await,
+                    None => false,
+                };
+                if !fetched {
+                    // A timed-out call leaves its reply on the way: start afresh.
+                    conns.remove(&master.addr);
+                }
+            }
             lowest = Some(match lowest {
                 None => id,
                 Some(l) => l.lowest(id),
             });
         }
         conns.retain(|addr, _| map.nodes().iter().any(|n| n.addr == *addr));
+        commands.install_if_complete(
+            &map.nodes()
+                .iter()
+                .map(|n| n.addr.as_str())
+                .collect::<Vec<_>>(),
+        );
         let pause = match lowest {
             Some(id) => {
                 identity.publish(id);
@@ -49,13 +70,72 @@ pub(crate) async fn run_sampler(
     }
 }
 
-/// One master's identity; None when it did not answer in time.
+/// Each master's commands, by address, with the `run_id` they were read under.
+#[derive(Default)]
+struct Commands {
+    nodes: HashMap<String, (String, cluster::command::learn::NodeCommands)>,
+    /// The masters and run ids of the table installed last.
+    installed: Vec<(String, String)>,
+}
+
+impl Commands {
+    fn stale(&self, addr: &str, run_id: &str) -> bool {
+        self.nodes.get(addr).is_none_or(|(id, _)| id != run_id)
+    }
+
+    /// `COMMAND INFO` from one master; a failure is retried next round.
+    async fn fetch(&mut self, conn: &mut NodeConn, addr: &str, run_id: String) -> bool {
+        match conn.call(&[b"COMMAND", b"INFO"]).await {
+            Ok(reply) => {
+                let table = cluster::command::learn::NodeCommands::parse(&reply);
+                self.nodes.insert(addr.to_string(), (run_id, table));
+                true
+            }
+            Err(error) => {
+                tracing::debug!(%addr, %error, "COMMAND INFO failed");
+                false
+            }
+        }
+    }
+
+    /// Once every master of the map has answered, install what they share (when that
+    /// changed: a master added, gone or restarted).
+    fn install_if_complete(&mut self, masters: &[&str]) {
+        self.nodes
+            .retain(|addr, _| masters.contains(&addr.as_str()));
+        let mut now: Vec<(String, String)> = Vec::new();
+        for addr in masters {
+            let Some((run_id, _)) = self.nodes.get(*addr) else {
+                return;
+            };
+            now.push((addr.to_string(), run_id.clone()));
+        }
+        now.sort();
+        if now.is_empty() || now == self.installed {
+            return;
+        }
+        let tables: Vec<_> = self.nodes.values().map(|(_, t)| t.clone()).collect();
+        match cluster::command::learn::install(&tables) {
+            Some(s) => tracing::info!(
+                masters = s.nodes,
+                added = s.added,
+                changed = s.changed,
+                partial = s.partial,
+                "command table learned from the masters"
+            ),
+            None => tracing::warn!("too many distinct command tables; keeping the last one"),
+        }
+        self.installed = now;
+    }
+}
+
+/// One master's identity and `run_id`; None when it did not answer in time.
 async fn sample(
     conns: &mut HashMap<String, NodeConn>,
     addr: &str,
     auth: Option<&bytes::Bytes>,
     tls: Option<&crate::tls::Connector>,
-) -> Option<ServerIdentity> {
+) -> Option<(ServerIdentity, String)> {
     const ARGS: &[&[u8]] = &[b"INFO", b"server"];
     let reply = tokio::time::timeout(TIMEOUT, async {
         if !conns.contains_key(addr) {
@@ -66,7 +146,15 @@ async fn sample(
     })
     .await;
     match reply {
-        Ok(Some(resp::Value::BulkString(b))) => ServerIdentity::parse(&String::from_utf8_lossy(&b)),
+        Ok(Some(resp::Value::BulkString(b))) => {
+            let text = String::from_utf8_lossy(&b);
+            let run_id = text
+                .lines()
+                .find_map(|l| l.trim_end().strip_prefix("run_id:"))
+                .unwrap_or_default()
+                .to_string();
+            Some((ServerIdentity::parse(&text)?, run_id))
+        }
         // A timeout leaves a reply on its way: the connection cannot be reused.
         _ => {
             conns.remove(addr);

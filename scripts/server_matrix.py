@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The server matrix: slotgate in front of each Redis and Valkey that users run.
+
+For every server binary given (NAME=PATH; default: every one `scripts/install-servers`
+cached, plus Debian's redis-server), this starts a 3-master cluster of it
+(`slotgate cluster up --server PATH`), the debug proxy in front, and checks:
+
+- the proxy learned the nodes' commands (INFO `commands_learned_from_masters:3`);
+- every command and subcommand a node's `COMMAND INFO` names is known to the proxy: sent
+  through it bare (the name, or container and subcommand), none is answered "unknown
+  command" or "unknown subcommand" by the proxy (arity errors and the proxy's own clear
+  refusals are fine; each call runs on a fresh connection);
+- INFO's redis_version/valkey_version/server_name and HELLO's server/version are the
+  nodes' own.
+
+Then, with --difftest SECONDS, the differential test (scripts/difftest.py, plain mode)
+against a standalone server of the same binary, for each server but Debian's (the main
+differential test of `make test` runs on that one).
+
+    python3 scripts/server_matrix.py [--server valkey-9.1=/path/valkey-server ...]
+                                     [--difftest 30]
+
+Prints `ok`/`FAIL` lines and exits 1 on any failure. Free ports only; tears down on exit.
+"""
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_command_table import Conn, encode, free_port, read_reply  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("SLOTGATE_BIN", os.path.join(ROOT, "target", "debug", "slotgate"))
+CACHE = os.environ.get("SLOTGATE_SERVERS",
+                       os.path.join(os.path.expanduser("~"), ".cache", "slotgate", "servers"))
+
+
+def default_servers():
+    servers = [("redis-7.0", "redis-server")]
+    if os.path.isdir(CACHE):
+        for name in sorted(os.listdir(CACHE)):
+            path = os.path.join(CACHE, name, "server")
+            if os.access(path, os.X_OK):
+                servers.append((name, path))
+    return servers
+
+
+def call(port, *args, timeout=5):
+    """One command on a fresh connection: the reply, or the error text (no exception)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(encode(*args))
+        f = s.makefile("rb")
+        try:
+            return read_reply(f)
+        except RuntimeError as e:
+            return "ERR-REPLY " + str(e)
+        except (OSError, IOError) as e:
+            return "CLOSED " + str(e)
+        except UnicodeDecodeError:
+            return "binary reply"
+
+
+def info_fields(text):
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def wait_for(what, check, seconds=30):
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def check_server(name, path):
+    failures = []
+    cdir = tempfile.mkdtemp(prefix=f"matrix-{name}.")
+    proxy = None
+    try:
+        out = subprocess.run([BIN, "cluster", "up", "--masters", "3", "--replicas", "0",
+                              "--server", path, "--dir", cdir], capture_output=True, text=True,
+                             timeout=120)
+        if out.returncode != 0:
+            return [f"cluster up failed: {out.stdout}{out.stderr}"]
+        seed = re.search(r"^seed: (\S+)", out.stdout, re.M).group(1)
+        node_port = int(seed.rsplit(":", 1)[1])
+        pport = free_port()
+        proxy = subprocess.Popen([BIN, "proxy", "--listen", f"127.0.0.1:{pport}", "--seed", seed,
+                                  "--threads", "1"], stdout=subprocess.DEVNULL,
+                                 stderr=open(os.path.join(cdir, "proxy.log"), "w"))
+        wait_for("the proxy", lambda: call(pport, "PING") == "PONG")
+        try:
+            wait_for("the proxy to learn the commands", lambda: info_fields(
+                call(pport, "INFO", "topology")).get("commands_learned_from_masters") == "3")
+        except RuntimeError as e:
+            failures.append(str(e))
+
+        node = Conn(node_port)
+        infos = node.call("COMMAND", "INFO")
+        calls = []
+        for entry in infos:
+            calls.append([entry[0]])
+            calls += [sub[0].split("|", 1) for sub in entry[9]]
+        unknown = []
+        for args in calls:
+            reply = call(pport, *args)
+            if isinstance(reply, str) and re.match(r"ERR-REPLY ERR unknown (sub)?command", reply):
+                unknown.append(" ".join(args) + " -> " + reply[len("ERR-REPLY "):])
+        if unknown:
+            failures.append(f"{len(unknown)} of {len(calls)} answered unknown by the proxy: "
+                            + "; ".join(unknown[:10]))
+        else:
+            print(f"ok {name}: all {len(calls)} commands and subcommands of COMMAND INFO known")
+
+        want = info_fields(node.call("INFO", "server"))
+        got = info_fields(call(pport, "INFO", "server"))
+        for field in ("redis_version", "valkey_version", "server_name"):
+            if want.get(field) != got.get(field):
+                failures.append(f"INFO {field}: node {want.get(field)!r}, proxy {got.get(field)!r}")
+        hello = call(pport, "HELLO", "3")
+        hello = dict(zip(hello[::2], hello[1:][::2])) if isinstance(hello, list) else hello
+        node_hello = node.call("HELLO", "3")
+        for field in ("server", "version"):
+            if hello.get(field) != node_hello.get(field):
+                failures.append(f"HELLO {field}: node {node_hello.get(field)!r}, "
+                                f"proxy {hello.get(field)!r}")
+        if not failures:
+            print(f"ok {name}: INFO and HELLO say {node_hello.get('server')} "
+                  f"{node_hello.get('version')}")
+    finally:
+        if proxy:
+            proxy.kill()
+            proxy.wait()
+        subprocess.run([BIN, "cluster", "down", "--dir", cdir], capture_output=True, timeout=60)
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--server", action="append", default=[],
+                    help="NAME=PATH of a server binary (repeatable)")
+    ap.add_argument("--difftest", type=int, default=0, metavar="SECONDS",
+                    help="also run the plain differential test this long on each")
+    args = ap.parse_args()
+    servers = [tuple(s.split("=", 1)) for s in args.server] or default_servers()
+    if not os.path.exists(BIN):
+        subprocess.run(["cargo", "build", "-p", "slotgate"], cwd=ROOT, check=True)
+    failed = 0
+    for name, path in servers:
+        try:
+            failures = check_server(name, path)
+        except Exception as e:  # one server's trouble is its failure; the others still run
+            failures = [f"{type(e).__name__}: {e}"]
+        for f in failures:
+            print(f"FAIL {name}: {f}")
+        failed += bool(failures)
+        # Debian's redis-server is the main differential test's own reference already.
+        if args.difftest and path != "redis-server":
+            env = dict(os.environ, REDIS_SERVER=path)
+            rc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "difftest.py"),
+                                 "--seconds", str(args.difftest), "--quiet",
+                                 "--shrink-budget", "20"], env=env).returncode
+            print(f"{'ok' if rc == 0 else 'FAIL'} {name}: difftest {args.difftest} s")
+            failed += rc != 0
+    print(f"server matrix: {len(servers)} servers, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
