@@ -11,7 +11,9 @@ cached, plus Debian's redis-server), this starts a 3-master cluster of it
   command" or "unknown subcommand" by the proxy (arity errors and the proxy's own clear
   refusals are fine; each call runs on a fresh connection);
 - INFO's redis_version/valkey_version/server_name and HELLO's server/version are the
-  nodes' own.
+  nodes' own;
+- where the nodes have it, CLUSTER SLOT-STATS (SLOTSRANGE and ORDERBY ... LIMIT) equals the
+  masters' own entries merged.
 
 Then, with --difftest SECONDS, the differential test (scripts/difftest.py, plain mode)
 against a standalone server of the same binary, for each server but Debian's (the main
@@ -123,6 +125,25 @@ def check_server(name, path):
                             + "; ".join(unknown[:10]))
         else:
             print(f"ok {name}: all {len(calls)} commands and subcommands of COMMAND INFO known")
+
+        if any(sub[0] == "cluster|slot-stats" for e in infos for sub in e[9]):
+            # Every master's slots, merged into one node's answer (route/slot_stats.rs).
+            for i in range(50):
+                call(pport, "SET", f"matrix:{i}", "v")
+            masters = re.search(r"^masters: (.*)$", out.stdout, re.M).group(1).split()
+            entries = []
+            for m in masters:
+                entries += Conn(int(m.rsplit(":", 1)[1])).call(
+                    "CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", "16383")
+            by_slot = sorted(entries, key=lambda e: e[0])
+            got = call(pport, "CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", "16383")
+            top = sorted(entries, key=lambda e: (-dict(zip(e[1][::2], e[1][1::2]))["key-count"],
+                                                 e[0]))[:10]
+            got_top = call(pport, "CLUSTER", "SLOT-STATS", "ORDERBY", "key-count", "LIMIT", "10")
+            if got != by_slot or got_top != top:
+                failures.append("CLUSTER SLOT-STATS differs from the masters' entries merged")
+            else:
+                print(f"ok {name}: CLUSTER SLOT-STATS merged from {len(masters)} masters")
 
         want = info_fields(node.call("INFO", "server"))
         got = info_fields(call(pport, "INFO", "server"))

@@ -27,6 +27,7 @@ pub(crate) struct ClusterView {
     /// This proxy's config epoch: its place in `members`, from 1.
     my_epoch: usize,
     myid: Bytes,
+    myshardid: Bytes,
     slots: Bytes,
     nodes: Bytes,
     shards_resp2: Bytes,
@@ -78,6 +79,7 @@ impl ClusterView {
             me,
             my_epoch,
             myid: encode2(&bulk(&node_id(me))),
+            myshardid: encode2(&bulk(&shard_id(me))),
             slots: encode2(&slots),
             nodes: encode2(&bulk(&lines)),
             shards_resp2: encode2(&shards),
@@ -97,6 +99,11 @@ impl ClusterView {
 
     pub(crate) fn myid(&self) -> Bytes {
         self.myid.clone()
+    }
+
+    /// CLUSTER MYSHARDID: each member is a shard of its own (a master without replicas).
+    pub(crate) fn myshardid(&self) -> Bytes {
+        self.myshardid.clone()
     }
 
     pub(crate) fn slots(&self) -> Bytes {
@@ -187,6 +194,16 @@ pub(crate) fn node_id(addr: SocketAddr) -> String {
     let digest = ring::digest::digest(
         &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
         addr.to_string().as_bytes(),
+    );
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A member's shard id: like its node id, 40 hex digits from its address, but not the same
+/// (Redis keeps the two apart, and tools match shards by it).
+pub(crate) fn shard_id(addr: SocketAddr) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
+        format!("shard {addr}").as_bytes(),
     );
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }

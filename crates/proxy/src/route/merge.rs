@@ -32,6 +32,9 @@ pub(crate) enum Merge {
     Info,
     /// CONFIG GET, asked of one master: its reply with the passwords hidden (`redact.rs`).
     ConfigGet,
+    /// CLUSTER SLOT-STATS: every master's slots in one list, in the order asked
+    /// (`slot_stats.rs`).
+    SlotStats(super::slot_stats::SlotOrder),
 }
 
 /// The merge a response policy asks for, or None when the proxy cannot merge it (yet).
@@ -216,6 +219,7 @@ pub(crate) fn merged(
         Merge::Scan { node, masters } => super::scan::rewrite_reply(replies[0], node, masters),
         Merge::Info => super::info::merge_info(prefix, replies),
         Merge::ConfigGet => crate::redact::config_reply(replies[0]),
+        Merge::SlotStats(order) => super::slot_stats::merge(order, replies),
     }
 }
 

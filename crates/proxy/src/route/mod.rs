@@ -12,11 +12,13 @@ use resp::Request;
 use crate::reply::error;
 
 pub(crate) use merge::{merge_for, Merge};
+use slot_stats::SlotOrder;
 
 pub(crate) mod info;
 pub(crate) mod keyspace;
 pub(crate) mod merge;
 pub(crate) mod scan;
+pub(crate) mod slot_stats;
 
 /// The routing decision for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +68,8 @@ pub(crate) enum Local {
     ClusterNodes,
     ClusterInfo,
     ClusterMyid,
+    /// CLUSTER MYSHARDID (Redis 7.2, Valkey 8): the proxy's own shard in its cluster face.
+    ClusterMyShardId,
     /// SLOWLOG GET/LEN/RESET/HELP: the proxy's own log, whatever `allow_admin_commands` says.
     Slowlog,
     /// ASKING: a node's one-shot per-connection flag. Answered `+OK` here: on a shared
@@ -148,6 +152,10 @@ fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option
     }
     if let Some(merge) = pubsub_introspection(spec.name) {
         return Some(Route::Broadcast(merge));
+    }
+    if spec.name == "cluster|slot-stats" {
+        // Each master reports its own slots: every master is asked, the entries merged.
+        return Some(Route::Broadcast(Merge::SlotStats(SlotOrder::of(req))));
     }
     if let Some(why) = unsupported(spec, allow_admin) {
         return Some(Route::Refuse(error(&format!(
@@ -257,6 +265,7 @@ fn local_command(name: &str) -> Option<Local> {
         "cluster|nodes" => Local::ClusterNodes,
         "cluster|info" => Local::ClusterInfo,
         "cluster|myid" => Local::ClusterMyid,
+        "cluster|myshardid" => Local::ClusterMyShardId,
         "asking" => Local::ClusterFlag,
         "readonly" => Local::ReadOnly(true),
         "readwrite" => Local::ReadOnly(false),

@@ -75,6 +75,7 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
         Local::ClusterShards => return shared.group.view().shards(session.protocol),
         Local::ClusterNodes => return shared.group.view().nodes(),
         Local::ClusterMyid => return shared.group.view().myid(),
+        Local::ClusterMyShardId => return shared.group.view().myshardid(),
         Local::ClusterInfo => return shared.group.view().info(&shared.topology.current()),
     }
     out.freeze()
