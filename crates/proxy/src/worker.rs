@@ -97,10 +97,22 @@ impl Worker {
         (cluster.max_redirects, cluster.failover_hold_ms)
     }
 
-    /// An ASK redirect: counted, and its slot marked migrating (the status page).
+    /// An ASK redirect: counted, and its slot marked migrating (the status page, and
+    /// multi-key requests of it go alone: `session/order.rs`).
     pub(crate) fn note_ask(&self, slot: u16) {
         WorkerStats::bump(&self.stats.redirects_ask);
-        self.shared.ask_slots.mark(slot);
+        self.note_migrating(slot);
+    }
+
+    /// `slot` is being moved (an ASK or a TRYAGAIN from its owner).
+    pub(crate) fn note_migrating(&self, slot: u16) {
+        let version = self.shared.topology.current().version();
+        self.shared.ask_slots.mark(slot, version);
+    }
+
+    /// Whether `slot` was seen migrating under `map`.
+    pub(crate) fn is_migrating(&self, slot: u16, map: &SlotMap) -> bool {
+        self.shared.ask_slots.is_marked(slot, map.version())
     }
 
     pub(crate) fn topology(&self) -> &Topology {

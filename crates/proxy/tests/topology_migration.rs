@@ -166,3 +166,37 @@ fn storm_load(addr: SocketAddr, keys: &[String], stop: &AtomicBool) -> usize {
     }
     rounds
 }
+
+/// Issue 24 item 4: a multi-key request of a slot seen migrating goes alone. A client
+/// pipelines `MSET {t}k m {t}o m ; SET {t}k s ; GET {t}k` while `{t}o` has moved and `{t}k`
+/// not: the MSET meets TRYAGAIN. Written together, the node would run the SET meanwhile and
+/// the MSET's retry would land after it (k = m); one Redis ends with k = s.
+#[test]
+fn a_multi_key_request_of_a_migrating_slot_is_not_overtaken() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    let (k, o) = ("{t9}k", "{t9}o");
+    assert_eq!(text(&c.call(&["SET", k, "orig"])), "OK");
+    assert_eq!(text(&c.call(&["SET", o, "orig"])), "OK");
+    let m = Move::begin(&h.cluster, "{t9}");
+    m.migrate(&[o.to_string()]);
+    // Seen migrating: an ASK for the moved key.
+    assert_eq!(text(&c.call(&["GET", o])), "orig");
+    let retries0 = info(&mut c, "tryagain_retries");
+    c.send(&[b"MSET", k.as_bytes(), b"m", o.as_bytes(), b"m"]);
+    c.send(&[b"SET", k.as_bytes(), b"s"]);
+    c.send(&[b"GET", k.as_bytes()]);
+    let mut probe = h.client();
+    common::wait_until(Duration::from_secs(10), || {
+        info(&mut probe, "tryagain_retries") > retries0
+    });
+    // The MSET was refused; the SET must not have run on the old owner meanwhile.
+    let on_src = admin(&h.cluster, m.src, &["GET", k]);
+    assert_eq!(on_src, "orig", "the SET overtook the refused MSET");
+    m.migrate(&[k.to_string()]);
+    m.finish();
+    let replies: Vec<String> = (0..3).map(|_| text(&c.read().unwrap())).collect();
+    assert_eq!(replies, vec!["OK", "OK", "s"]);
+    assert_eq!(text(&c.call(&["GET", k])), "s");
+    assert_eq!(text(&c.call(&["GET", o])), "m");
+}

@@ -96,7 +96,12 @@ impl Session {
         via: u64,
     ) -> bool {
         let stable = crate::session::order::stable(stamp, map);
-        let admit = self.admit(stable, slot, backend, via);
+        let admit = match slot {
+            Some(slot) if self.worker.is_migrating(slot, map) && multi_key(&req) => {
+                self.admit_alone(stable, slot, backend, via)
+            }
+            _ => self.admit(stable, slot, backend, via),
+        };
         let frame = req.raw().clone();
         let mut sent = Sent::new(Resend::Frame(frame.clone()), backend, slot, Conn::Shared);
         sent.map_version = map.version();
@@ -111,6 +116,16 @@ impl Session {
         self.send_admitted(admit, out, backend, slot, patience);
         admit != crate::session::order::Admit::Wait
     }
+}
+
+/// Whether `req` names more than one key (asked only for a slot seen migrating).
+fn multi_key(req: &Request) -> bool {
+    let Some(spec) = cluster::lookup(req.arg(0)) else {
+        return false;
+    };
+    let spec = spec.resolve(req.argc(), |i| req.arg(i));
+    spec.key_positions(req.argc(), |i| req.arg(i))
+        .is_ok_and(|keys| keys.count() > 1)
 }
 
 /// `replica` policy, and no replica of the slot's master may serve reads now.

@@ -25,6 +25,14 @@
 //! by it, the first refused again (TRYAGAIN: one of its keys is not there yet) and the
 //! second run. It costs a round trip per request of that slot while the episode lasts.
 //!
+//! A multi-key request of a slot seen migrating (an ASK or TRYAGAIN from its owner under
+//! the current map: `context/asks.rs`) goes alone too, from its first send: admitted, its
+//! lane turns serial. Written with the client's later requests of the slot, it could meet
+//! TRYAGAIN (one of its keys already moved) while the node runs a later SET of one of its
+//! keys; its retry would then land after that SET (one Redis ends with the SET's value).
+//! The cost is a round trip per multi-key request of a migrating slot, for each client that
+//! pipelines behind one; other slots and single-key requests pay one bit test.
+//!
 //! What it cannot undo: requests already written together. A node that refuses one request
 //! (MOVED, ASK, TRYAGAIN, LOADING…) and runs a later one it received on the same
 //! connection, because its own state changed in between (a slot assigned to it mid-way, a
@@ -238,6 +246,19 @@ impl Order {
         }
         lane.add(conn);
         Admit::Go
+    }
+
+    /// `admit` for a request that goes alone: on `Go` its lane turns serial (later requests
+    /// of the slot wait until it is answered) and tracking is on.
+    pub(crate) fn admit_alone(&mut self, slot: u16, conn: ConnId) -> Admit {
+        let admit = self.admit(slot, conn);
+        if admit == Admit::Go {
+            if let Some(lane) = self.lanes.get_mut(&slot) {
+                lane.serial = true;
+            }
+            self.active = true;
+        }
+        admit
     }
 
     /// A tracked request of `slot` was answered (a reply, an error, or a redirect to

@@ -207,7 +207,12 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
         // Throttled by the topology service; the dead master's replacement is what it waits for.
         Kind::Held(_) => worker.topology().request_refresh_now(),
         Kind::Ask { slot } => worker.note_ask(slot),
-        Kind::Retry(_) => WorkerStats::bump(&worker.stats.tryagain_retries),
+        Kind::Retry(_) => {
+            WorkerStats::bump(&worker.stats.tryagain_retries);
+            if let Some(slot) = plan.key_slot {
+                worker.note_migrating(slot);
+            }
+        }
         Kind::Reroute(_) => {
             WorkerStats::bump(&worker.stats.cluster_error_retries);
             worker.topology().request_refresh_now();

@@ -38,6 +38,23 @@ impl Session {
         self.cell.admit(key, slot, conn_id(backend))
     }
 
+    /// `admit` for a request that must go alone (`order.rs`: a multi-key request of a slot
+    /// seen migrating).
+    pub(crate) fn admit_alone(
+        &self,
+        stamp: Option<Stamp>,
+        slot: u16,
+        backend: &Rc<Backend>,
+        via: u64,
+    ) -> Admit {
+        let key = stamp.map(|stamp| RouteKey {
+            stamp,
+            resp3: backend.resp3,
+            via,
+        });
+        self.cell.admit_alone(key, slot, conn_id(backend))
+    }
+
     /// Send a new request (or part) as `admit` decided: now, or once its turn comes.
     pub(crate) fn send_admitted(
         &self,

@@ -16,18 +16,32 @@ impl ClientCell {
     /// A new request for `slot`, routed by `key` to `conn`. The common case (nothing tracked,
     /// routed as the previous one) is a few compares; see `order.rs`.
     pub(crate) fn admit(&self, key: Option<RouteKey>, slot: u16, conn: ConnId) -> Admit {
+        self.admit_as(key, slot, conn, false)
+    }
+
+    /// `admit` for a request that must go alone (a multi-key request of a slot seen
+    /// migrating): tracking starts if it had not, and nothing else of the slot goes until
+    /// it is answered.
+    pub(crate) fn admit_alone(&self, key: Option<RouteKey>, slot: u16, conn: ConnId) -> Admit {
+        self.admit_as(key, slot, conn, true)
+    }
+
+    fn admit_as(&self, key: Option<RouteKey>, slot: u16, conn: ConnId, alone: bool) -> Admit {
         let changed = self.order().route_changed(key);
         if !self.order().is_active() {
-            if !changed {
+            if !changed && !alone {
                 return Admit::Untracked;
             }
             // Requests in flight may sit on other connections than this route picks.
             self.start_ordering();
-            if !self.order().is_active() {
+            if !self.order().is_active() && !alone {
                 return Admit::Untracked;
             }
         }
-        self.order().admit(slot, conn)
+        match alone {
+            true => self.order().admit_alone(slot, conn),
+            false => self.order().admit(slot, conn),
+        }
     }
 
     /// Start tracking, if not yet, with the requests (and parts) in flight now: those with

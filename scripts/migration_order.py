@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Execution order through key-by-key slot migration (issue 24 item 4, docs/commands.md).
+
+A 3-master cluster (`slotgate cluster up`) with the debug proxy in front. A migrator moves
+one slot back and forth between masters the way resharding tools do, one key per MIGRATE,
+10-30 ms apart (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE). Meanwhile one client
+pipelines, through the proxy, rounds of
+
+    MSET {t}k<i> m {t}o m ; SET {t}k<i> s ; GET {t}k<i>
+
+over the keys of that slot, and checks what one Redis would answer: the GET says `s`, and
+so does a later GET. An MSET that met TRYAGAIN (one of its keys already moved) must not be
+overtaken by the SET behind it once the proxy has seen the slot migrating (an ASK or a
+TRYAGAIN since the move began, per its INFO counters). A round the proxy could not know
+about yet (its MSET's TRYAGAIN was the move's first news) is counted apart, as
+docs/commands.md states.
+
+    python3 scripts/migration_order.py [--seconds 20] [--seed N]
+
+Prints the counts and exits 1 on any wrong value. Free ports only; tears down on exit.
+"""
+
+import argparse
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_command_table import Conn, encode, free_port, read_reply  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("SLOTGATE_BIN", os.path.join(ROOT, "target", "debug", "slotgate"))
+TAG = "{t}"
+KEYS = 20  # keys of the slot besides o: each round uses one, so MSETs keep meeting moves
+
+
+def call(conn, *args):
+    try:
+        return conn.call(*args)
+    except RuntimeError as e:
+        return "ERR " + str(e)
+
+
+def node_ids(conn):
+    out = {}
+    for line in call(conn, "CLUSTER", "NODES").splitlines():
+        p = line.split()
+        out[p[1].split("@")[0]] = (p[0], "master" in p[2])
+    return out
+
+
+class Migrator(threading.Thread):
+    """Moves the tag's slot between masters, one key per MIGRATE, until stopped."""
+
+    def __init__(self, masters, slot, rng, seen):
+        super().__init__(daemon=True)
+        self.masters, self.slot, self.r, self.seen = masters, slot, rng, seen
+        # The proxy's ASK + TRYAGAIN count when the current move began.
+        self.move_mark = 0
+        self.conns = {a: Conn(int(a.rsplit(":", 1)[1])) for a in masters}
+        self.stop = threading.Event()
+        self.moves = self.keys_moved = 0
+        self.error = None
+
+    def owner(self):
+        for a, c in self.conns.items():
+            if call(c, "CLUSTER", "COUNTKEYSINSLOT", self.slot) != 0 or \
+                    any(r[0] <= self.slot <= r[1] and r[2][1] == int(a.rsplit(":", 1)[1])
+                        for r in call(c, "CLUSTER", "SLOTS")):
+                return a
+        return None
+
+    def run(self):
+        try:
+            ids = node_ids(next(iter(self.conns.values())))
+            src = self.owner()
+            while not self.stop.is_set():
+                dst = self.r.choice([a for a in self.masters if a != src])
+                s, d = self.conns[src], self.conns[dst]
+                call(d, "CLUSTER", "SETSLOT", self.slot, "IMPORTING", ids[src][0])
+                call(s, "CLUSTER", "SETSLOT", self.slot, "MIGRATING", ids[dst][0])
+                self.move_mark = self.seen()
+                host, port = dst.rsplit(":", 1)
+                while True:
+                    keys = call(s, "CLUSTER", "GETKEYSINSLOT", self.slot, 1)
+                    if not keys:
+                        break
+                    reply = call(s, "MIGRATE", host, port, "", 0, 5000, "REPLACE", "KEYS", keys[0])
+                    if isinstance(reply, str) and reply.startswith("ERR"):
+                        raise RuntimeError(f"MIGRATE: {reply}")
+                    self.keys_moved += 1
+                    time.sleep(self.r.uniform(0.010, 0.030))
+                for c in [d, s] + [self.conns[a] for a in self.masters if a not in (src, dst)]:
+                    call(c, "CLUSTER", "SETSLOT", self.slot, "NODE", ids[dst][0])
+                self.moves += 1
+                src = dst
+                self.stop.wait(self.r.uniform(0.05, 0.2))
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            self.error = f"{type(e).__name__}: {e}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--seed", type=int, default=random.randrange(1 << 30))
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    print(f"migration-order: seed {args.seed}")
+    if not os.path.exists(BIN):
+        subprocess.run(["cargo", "build", "-p", "slotgate"], cwd=ROOT, check=True)
+    cdir = tempfile.mkdtemp(prefix="migration-order.")
+    proxy = None
+    try:
+        out = subprocess.run([BIN, "cluster", "up", "--masters", "3", "--replicas", "0",
+                              "--dir", cdir], capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            sys.exit(f"cluster up failed: {out.stdout}{out.stderr}")
+        seed = re.search(r"^seed: (\S+)", out.stdout, re.M).group(1)
+        masters = re.search(r"^masters: (.*)$", out.stdout, re.M).group(1).split()
+        pport = free_port()
+        proxy = subprocess.Popen([BIN, "proxy", "--listen", f"127.0.0.1:{pport}", "--seed", seed],
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=open(os.path.join(cdir, "proxy.log"), "w"))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client = Conn(pport)
+                if client.call("PING") == "PONG":
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                sys.exit("migration-order: the proxy did not start")
+            time.sleep(0.1)
+        slot = client.call("CLUSTER", "KEYSLOT", TAG)
+        keys = [f"{TAG}k{i}" for i in range(KEYS)]
+        o = f"{TAG}o"
+        for k in keys + [o]:
+            client.call("SET", k, "init")
+        stats = Conn(pport)
+
+        def seen():
+            text = stats.call("INFO", "stats")
+            fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+            return int(fields["redirects_ask"]) + int(fields["tryagain_retries"])
+
+        stats_lock = threading.Lock()
+
+        def seen_locked():
+            with stats_lock:
+                return seen()
+
+        migrator = Migrator(masters, slot, rng, seen_locked)
+        migrator.start()
+        rounds = wrong = mset_failed = first_meeting = 0
+        first_wrong = None
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end and migrator.error is None:
+            k = rng.choice(keys)
+            before = seen_locked()
+            client.sock.sendall(encode("MSET", k, "m", o, "m") + encode("SET", k, "s")
+                                + encode("GET", k))
+            replies = []
+            for _ in range(3):
+                try:
+                    replies.append(read_reply(client.file))
+                except RuntimeError as e:
+                    replies.append("ERR " + str(e))
+            final = call(client, "GET", k)
+            rounds += 1
+            if isinstance(replies[0], str) and replies[0].startswith("ERR"):
+                mset_failed += 1
+                print(f"migration-order: round {rounds} on {k}: MSET answered {replies[0]!r}")
+            if (replies[1:] != ["OK", "s"] or final != "s") and before <= migrator.move_mark:
+                # The proxy had met no ASK or TRYAGAIN of this move yet: this MSET's TRYAGAIN
+                # was the first news of it, and the requests written with it had run
+                # (docs/commands.md: what the proxy cannot undo).
+                first_meeting += 1
+                print(f"migration-order: round {rounds} on {k}, the move's first meeting: "
+                      f"{replies}, then {final!r}")
+            elif replies[1:] != ["OK", "s"] or final != "s":
+                wrong += 1
+                first_wrong = first_wrong or (k, replies, final)
+                print(f"migration-order: round {rounds} on {k} wrong: {replies}, then {final!r}")
+        migrator.stop.set()
+        migrator.join(timeout=30)
+        print(f"migration-order: {rounds} rounds, {migrator.keys_moved} keys moved one by one "
+              f"in {migrator.moves} slot moves; {mset_failed} MSETs answered an error; "
+              f"{first_meeting} overtaken at a move's first meeting (counted apart); "
+              f"{wrong} wrong")
+        if migrator.error:
+            sys.exit(f"migration-order: the migrator failed: {migrator.error}")
+        if first_wrong:
+            k, replies, final = first_wrong
+            print(f"migration-order: first wrong round on {k}: replies {replies}, then GET "
+                  f"{final!r} (one Redis: OK OK s, then s)")
+        if rounds == 0 or migrator.keys_moved == 0:
+            sys.exit("migration-order: nothing was exercised")
+        sys.exit(1 if wrong else 0)
+    finally:
+        if proxy:
+            proxy.kill()
+            proxy.wait()
+        subprocess.run([BIN, "cluster", "down", "--dir", cdir], capture_output=True, timeout=60)
+
+
+if __name__ == "__main__":
+    main()
