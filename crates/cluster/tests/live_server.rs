@@ -60,29 +60,7 @@ fn all_rows() -> impl Iterator<Item = &'static CommandSpec> {
 }
 
 fn flag_bit(name: &str) -> u32 {
-    match name {
-        "write" => flags::WRITE,
-        "readonly" => flags::READONLY,
-        "denyoom" => flags::DENYOOM,
-        "admin" => flags::ADMIN,
-        "pubsub" => flags::PUBSUB,
-        "noscript" => flags::NOSCRIPT,
-        "blocking" => flags::BLOCKING,
-        "loading" => flags::LOADING,
-        "stale" => flags::STALE,
-        "skip_monitor" => flags::SKIP_MONITOR,
-        "skip_slowlog" => flags::SKIP_SLOWLOG,
-        "asking" => flags::ASKING,
-        "fast" => flags::FAST,
-        "no_auth" => flags::NO_AUTH,
-        "may_replicate" => flags::MAY_REPLICATE,
-        "no_mandatory_keys" => flags::NO_MANDATORY_KEYS,
-        "no_async_loading" => flags::NO_ASYNC_LOADING,
-        "no_multi" => flags::NO_MULTI,
-        "movablekeys" => flags::MOVABLE_KEYS,
-        "allow_busy" => flags::ALLOW_BUSY,
-        other => panic!("server reports unknown flag {other}"),
-    }
+    flags::named(name).unwrap_or_else(|| panic!("server reports unknown flag {name}"))
 }
 
 /// Checks one COMMAND INFO entry (and its subcommands); returns rows seen.

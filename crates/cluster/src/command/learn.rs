@@ -111,7 +111,7 @@ impl Row {
         let arity = i16::try_from(int(f.get(1)?)?).ok()?;
         let mut bits = 0;
         for flag in list(f.get(2)?) {
-            bits |= flag_bit(text(flag).unwrap_or(""));
+            bits |= flags::named(text(flag).unwrap_or("")).unwrap_or(0);
         }
         let first_key = i16::try_from(int(f.get(3)?)?).ok()?;
         let last_key = i16::try_from(int(f.get(4)?)?).ok()?;
@@ -611,33 +611,6 @@ fn map(v: &Value) -> BTreeMap<&str, &Value> {
             .chunks_exact(2)
             .filter_map(|kv| Some((text(&kv[0])?, &kv[1])))
             .collect(),
-    }
-}
-
-fn flag_bit(name: &str) -> u32 {
-    match name {
-        "write" => flags::WRITE,
-        "readonly" => flags::READONLY,
-        "denyoom" => flags::DENYOOM,
-        "admin" => flags::ADMIN,
-        "pubsub" => flags::PUBSUB,
-        "noscript" => flags::NOSCRIPT,
-        "blocking" => flags::BLOCKING,
-        "loading" => flags::LOADING,
-        "stale" => flags::STALE,
-        "skip_monitor" => flags::SKIP_MONITOR,
-        "skip_slowlog" => flags::SKIP_SLOWLOG,
-        "asking" => flags::ASKING,
-        "fast" => flags::FAST,
-        "no_auth" => flags::NO_AUTH,
-        "may_replicate" => flags::MAY_REPLICATE,
-        "no_mandatory_keys" => flags::NO_MANDATORY_KEYS,
-        "no_async_loading" => flags::NO_ASYNC_LOADING,
-        "no_multi" => flags::NO_MULTI,
-        "movablekeys" => flags::MOVABLE_KEYS,
-        "allow_busy" => flags::ALLOW_BUSY,
-        // Newer flags (`module`, ...) mean nothing to routing.
-        _ => 0,
     }
 }
 

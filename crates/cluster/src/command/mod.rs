@@ -64,6 +64,34 @@ pub mod flags {
     /// (SPUBLISH, SSUBSCRIBE, SUNSUBSCRIBE). They must be hashed for routing,
     /// but they are not keys (`COMMAND GETKEYS` reports none).
     pub const SHARD_CHANNEL: u32 = 1 << 20;
+
+    /// The bit of a flag as `COMMAND INFO` names it; None for a name without one here
+    /// (newer flags such as `module` mean nothing to routing).
+    pub fn named(name: &str) -> Option<u32> {
+        Some(match name {
+            "write" => WRITE,
+            "readonly" => READONLY,
+            "denyoom" => DENYOOM,
+            "admin" => ADMIN,
+            "pubsub" => PUBSUB,
+            "noscript" => NOSCRIPT,
+            "blocking" => BLOCKING,
+            "loading" => LOADING,
+            "stale" => STALE,
+            "skip_monitor" => SKIP_MONITOR,
+            "skip_slowlog" => SKIP_SLOWLOG,
+            "asking" => ASKING,
+            "fast" => FAST,
+            "no_auth" => NO_AUTH,
+            "may_replicate" => MAY_REPLICATE,
+            "no_mandatory_keys" => NO_MANDATORY_KEYS,
+            "no_async_loading" => NO_ASYNC_LOADING,
+            "no_multi" => NO_MULTI,
+            "movablekeys" => MOVABLE_KEYS,
+            "allow_busy" => ALLOW_BUSY,
+            _ => return None,
+        })
+    }
 }
 
 /// What a key needs under ACL key permissions (`%R~`, `%W~`): Redis reads it from the flags
