@@ -115,6 +115,12 @@ impl Commands {
             return;
         }
         let tables: Vec<_> = self.nodes.values().map(|(_, t)| t.clone()).collect();
+        if tables.iter().all(|t| t.is_empty()) {
+            // A backend user refused COMMAND (NOPERM), or an answer that did not parse.
+            tracing::warn!("no master described its commands; routing by the built-in table");
+            self.installed = now;
+            return;
+        }
         match cluster::command::learn::install(&tables) {
             Some(s) => tracing::info!(
                 masters = s.nodes,
