@@ -13,7 +13,10 @@ cached, plus Debian's redis-server), this starts a 3-master cluster of it
 - INFO's redis_version/valkey_version/server_name and HELLO's server/version are the
   nodes' own;
 - where the nodes have it, CLUSTER SLOT-STATS (SLOTSRANGE and ORDERBY ... LIMIT) equals the
-  masters' own entries merged.
+  masters' own entries merged;
+- on Valkey 9 (started with `cluster-databases 16`): `SELECT 3; SET k v` through the proxy
+  lands in database 3 of k's master, a client on database 0 does not see it, a WATCHed
+  MULTI/EXEC runs in database 3, and SELECT 16 is out of range.
 
 Then, with --difftest SECONDS, the differential test (scripts/difftest.py, plain mode)
 against a standalone server of the same binary, for each server but Debian's (the main
@@ -86,14 +89,64 @@ def wait_for(what, check, seconds=30):
         time.sleep(0.1)
 
 
+def valkey_major(path):
+    """9 for `Valkey server v=9.1.2 ...`; 0 for Redis or an unreadable version."""
+    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
+    m = re.match(r"Valkey server v=(\d+)", out)
+    return int(m.group(1)) if m else 0
+
+
+def check_databases(name, pport, masters):
+    """Valkey 9's numbered databases (issue 24's acceptance): `SELECT 3; SET k v` through the
+    proxy lands in database 3 of k's master, and a client on database 0 does not see it."""
+    key = "matrix:db"
+    c3, c0 = Conn(pport), Conn(pport)
+    failures = []
+    if c3.call("SELECT", "3") != "OK" or c3.call("SET", key, "in-3") != "OK":
+        return ["SELECT 3; SET through the proxy failed"]
+    if c0.call("GET", key) is not None:
+        failures.append("a client on database 0 sees the key set in database 3")
+    owner = None
+    for m in masters:
+        node = Conn(int(m.rsplit(":", 1)[1]))
+        try:
+            node.call("SELECT", "3")
+            got3 = node.call("GET", key)
+            node.call("SELECT", "0")
+            got0 = node.call("GET", key)
+        except RuntimeError:  # MOVED: not the key's master
+            continue
+        owner = (m, got3, got0)
+    if owner is None or owner[1] != "in-3" or owner[2] is not None:
+        failures.append(f"the key's master holds {owner}: want in-3 in database 3 only")
+    # The database follows the client onto its own connections (a transaction, a WATCH).
+    c3.call("WATCH", key)
+    c3.call("MULTI")
+    c3.call("SET", key, "tx")
+    if c3.call("EXEC") != ["OK"] or c3.call("GET", key) != "tx" or c0.call("GET", key):
+        failures.append("MULTI/EXEC after SELECT 3 did not run in database 3")
+    try:
+        c0.call("SELECT", "16")
+        failures.append("SELECT 16 of 16 databases accepted")
+    except RuntimeError as e:
+        if str(e) != "ERR DB index is out of range":
+            failures.append(f"SELECT 16: {e}")
+    c3.call("DEL", key)
+    if not failures:
+        print(f"ok {name}: SELECT 3 through the proxy writes database 3 of the key's master")
+    return failures
+
+
 def check_server(name, path):
     failures = []
     cdir = tempfile.mkdtemp(prefix=f"matrix-{name}.")
     proxy = None
+    numbered = valkey_major(path) >= 9
+    config = ["--config", "cluster-databases=16"] if numbered else []
     try:
         out = subprocess.run([BIN, "cluster", "up", "--masters", "3", "--replicas", "0",
-                              "--server", path, "--dir", cdir], capture_output=True, text=True,
-                             timeout=120)
+                              "--server", path, "--dir", cdir] + config, capture_output=True,
+                             text=True, timeout=120)
         if out.returncode != 0:
             return [f"cluster up failed: {out.stdout}{out.stderr}"]
         seed = re.search(r"^seed: (\S+)", out.stdout, re.M).group(1)
@@ -160,6 +213,9 @@ def check_server(name, path):
         if not failures:
             print(f"ok {name}: INFO and HELLO say {node_hello.get('server')} "
                   f"{node_hello.get('version')}")
+        if numbered:
+            masters = re.search(r"^masters: (.*)$", out.stdout, re.M).group(1).split()
+            failures += check_databases(name, pport, masters)
     finally:
         if proxy:
             proxy.kill()

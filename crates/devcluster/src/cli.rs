@@ -32,6 +32,10 @@ pub enum ClusterCommand {
         /// $REDIS_SERVER, else `redis-server` on PATH).
         #[arg(long)]
         server: Option<PathBuf>,
+        /// A config directive for every node, as `NAME=VALUE` (repeatable), e.g.
+        /// `--config cluster-databases=16` for Valkey 9's numbered databases.
+        #[arg(long = "config", value_name = "NAME=VALUE", value_parser = directive)]
+        config: Vec<(String, String)>,
         #[command(flatten)]
         tls: TlsArgs,
     },
@@ -88,6 +92,7 @@ pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
             dir,
             node_timeout,
             server,
+            config,
             tls,
         } => {
             let defaults = Options::default();
@@ -100,6 +105,7 @@ pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
                 node_timeout_ms: node_timeout,
                 redis_server,
                 tls: tls.files(),
+                extra_config: config,
                 ..defaults
             };
             let cluster = Cluster::start(&opts)?;
@@ -113,6 +119,16 @@ pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
         ClusterCommand::Status { dir } => print!("{}", status(&dir)?),
     }
     Ok(())
+}
+
+/// `NAME=VALUE` as a config line's two words.
+fn directive(arg: &str) -> Result<(String, String), String> {
+    match arg.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.trim().to_string()))
+        }
+        _ => Err(format!("expected NAME=VALUE, got {arg:?}")),
+    }
 }
 
 /// One `key: value` line each, easy for scripts to grep.

@@ -29,6 +29,8 @@ pub struct ServerIdentity {
     pub redis_version: String,
     /// `valkey_version`, on Valkey.
     pub valkey_version: Option<String>,
+    /// `cluster-databases` (Valkey 9): how many databases SELECT may choose; 1 elsewhere.
+    pub databases: u32,
 }
 
 impl Default for ServerIdentity {
@@ -37,6 +39,7 @@ impl Default for ServerIdentity {
             name: "redis".into(),
             redis_version: "7.0.15".into(),
             valkey_version: None,
+            databases: 1,
         }
     }
 }
@@ -94,14 +97,26 @@ impl ServerIdentity {
         }
     }
 
+    /// Whether the nodes have numbered databases in cluster mode (Valkey 9's
+    /// `cluster-databases`, 1 by default): SELECT is then checked against their count
+    /// ("DB index is out of range") instead of refused outright.
+    pub fn numbered_databases(&self) -> bool {
+        self.valkey_version
+            .as_deref()
+            .is_some_and(|v| numbers(v).first().is_some_and(|&major| major >= 9))
+    }
+
     /// The lower of two, by server then version: a Redis node during a move to Valkey keeps
     /// the proxy a Redis (the older promise), and the older version wins within a server.
     pub fn lowest(self, other: ServerIdentity) -> ServerIdentity {
         let key = |id: &ServerIdentity| (id.valkey_version.is_some(), numbers(id.version()));
-        match key(&other) < key(&self) {
+        let databases = self.databases.min(other.databases);
+        let lower = match key(&other) < key(&self) {
             true => other,
             false => self,
-        }
+        };
+        // Only the databases every master has can be selected.
+        ServerIdentity { databases, ..lower }
     }
 }
 
@@ -154,6 +169,7 @@ mod tests {
             name: name.into(),
             redis_version: redis.into(),
             valkey_version: valkey.map(String::from),
+            databases: 1,
         }
     }
 

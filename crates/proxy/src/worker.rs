@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use cluster::slot_map::SlotMap;
 
-use crate::backend::{Backend, Settings};
+use crate::backend::{Backend, Settings, Wire};
 use crate::budget::Budget;
 use crate::context::live::Live;
 use crate::context::{Shared, WorkerStats};
@@ -27,13 +27,13 @@ pub(crate) use reads::ReadChoice;
 pub(crate) struct Worker {
     pub shared: Arc<Shared>,
     pub stats: Arc<WorkerStats>,
-    /// Connections speaking RESP2 (`pools[0]`) and RESP3 (`pools[1]`, opened with HELLO 3
-    /// only once a RESP3 client needs them): Redis then encodes each reply in the protocol
-    /// its client asked for, and the proxy never converts a reply. `pools[2]` and `[3]`:
-    /// the same towards replicas, for reads (`READONLY` sent at set-up; `reads.rs`).
-    pools: [Pool; 4],
-    /// Each protocol's usable replicas by master index (`reads.rs`).
-    reads: [RefCell<reads::ReadCache>; 2],
+    /// The connections of database 0, where every client starts (and the only one Redis
+    /// Cluster has).
+    db0: Pools,
+    /// The connections of other databases (Valkey 9's `cluster-databases`), made when a
+    /// client of that database first needs them: a connection never changes database, so
+    /// clients of different databases never share one.
+    numbered: RefCell<HashMap<u16, Rc<Pools>>>,
     round_robin: Cell<usize>,
     /// This worker's share of `limits.memory_budget_bytes` and what its clients hold.
     pub budget: Rc<Budget>,
@@ -42,6 +42,18 @@ pub(crate) struct Worker {
     live_seen: Cell<u64>,
     /// `proxy.turn_quantum_bytes`: what a session moves per poll before yielding.
     pub turn_quantum: usize,
+}
+
+/// One database's shared connections.
+#[derive(Default)]
+struct Pools {
+    /// Connections speaking RESP2 (`pools[0]`) and RESP3 (`pools[1]`, opened with HELLO 3
+    /// only once a RESP3 client needs them): Redis then encodes each reply in the protocol
+    /// its client asked for, and the proxy never converts a reply. `pools[2]` and `[3]`:
+    /// the same towards replicas, for reads (`READONLY` sent at set-up; `reads.rs`).
+    pools: [Pool; 4],
+    /// Each protocol's usable replicas by master index (`reads.rs`).
+    reads: [RefCell<reads::ReadCache>; 2],
 }
 
 /// One protocol's connections, by address and by the current map's master index.
@@ -70,8 +82,8 @@ impl Worker {
             live_seen: Cell::new(live_seen),
             shared,
             stats,
-            pools: Default::default(),
-            reads: Default::default(),
+            db0: Pools::default(),
+            numbered: RefCell::new(HashMap::new()),
             round_robin: Cell::new(0),
         })
     }
@@ -119,102 +131,106 @@ impl Worker {
         &self.shared.topology
     }
 
+    /// `f` with the shared connections of database `db`: database 0's without a lookup.
+    fn with_pools<R>(&self, db: u16, f: impl FnOnce(&Pools) -> R) -> R {
+        if db == 0 {
+            return f(&self.db0);
+        }
+        let pools = self.numbered.borrow_mut().entry(db).or_default().clone();
+        f(&pools)
+    }
+
     /// The connection to the master of `slot` in `map`, or None when the slot has no owner.
     pub(crate) fn backend_for_slot(
         &self,
         map: &SlotMap,
         slot: u16,
-        resp3: bool,
+        wire: Wire,
     ) -> Option<Rc<Backend>> {
         let idx = usize::from(map.node_index(slot)?);
-        let pool = &self.pools[usize::from(resp3)];
-        if pool.indexed_version.get() != map.version() {
-            pool.by_index.borrow_mut().clear();
-            pool.indexed_version.set(map.version());
-        }
-        if let Some(Some(b)) = pool.by_index.borrow().get(idx) {
-            return Some(b.clone());
-        }
-        let backend = self.backend_for_addr(&map.nodes().get(idx)?.addr, resp3);
-        let mut by_index = pool.by_index.borrow_mut();
-        if by_index.len() <= idx {
-            by_index.resize(idx + 1, None);
-        }
-        by_index[idx] = Some(backend.clone());
-        Some(backend)
+        self.with_pools(wire.db, |pools| {
+            let pool = &pools.pools[usize::from(wire.resp3)];
+            if pool.indexed_version.get() != map.version() {
+                pool.by_index.borrow_mut().clear();
+                pool.indexed_version.set(map.version());
+            }
+            if let Some(Some(b)) = pool.by_index.borrow().get(idx) {
+                return Some(b.clone());
+            }
+            let backend = self.pooled(pools, &map.nodes().get(idx)?.addr, wire, false);
+            let mut by_index = pool.by_index.borrow_mut();
+            if by_index.len() <= idx {
+                by_index.resize(idx + 1, None);
+            }
+            by_index[idx] = Some(backend.clone());
+            Some(backend)
+        })
     }
 
     /// Some master, rotating, for keyless commands.
-    pub(crate) fn any_backend(&self, map: &SlotMap, resp3: bool) -> Option<Rc<Backend>> {
+    pub(crate) fn any_backend(&self, map: &SlotMap, wire: Wire) -> Option<Rc<Backend>> {
         let n = map.nodes().len();
         if n == 0 {
             return None;
         }
         let i = self.round_robin.get().wrapping_add(1);
         self.round_robin.set(i);
-        Some(self.backend_for_addr(&map.nodes()[i % n].addr, resp3))
+        Some(self.backend_for_addr(&map.nodes()[i % n].addr, wire))
     }
 
     /// The connection to `addr`, created on first use (redirect targets may be new nodes).
-    pub(crate) fn backend_for_addr(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        self.pooled(addr, resp3, false)
+    pub(crate) fn backend_for_addr(&self, addr: &str, wire: Wire) -> Rc<Backend> {
+        self.with_pools(wire.db, |pools| self.pooled(pools, addr, wire, false))
     }
 
     /// A pool's connection to `addr`, as a master's or (`replica`) a replica's.
-    fn pooled(&self, addr: &str, resp3: bool, replica: bool) -> Rc<Backend> {
-        let pool = &self.pools[usize::from(resp3) + 2 * usize::from(replica)];
+    fn pooled(&self, pools: &Pools, addr: &str, wire: Wire, replica: bool) -> Rc<Backend> {
+        let pool = &pools.pools[usize::from(wire.resp3) + 2 * usize::from(replica)];
         if let Some(b) = pool.backends.borrow().get(addr) {
             return b.clone();
         }
-        let backend = match replica {
-            true => self.new_replica_backend(addr, resp3),
-            false => self.new_backend(addr, resp3),
-        };
+        let mut settings = self.settings(addr, wire);
+        if replica {
+            // `READONLY` at set-up (`reads.rs`).
+            settings.replica = Some(self.shared.replicas.clone());
+        }
+        let backend = Backend::new(addr, settings, self.shared.topology.clone());
         pool.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
         backend
     }
 
-    /// A new connection to `addr`: a pool's, or one not shared with anyone (a session's
-    /// dedicated or pub/sub one). Each request's deadline follows its command (`watchdog.rs`):
+    /// A new connection to `addr` not shared with anyone (a session's pub/sub one, a hub's
+    /// stream), in database 0. Each request's deadline follows its command (`watchdog.rs`):
     /// a blocking one may wait as long as its own timeout says; a subscription owes no reply.
     pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        Backend::new(
-            addr,
-            self.settings(addr, resp3),
-            self.shared.topology.clone(),
-        )
+        self.new_backend_as(addr, Wire::protocol(resp3), None)
     }
 
-    /// A new connection to `addr` that runs as a mirror user once `acting` (its set-up,
-    /// `auth/mirror.rs`) succeeded; None for the backend user.
+    /// A new connection to `addr` for one session (its dedicated one), in its database; it
+    /// runs as a mirror user once `acting` (its set-up, `auth/mirror.rs`) succeeded; None
+    /// for the backend user.
     pub(crate) fn new_backend_as(
         &self,
         addr: &str,
-        resp3: bool,
+        wire: Wire,
         acting: Option<bytes::Bytes>,
     ) -> Rc<Backend> {
-        let mut settings = self.settings(addr, resp3);
+        let mut settings = self.settings(addr, wire);
         settings.acting = acting;
         Backend::new(addr, settings, self.shared.topology.clone())
     }
 
-    /// A new connection to `addr` as a replica: `READONLY` at set-up (`reads.rs`).
-    fn new_replica_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        let mut settings = self.settings(addr, resp3);
-        settings.replica = Some(self.shared.replicas.clone());
-        Backend::new(addr, settings, self.shared.topology.clone())
-    }
-
-    fn settings(&self, addr: &str, resp3: bool) -> Settings {
+    fn settings(&self, addr: &str, wire: Wire) -> Settings {
         let live = self.live();
         let cluster = &live.config.cluster;
         Settings {
             connect_timeout: Duration::from_millis(cluster.connect_timeout_ms),
             request_timeout: Duration::from_millis(cluster.request_timeout_ms),
             slow_timeout: Duration::from_millis(cluster.slow_command_timeout_ms),
-            resp3,
+            resp3: wire.resp3,
+            db: wire.db,
             auth: self.shared.backend_auth.clone(),
             acting: None,
             tls: self.shared.backend_tls.clone(),

@@ -142,7 +142,7 @@ pub(crate) fn write_line(view: &ClientView, users: &[User], out: &mut impl std::
     let cmd = last_command(live.last_cmd.load(Relaxed));
     let _ = writeln!(
         out,
-        "id={} addr={} laddr={laddr} fd={} name={} age={} idle={} flags={} db=0 sub={} psub=0 \
+        "id={} addr={} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} sub={} psub=0 \
          ssub={} multi={multi} qbuf={qbuf} qbuf-free={} argv-mem=0 multi-mem=0 rbs={rbs} \
          rbp={rbs} obl=0 oll={} omem={omem} tot-mem={} events={} cmd={cmd} user={} redir=-1 \
          resp={} lib-name={} lib-ver={}",
@@ -153,6 +153,7 @@ pub(crate) fn write_line(view: &ClientView, users: &[User], out: &mut impl std::
         secs(meta.created_ms),
         secs(load(&live.active_ms)),
         flag_letters(flags, live.no_evict.load(Relaxed)),
+        live.db.load(Relaxed),
         live.sub.load(Relaxed),
         live.ssub.load(Relaxed),
         rbs.saturating_sub(qbuf),

@@ -78,6 +78,22 @@ static ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 static HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 static READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
 
+/// What a connection speaks: its protocol and its database. Requests of a client go to
+/// connections of its own `Wire`, so the node encodes replies in the client's protocol and
+/// runs commands in the client's database; no request ever changes a shared connection's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub(crate) struct Wire {
+    pub resp3: bool,
+    pub db: u16,
+}
+
+impl Wire {
+    /// Protocol `resp3`, database 0 (pub/sub streams: channels have no database).
+    pub(crate) fn protocol(resp3: bool) -> Wire {
+        Wire { resp3, db: 0 }
+    }
+}
+
 /// The handle sessions hold; the connection task owns the socket.
 pub(crate) struct Backend {
     pub addr: Rc<str>,
@@ -94,8 +110,11 @@ pub(crate) struct Backend {
     slow_timeout: Duration,
     /// Told when this node cannot be reached, so a dead master is noticed without a MOVED.
     topology: Arc<Topology>,
-    /// Speak RESP3 (HELLO 3 first on every new connection), for RESP3 clients.
-    pub resp3: bool,
+    /// The protocol (HELLO 3 first on every new connection, for RESP3 clients) and the
+    /// database (`SELECT` at set-up when not 0: Valkey 9's numbered databases in cluster
+    /// mode). Changed only by a session that switched its own connection in band
+    /// (`Backend::switched`).
+    wire: Cell<Wire>,
     /// `AUTH [user] password` sent first on every new connection, when configured.
     auth: Option<Bytes>,
     /// The mirror user's set-up (`Settings::acting`): requests wait until it succeeded.
@@ -125,6 +144,22 @@ pub(crate) struct Backend {
 // === impl Backend ===
 
 impl Backend {
+    /// What this connection speaks: protocol and database.
+    pub(crate) fn wire(&self) -> Wire {
+        self.wire.get()
+    }
+
+    /// Whether it speaks RESP3.
+    pub(crate) fn resp3(&self) -> bool {
+        self.wire.get().resp3
+    }
+
+    /// The session that owns this connection wrote HELLO or SELECT on it (ahead of an
+    /// EXEC or WATCH that must run on it): it now speaks `wire`, also after a reconnect.
+    pub(crate) fn switched(&self, wire: Wire) {
+        self.wire.set(wire);
+    }
+
     /// How many times a connection of this backend broke or failed to connect.
     pub(crate) fn breaks(&self) -> u32 {
         self.breaks.get()

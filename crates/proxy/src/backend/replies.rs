@@ -18,6 +18,7 @@
 
 use std::rc::Rc;
 
+use super::requests::Gate;
 use super::{node_error, Conn, InFlight, Owed, ReplySink};
 
 /// Bulk replies at least this big are streamed.
@@ -140,16 +141,17 @@ impl Conn {
                     tracing::warn!(node = %self.backend.addr, error = %text, "connection set-up command failed");
                 }
                 Owed::SetUp => {}
-                Owed::Gate if resp::is_error_frame(&frame) => {
+                Owed::Gate(gate) if resp::is_error_frame(&frame) => {
                     let text = String::from_utf8_lossy(&frame[1..frame.len().min(200)]);
-                    let why = format!(
-                        "refused the ACL user that runs this client's scripts ({})",
-                        text.trim_end()
-                    );
+                    let what = match gate {
+                        Gate::Mirror => "the ACL user that runs this client's scripts",
+                        Gate::Database => "this client's database",
+                    };
+                    let why = format!("refused {what} ({})", text.trim_end());
                     self.setup_failed = Some(super::node_error(&self.backend.addr, &why));
                     return Err(why);
                 }
-                Owed::Gate => self.gate -= 1,
+                Owed::Gate(_) => self.gate -= 1,
             }
         }
     }

@@ -76,11 +76,21 @@ pub(super) enum Owed {
     /// dropped, an error logged.
     SetUp,
     /// A set-up command that must succeed before any request is written (a mirror user's
-    /// ACL SETUSER and AUTH): an error fails the connection and what waits for it.
-    Gate,
+    /// ACL SETUSER and AUTH, a database's SELECT): an error fails the connection and what
+    /// waits for it.
+    Gate(Gate),
     /// A transaction's MULTI or queued command (`Outgoing::skip`): the reply is dropped, but
     /// a refusal is kept for the EXEC that follows (`backend/refusal.rs`).
     Queued,
+}
+
+/// What a gate command sets up, for the error that fails the connection.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Gate {
+    /// The mirror user that runs a restricted client's scripts (`auth/mirror.rs`).
+    Mirror,
+    /// The client's database (`Wire::db`).
+    Database,
 }
 
 impl InFlight {
@@ -88,10 +98,12 @@ impl InFlight {
         owed: Owed::SetUp,
         limit: 0,
     };
-    pub const GATE: InFlight = InFlight {
-        owed: Owed::Gate,
-        limit: 0,
-    };
+    pub const fn gate(gate: Gate) -> InFlight {
+        InFlight {
+            owed: Owed::Gate(gate),
+            limit: 0,
+        }
+    }
     pub const QUEUED: InFlight = InFlight {
         owed: Owed::Queued,
         limit: 0,

@@ -21,6 +21,8 @@ pub(crate) struct Settings {
     /// The same while a slow command is owed (`watchdog.rs`).
     pub slow_timeout: Duration,
     pub resp3: bool,
+    /// The database (`SELECT` before any request when not 0).
+    pub db: u16,
     /// A pre-encoded `AUTH` for the node, if the nodes require one.
     pub auth: Option<Bytes>,
     /// Set-up commands that make the connection run as a client's mirror ACL user
@@ -46,6 +48,7 @@ impl Backend {
             request_timeout,
             slow_timeout,
             resp3,
+            db,
             auth,
             acting,
             tls,
@@ -64,7 +67,7 @@ impl Backend {
             request_timeout,
             slow_timeout,
             topology,
-            resp3,
+            wire: Cell::new(super::Wire { resp3, db }),
             auth,
             acting,
             tls,

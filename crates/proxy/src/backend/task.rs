@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::tls::Stream;
 
+use super::requests::Gate;
 use super::{node_error, Backend, Conn, InFlight, HELLO3, READONLY, RECONNECT_BACKOFF};
 
 /// The connection task: dial, then pump until the connection breaks.
@@ -36,14 +37,25 @@ pub(super) async fn run(backend: Rc<Backend>) {
         // force, so none can run as the backend user instead.
         conn.write_queue.push_back(acting.clone());
         for _ in 0..crate::auth::mirror::SETUP_COMMANDS {
-            conn.in_flight.push_back(InFlight::GATE);
+            conn.in_flight.push_back(InFlight::gate(Gate::Mirror));
         }
-        conn.gate = crate::auth::mirror::SETUP_COMMANDS;
+        conn.gate += crate::auth::mirror::SETUP_COMMANDS;
     }
-    if backend.resp3 {
+    let wire = backend.wire();
+    if wire.resp3 {
         // Before anything else on this connection; its reply (a map) is dropped.
         conn.write_queue.push_back(Bytes::from_static(HELLO3));
         conn.in_flight.push_back(InFlight::SET_UP);
+    }
+    if wire.db != 0 {
+        // Before any request: one that ran in database 0 instead would read or write
+        // another keyspace. A node that refuses it (fewer databases than the others) fails
+        // the connection and what waits for it.
+        let mut select = bytes::BytesMut::new();
+        resp::encode_command(&mut select, &[b"SELECT", wire.db.to_string().as_bytes()]);
+        conn.write_queue.push_back(select.freeze());
+        conn.in_flight.push_back(InFlight::gate(Gate::Database));
+        conn.gate += 1;
     }
     if backend.replica.is_some() {
         // Once per connection: the replica then serves reads of its master's slots instead

@@ -99,6 +99,8 @@ pub(crate) struct Live {
     /// Index in `Shared::users` + 1 (0: the default user).
     pub user: AtomicU32,
     pub resp: AtomicU32,
+    /// The database SELECT chose.
+    pub db: AtomicU32,
     /// `Slot::mail` holds something (set by the poster, cleared by the session).
     pub has_mail: AtomicBool,
 }
@@ -248,7 +250,14 @@ impl Live {
         for field in [&self.qbuf, &self.rbs, &self.omem, &self.oll] {
             field.store(0, Relaxed);
         }
-        for field in [&self.flags, &self.sub, &self.ssub, &self.multi, &self.user] {
+        for field in [
+            &self.flags,
+            &self.sub,
+            &self.ssub,
+            &self.multi,
+            &self.user,
+            &self.db,
+        ] {
             field.store(0, Relaxed);
         }
         self.resp.store(2, Relaxed);

@@ -9,6 +9,8 @@
 //! middle of an iteration may make it revisit or skip a master's keys, as resharding does
 //! for any cluster-wide SCAN.
 
+use std::collections::BTreeMap;
+
 use bytes::{Bytes, BytesMut};
 
 use crate::route::merge::array_elements;
@@ -77,32 +79,74 @@ pub(crate) fn bulk_body(frame: &Bytes) -> &[u8] {
         .unwrap_or_default()
 }
 
-/// INFO's `# Keyspace` lines summed over the masters' `INFO` replies
-/// (`db0:keys=..,expires=..,avg_ttl=..`, avg_ttl weighted by keys); none without keys.
+/// INFO's `# Keyspace` lines summed over the masters' `INFO` replies, per database
+/// (`db3:keys=..,expires=..,avg_ttl=..`, avg_ttl weighted by keys); none without keys.
 pub(crate) fn keyspace_lines(replies: &[&Bytes]) -> String {
-    let (mut keys, mut expires, mut ttl_weighted) = (0u64, 0u64, 0u128);
+    // Per database (Valkey 9 has numbered ones in cluster mode), each field in the order
+    // the nodes print it (Redis 8 adds `subexpiry`): summed, except `avg_ttl`, which is
+    // weighted by each node's key count.
+    let mut dbs: BTreeMap<u64, Vec<(String, u128)>> = BTreeMap::new();
     for reply in replies.iter().filter(|r| !resp::is_error_frame(r)) {
         for line in bulk_body(reply).split(|&b| b == b'\n') {
-            let Some(fields) = line.strip_prefix(b"db0:") else {
+            let Some((db, fields)) = db_line(line) else {
                 continue;
             };
-            let get = |name: &str| field(fields, name).unwrap_or(0);
-            keys += get("keys");
-            expires += get("expires");
-            ttl_weighted += u128::from(get("avg_ttl")) * u128::from(get("keys"));
+            let keys = u128::from(field(fields, "keys").unwrap_or(0));
+            let sums = dbs.entry(db).or_default();
+            for (name, value) in fields_of(fields) {
+                let add = match name {
+                    "avg_ttl" => u128::from(value) * keys,
+                    _ => u128::from(value),
+                };
+                match sums.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, sum)) => *sum += add,
+                    None => sums.push((name.to_string(), add)),
+                }
+            }
         }
     }
-    if keys == 0 {
-        return String::new();
+    let mut out = String::new();
+    for (db, sums) in dbs {
+        let keys = sums
+            .iter()
+            .find(|(n, _)| n == "keys")
+            .map_or(0, |(_, k)| *k);
+        if keys == 0 {
+            continue;
+        }
+        let fields: Vec<String> = sums
+            .iter()
+            .map(|(name, sum)| match name.as_str() {
+                "avg_ttl" => format!("{name}={}", sum / keys),
+                _ => format!("{name}={sum}"),
+            })
+            .collect();
+        out.push_str(&format!("db{db}:{}\r\n", fields.join(",")));
     }
-    let avg_ttl = ttl_weighted.checked_div(u128::from(keys)).unwrap_or(0);
-    format!("db0:keys={keys},expires={expires},avg_ttl={avg_ttl}\r\n")
+    out
+}
+
+/// `db<N>:<fields>` as (N, fields).
+fn db_line(line: &[u8]) -> Option<(u64, &[u8])> {
+    let rest = line.strip_prefix(b"db")?;
+    let colon = rest.iter().position(|&b| b == b':')?;
+    let db = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
+    Some((db, &rest[colon + 1..]))
+}
+
+/// `name=value` pairs with a numeric value.
+fn fields_of(fields: &[u8]) -> impl Iterator<Item = (&str, u64)> {
+    let text = std::str::from_utf8(fields)
+        .unwrap_or("")
+        .trim_end_matches('\r');
+    text.split(',').filter_map(|kv| {
+        let (name, value) = kv.split_once('=')?;
+        Some((name, value.parse().ok()?))
+    })
 }
 
 fn field(fields: &[u8], name: &str) -> Option<u64> {
-    let text = std::str::from_utf8(fields).ok()?.trim_end_matches('\r');
-    text.split(',')
-        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+    fields_of(fields).find_map(|(n, v)| (n == name).then_some(v))
 }
 
 #[cfg(test)]
@@ -151,5 +195,16 @@ mod tests {
             "db0:keys=6,expires=2,avg_ttl=100\r\n"
         );
         assert_eq!(keyspace_lines(&[&c]), "");
+    }
+
+    #[test]
+    fn keyspace_lines_keep_each_database_and_field() {
+        // As Redis 8 prints them (subexpiry) and Valkey 9 with numbered databases.
+        let a = b("$0\r\n# Keyspace\r\ndb0:keys=2,expires=0,avg_ttl=0,subexpiry=1\r\ndb3:keys=1,expires=1,avg_ttl=300,subexpiry=0\r\n");
+        let c = b("$0\r\n# Keyspace\r\ndb3:keys=3,expires=0,avg_ttl=100,subexpiry=0\r\n");
+        assert_eq!(
+            keyspace_lines(&[&a, &c]),
+            "db0:keys=2,expires=0,avg_ttl=0,subexpiry=1\r\ndb3:keys=4,expires=1,avg_ttl=150,subexpiry=0\r\n"
+        );
     }
 }

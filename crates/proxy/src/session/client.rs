@@ -119,6 +119,7 @@ impl Session {
         live.user
             .store(self.user.map_or(0, |u| u as u32 + 1), Relaxed);
         live.resp.store(u32::from(self.info.protocol), Relaxed);
+        live.db.store(u32::from(self.info.db), Relaxed);
     }
 
     /// `CLIENT LIST [TYPE type] [ID id …]`.

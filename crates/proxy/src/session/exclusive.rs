@@ -173,11 +173,15 @@ impl Session {
             return;
         };
         let backend = match ex.via {
-            Via::Watch => self.watch_connection(&addr),
+            Via::Watch => {
+                let conn = self.watch_connection(&addr);
+                self.switch_first(&conn, &mut ex);
+                conn
+            }
             Via::Dedicated => self.dedicated_for(&addr),
             Via::WatchedExec => match self.watched_exec_connection(&addr) {
                 Some(conn) => {
-                    self.hello_first(&conn, &mut ex);
+                    self.switch_first(&conn, &mut ex);
                     conn
                 }
                 None => {
@@ -204,14 +208,14 @@ impl Session {
     /// The session's dedicated connection to `addr`, opening it (and closing one to another
     /// node) as needed.
     pub(crate) fn dedicated_for(&mut self, addr: &str) -> Rc<Backend> {
-        let resp3 = self.info.protocol == 3;
+        let wire = self.wire();
         if let Some(d) = &self.dedicated {
-            if &*d.addr == addr && d.resp3 == resp3 {
+            if &*d.addr == addr && d.wire() == wire {
                 return d.clone();
             }
             d.close();
         }
-        let backend = self.worker.new_backend_as(addr, resp3, self.acting_setup());
+        let backend = self.worker.new_backend_as(addr, wire, self.acting_setup());
         self.dedicated = Some(backend.clone());
         backend
     }

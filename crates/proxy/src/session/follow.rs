@@ -173,7 +173,7 @@ impl Followers {
     /// Whether `source` is one of these connections, and its protocol.
     pub(crate) fn connection_resp3(&self, source: usize) -> Option<bool> {
         let conn = self.conns.iter().find(|(c, _)| source_of(c) == source);
-        conn.map(|(c, _)| c.resp3)
+        conn.map(|(c, _)| c.resp3())
     }
 
     pub(crate) fn close(&self) {

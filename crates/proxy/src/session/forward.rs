@@ -29,8 +29,8 @@ impl Session {
         let map = self.worker.topology().current();
         let stamp = map.stamp();
         let backend = match slot {
-            Some(slot) => self.worker.backend_for_slot(&map, slot, self.resp3()),
-            None => self.worker.any_backend(&map, self.resp3()),
+            Some(slot) => self.worker.backend_for_slot(&map, slot, self.wire()),
+            None => self.worker.any_backend(&map, self.wire()),
         };
         let Some(backend) = backend else {
             return self.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
@@ -47,9 +47,9 @@ impl Session {
         let map = self.worker.topology().current();
         let stamp = map.stamp();
         let spread = self.info.id as usize;
-        let (choice, generation) =
-            self.worker
-                .read_choice(&map, slot, policy, spread, self.resp3());
+        let (choice, generation) = self
+            .worker
+            .read_choice(&map, slot, policy, spread, self.wire());
         // An `Rc` (not the stats' `Arc`): no atomic reference count per read.
         let worker = self.worker.clone();
         let stats = &worker.stats;

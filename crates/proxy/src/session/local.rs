@@ -22,6 +22,8 @@ pub(crate) struct SessionInfo {
     pub quit: bool,
     /// READONLY: reads may go to replicas (`config/read_policy.rs`); READWRITE clears it.
     pub readonly: bool,
+    /// The database SELECT chose (always 0 unless the nodes have `cluster-databases`).
+    pub db: u16,
 }
 
 impl SessionInfo {
@@ -32,6 +34,7 @@ impl SessionInfo {
             protocol: 2,
             quit: false,
             readonly: false,
+            db: 0,
         }
     }
 }
@@ -46,7 +49,7 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
             session.quit = true;
             resp::write_simple(&mut out, b"OK");
         }
-        Local::Select => return select(req),
+        Local::Select => return select(req, session, &shared.identity.current()),
         // Both may change the connection's user, which is the session's (`session/auth.rs`);
         // only a caller that cannot do that gets here.
         Local::Hello | Local::Auth | Local::Acl => {
@@ -89,12 +92,23 @@ fn ping(req: &Request, out: &mut BytesMut) {
     }
 }
 
-/// Redis Cluster serves database 0 only.
-fn select(req: &Request) -> Bytes {
-    match resp::string2ll(req.arg(1)) {
-        None => error("value is not an integer or out of range"),
-        Some(0) => Bytes::from_static(b"+OK\r\n"),
-        Some(_) => error("SELECT is not allowed in cluster mode"),
+/// Redis Cluster serves database 0 only; Valkey 9 serves `cluster-databases` of them
+/// (`databases`, the fewest any master has), and each says so in its own words. The
+/// database then applies to every connection the client's requests go to
+/// (`backend::Wire`).
+fn select(req: &Request, session: &mut SessionInfo, nodes: &ServerIdentity) -> Bytes {
+    let Some(db) = resp::string2ll(req.arg(1)).filter(|n| i32::try_from(*n).is_ok()) else {
+        return error("value is not an integer or out of range");
+    };
+    if db != 0 && !nodes.numbered_databases() {
+        return error("SELECT is not allowed in cluster mode");
+    }
+    match u16::try_from(db) {
+        Ok(db) if u32::from(db) < nodes.databases.max(1) => {
+            session.db = db;
+            Bytes::from_static(b"+OK\r\n")
+        }
+        _ => error("DB index is out of range"),
     }
 }
 
@@ -301,6 +315,40 @@ mod tests {
             cmd => run(cmd, &req, s, &shared()),
         };
         String::from_utf8(reply.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn select_follows_the_nodes_databases() {
+        // As valkey-server 9.1.2 answers with `cluster-databases 16`, and with its default 1.
+        let valkey = |databases| ServerIdentity {
+            name: "valkey".into(),
+            redis_version: "7.2.4".into(),
+            valkey_version: Some("9.1.2".into()),
+            databases,
+        };
+        let select = |db: &str, nodes: &ServerIdentity, s: &mut SessionInfo| {
+            let req = Request::from_args(&[b"SELECT", db.as_bytes()]);
+            String::from_utf8(select(&req, s, nodes).to_vec()).unwrap()
+        };
+        let s = &mut SessionInfo::new(1);
+        let out_of_range = "-ERR DB index is out of range\r\n";
+        assert_eq!(select("15", &valkey(16), s), "+OK\r\n");
+        assert_eq!(s.db, 15);
+        assert_eq!(select("16", &valkey(16), s), out_of_range);
+        assert_eq!(select("-1", &valkey(16), s), out_of_range);
+        assert_eq!(s.db, 15, "a refused SELECT keeps the database");
+        assert_eq!(select("1", &valkey(1), s), out_of_range);
+        assert_eq!(
+            select("4294967296", &valkey(16), s),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(select("0", &valkey(1), s), "+OK\r\n");
+        assert_eq!(s.db, 0);
+        let redis = ServerIdentity::default();
+        assert_eq!(
+            select("1", &redis, s),
+            "-ERR SELECT is not allowed in cluster mode\r\n"
+        );
     }
 
     #[test]

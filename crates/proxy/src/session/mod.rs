@@ -267,6 +267,14 @@ impl Session {
         self.info.protocol == 3
     }
 
+    /// The protocol and database of the connections its requests go to.
+    pub(crate) fn wire(&self) -> crate::backend::Wire {
+        crate::backend::Wire {
+            resp3: self.resp3(),
+            db: self.info.db,
+        }
+    }
+
     fn dispatch(&mut self, req: Request) {
         WorkerStats::bump(&self.worker.stats.commands_processed);
         let req = match self.authenticated {

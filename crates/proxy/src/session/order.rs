@@ -64,7 +64,7 @@ use bytes::Bytes;
 use cluster::slot_map::{SlotMap, Stamp};
 use tokio::time::{Instant, Sleep};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Wire};
 
 mod release;
 #[cfg(test)]
@@ -82,7 +82,8 @@ pub(crate) fn conn_id(backend: &Rc<Backend>) -> ConnId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct RouteKey {
     pub stamp: Stamp,
-    pub resp3: bool,
+    /// The protocol and database of the connections it went to.
+    pub wire: Wire,
     /// 0: to the slot's master. Otherwise a read routed by a read policy, with the replica
     /// view generation and the policy that chose its node (`session/forward.rs`): a read
     /// and a write of one slot may then be on two connections, and a new view may move a
@@ -135,13 +136,13 @@ pub(crate) struct Waiting {
     pub pinned: bool,
     /// Replies before the one owed (a transaction's MULTI and queued commands).
     pub skip: u32,
-    /// The protocol of the connection it was routed to, kept for its resend.
-    pub resp3: bool,
+    /// The protocol and database of the connection it was routed to, kept for its resend.
+    pub wire: Wire,
 }
 
 impl Waiting {
     /// A new request that must wait for its turn before its first send.
-    pub(crate) fn fresh(seq: u64, frag: u32, slot: u16, frame: Bytes, resp3: bool) -> Waiting {
+    pub(crate) fn fresh(seq: u64, frag: u32, slot: u16, frame: Bytes, wire: Wire) -> Waiting {
         Waiting {
             seq,
             frag,
@@ -153,7 +154,7 @@ impl Waiting {
             asking: false,
             pinned: false,
             skip: 0,
-            resp3,
+            wire,
         }
     }
 }

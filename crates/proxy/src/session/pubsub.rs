@@ -87,7 +87,7 @@ impl PubSub {
     pub(crate) fn connection_resp3(&self, source: usize) -> Option<bool> {
         let mut all = self.bus.iter().chain(self.shards.iter());
         let own = all.find(|c| Rc::as_ptr(c) as usize == source);
-        own.map(|c| c.resp3)
+        own.map(|c| c.resp3())
             .or_else(|| self.keyspace.as_ref()?.connection_resp3(source))
     }
 

@@ -36,7 +36,7 @@ use cluster::slot_map::{host_of, join_host_port};
 use tokio::time::Instant;
 use topology::Backoff;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Wire};
 use crate::context::WorkerStats;
 use crate::session::fanout::Part;
 use crate::session::order::{Target, Waiting};
@@ -77,8 +77,8 @@ struct Plan {
     map_version: u64,
     /// The slot that orders the request among its client's (None: keyless).
     key_slot: Option<u16>,
-    /// The protocol of the connection it was on, for its resend.
-    resp3: Option<bool>,
+    /// The protocol and database of the connection it was on, for its resend.
+    wire: Option<Wire>,
     /// Replies before the one owed (a transaction's), dropped again on the resend.
     skip: u32,
     /// A MOVED or ASK past `PACED_AFTER` hops waits this long (and asks for a refresh).
@@ -167,7 +167,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
             |e| matches!(&e.kind, EntryKind::Sent(s) if s.conn == Conn::Own),
         )
         .unwrap_or(false);
-    let resp3 = plan.resp3.unwrap_or(session.resp3());
+    let wire = plan.wire.unwrap_or(session.wire());
     let (target, delay) = match plan.kind {
         Kind::Moved { .. } | Kind::Ask { .. } => (Target::Node(plan.addr.into()), plan.pace),
         Kind::Second => (Target::Node(plan.addr.into()), None),
@@ -192,7 +192,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         frame: plan.frame,
         pinned,
         skip: plan.skip,
-        resp3,
+        wire,
     });
 }
 
@@ -275,7 +275,7 @@ fn second_round(part: &Part, map_version: u64) -> Option<Plan> {
         frame: part.frame.clone(),
         map_version,
         key_slot: None,
-        resp3: Some(to.resp3),
+        wire: Some(to.wire()),
         skip: 0,
         pace: None,
     })
@@ -356,7 +356,7 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
         frame,
         map_version,
         key_slot: None,
-        resp3: hop.sent_to.as_ref().map(|b| b.resp3),
+        wire: hop.sent_to.as_ref().map(|b| b.wire()),
         skip: 0,
         pace,
     })
@@ -400,7 +400,7 @@ fn plan_retry(hop: Hop<'_>, map_version: u64, reroute: bool) -> Option<Plan> {
         frame,
         map_version,
         key_slot: None,
-        resp3: hop.sent_to.as_ref().map(|b| b.resp3),
+        wire: hop.sent_to.as_ref().map(|b| b.wire()),
         skip: 0,
         pace: None,
     })

@@ -231,13 +231,15 @@ impl Session {
     /// The connection for a WATCH to `addr`: the one already holding this session's WATCH,
     /// else the dedicated one if it leads there, else a new one.
     pub(crate) fn watch_connection(&mut self, addr: &str) -> Rc<Backend> {
-        let resp3 = self.resp3();
+        let wire = self.wire();
         let acting = self.acting_setup();
         let Some(w) = self.watch.as_mut() else {
             return self.dedicated_for(addr);
         };
         if let Some(conn) = &w.conn {
-            if &*conn.addr == addr && conn.resp3 == resp3 {
+            if &*conn.addr == addr {
+                // In another protocol or database since (HELLO, SELECT): `switch_first`
+                // brings it to the client's, and neither unwatches.
                 return conn.clone();
             }
             // The keys watched so far were watched on another node: that WATCH is gone.
@@ -245,10 +247,10 @@ impl Session {
             w.lost = true;
         }
         let conn = match self.dedicated.take() {
-            Some(d) if &*d.addr == addr && d.resp3 == resp3 => d,
+            Some(d) if &*d.addr == addr && d.wire() == wire => d,
             other => {
                 self.dedicated = other;
-                self.worker.new_backend_as(addr, resp3, acting)
+                self.worker.new_backend_as(addr, wire, acting)
             }
         };
         conn.keep_state();
@@ -275,19 +277,28 @@ impl Session {
         Some(conn)
     }
 
-    /// MULTI…EXEC for a WATCH connection opened in the other protocol (the client switched
-    /// with HELLO since): HELLO goes first on it, so EXEC's reply comes in the client's
-    /// protocol and the WATCH holds (HELLO does not unwatch). Its reply is skipped.
-    pub(crate) fn hello_first(&self, conn: &Backend, ex: &mut Exclusive) {
-        if conn.resp3 == self.resp3() {
+    /// A WATCH, or MULTI…EXEC after WATCH, for a WATCH connection opened in another
+    /// protocol or database (the client switched with HELLO or SELECT since): HELLO and
+    /// SELECT go first on it, so the reply comes in the client's protocol, the commands run
+    /// in its database, and the WATCH holds (neither unwatches). Their replies are skipped.
+    pub(crate) fn switch_first(&self, conn: &Backend, ex: &mut Exclusive) {
+        let (now, want) = (conn.wire(), self.wire());
+        if now == want {
             return;
         }
-        let proto: &[u8] = if self.resp3() { b"3" } else { b"2" };
         let mut frame = BytesMut::new();
-        resp::encode_command(&mut frame, &[b"HELLO", proto]);
+        if now.resp3 != want.resp3 {
+            let proto: &[u8] = if want.resp3 { b"3" } else { b"2" };
+            resp::encode_command(&mut frame, &[b"HELLO", proto]);
+            ex.skip += 1;
+        }
+        if now.db != want.db {
+            resp::encode_command(&mut frame, &[b"SELECT", want.db.to_string().as_bytes()]);
+            ex.skip += 1;
+        }
         frame.extend_from_slice(&ex.frame);
         ex.frame = frame.freeze();
-        ex.skip += 1;
+        conn.switched(want);
     }
 
     /// EXEC's reply when a watched key was (or may have been) touched.

@@ -57,18 +57,18 @@ impl Session {
     /// the master of the same index.
     fn fan_out_on(&mut self, mut fanout: Fanout, map: &SlotMap, patience: Patience) {
         let stamp = map.stamp();
-        let resp3 = self.resp3();
+        let wire = self.wire();
         let backends: Vec<Option<Rc<Backend>>> = fanout
             .parts
             .iter()
             .enumerate()
             .map(|(i, part)| match part.slot {
-                Some(slot) => self.worker.backend_for_slot(map, slot, resp3),
+                Some(slot) => self.worker.backend_for_slot(map, slot, wire),
                 None => {
                     // Part `i` of a broadcast read twice goes to master `i % masters`.
                     let index = i.checked_rem(map.nodes().len()).unwrap_or(i);
                     let addr = part_addr(map, index, None);
-                    addr.map(|a| self.worker.backend_for_addr(a, resp3))
+                    addr.map(|a| self.worker.backend_for_addr(a, wire))
                 }
             })
             .collect();
@@ -139,7 +139,7 @@ impl Session {
         resp::encode_command(&mut frame, &args);
         let backend = self
             .worker
-            .backend_for_addr(&map.nodes()[cursor.node].addr, self.resp3());
+            .backend_for_addr(&map.nodes()[cursor.node].addr, self.wire());
         let part = Part {
             frame: frame.freeze(),
             reply: None,

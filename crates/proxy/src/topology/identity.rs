@@ -28,15 +28,39 @@ pub(crate) async fn run_sampler(
 ) {
     let mut conns: HashMap<String, NodeConn> = HashMap::new();
     let mut commands = Commands::default();
+    // Each master's `cluster-databases`, with the `run_id` it was read under (immutable
+    // config: a node changes it only by restarting).
+    let mut databases: HashMap<String, (String, u32)> = HashMap::new();
     loop {
         let map = topology.current();
         let mut lowest: Option<ServerIdentity> = None;
         for master in map.nodes() {
-            let Some((id, run_id)) =
+            let Some((mut id, run_id)) =
                 sample(&mut conns, &master.addr, auth.as_ref(), tls.as_deref()).await
             else {
                 continue;
             };
+            if id.numbered_databases() {
+                let known = databases.get(&master.addr).filter(|(r, _)| *r == run_id);
+                let count = match known {
+                    Some((_, n)) => Some(*n),
+                    None => match conns.get_mut(&master.addr) {
+                        Some(conn) => cluster_databases(conn, &master.addr).await,
+                        None => None,
+                    },
+                };
+                match count {
+                    Some(n) => {
+                        databases.insert(master.addr.clone(), (run_id.clone(), n));
+                        id.databases = n;
+                    }
+                    // Not known yet (a timeout): the master is left out of this round.
+                    None => {
+                        conns.remove(&master.addr);
+                        continue;
+                    }
+                }
+            }
             if commands.stale(&master.addr, &run_id) {
                 let fetched = match conns.get_mut(&master.addr) {
                     Some(conn) => commands.fetch(conn, &master.addr, run_id).await,
@@ -53,6 +77,7 @@ pub(crate) async fn run_sampler(
             });
         }
         conns.retain(|addr, _| map.nodes().iter().any(|n| n.addr == *addr));
+        databases.retain(|addr, _| map.nodes().iter().any(|n| n.addr == *addr));
         commands.install_if_complete(
             &map.nodes()
                 .iter()
@@ -132,6 +157,37 @@ impl Commands {
             None => tracing::warn!("too many distinct command tables; keeping the last one"),
         }
         self.installed = now;
+    }
+}
+
+/// A Valkey 9 master's `cluster-databases`; 1 when the backend user may not read the
+/// config (SELECT then only knows database 0), None when it did not answer in time.
+async fn cluster_databases(conn: &mut NodeConn, addr: &str) -> Option<u32> {
+    let call = conn.call(&[b"CONFIG", b"GET", b"cluster-databases"]);
+    match tokio::time::timeout(TIMEOUT, call).await {
+        Ok(Ok(resp::Value::Array(items))) => {
+            let value = match items.get(1) {
+                Some(resp::Value::BulkString(b)) => std::str::from_utf8(b).ok(),
+                _ => None,
+            };
+            Some(value.and_then(|v| v.parse().ok()).unwrap_or(1))
+        }
+        Ok(Ok(resp::Value::Map(pairs))) => {
+            let value = match pairs.first() {
+                Some((_, resp::Value::BulkString(b))) => std::str::from_utf8(b).ok(),
+                _ => None,
+            };
+            Some(value.and_then(|v| v.parse().ok()).unwrap_or(1))
+        }
+        Ok(Ok(other)) => {
+            tracing::warn!(%addr, reply = ?other, "CONFIG GET cluster-databases refused; SELECT serves database 0 only");
+            Some(1)
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(%addr, %error, "CONFIG GET cluster-databases failed; SELECT serves database 0 only");
+            Some(1)
+        }
+        Err(_) => None,
     }
 }
 

@@ -13,8 +13,8 @@ use std::rc::Rc;
 
 use cluster::slot_map::SlotMap;
 
-use super::Worker;
-use crate::backend::Backend;
+use super::{Pools, Worker};
+use crate::backend::{Backend, Wire};
 use crate::config::ReadPolicy;
 
 /// Where one read goes.
@@ -27,7 +27,7 @@ pub(crate) enum ReadChoice {
     Refuse,
 }
 
-/// One protocol's replica connections by the map's master index.
+/// One protocol's replica connections (of one database) by the map's master index.
 #[derive(Default)]
 pub(crate) struct ReadCache {
     /// `(map version, view generation)` this was built for; None: never built.
@@ -48,31 +48,33 @@ impl Worker {
         slot: u16,
         policy: ReadPolicy,
         spread: usize,
-        resp3: bool,
+        wire: Wire,
     ) -> (ReadChoice, u64) {
         let generation = self.shared.replicas.generation();
-        (
-            self.choose(map, slot, policy, spread, resp3, generation),
-            generation,
-        )
+        let choice = self.with_pools(wire.db, |pools| {
+            self.choose(pools, map, slot, policy, spread, wire, generation)
+        });
+        (choice, generation)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn choose(
         &self,
+        pools: &Pools,
         map: &SlotMap,
         slot: u16,
         policy: ReadPolicy,
         spread: usize,
-        resp3: bool,
+        wire: Wire,
         generation: u64,
     ) -> ReadChoice {
         let Some(idx) = map.node_index(slot).map(usize::from) else {
             // A hole: the master path answers as for any other command.
             return ReadChoice::Master;
         };
-        let cell = &self.reads[usize::from(resp3)];
+        let cell = &pools.reads[usize::from(wire.resp3)];
         if cell.borrow().built_for != Some((map.version(), generation)) {
-            let fresh = self.build_reads(map, generation, resp3);
+            let fresh = self.build_reads(pools, map, generation, wire);
             *cell.borrow_mut() = fresh;
         }
         let cache = cell.borrow();
@@ -93,7 +95,7 @@ impl Worker {
     }
 
     /// The view in force applied to `map`: O(nodes), once per map or view change.
-    fn build_reads(&self, map: &SlotMap, generation: u64, resp3: bool) -> ReadCache {
+    fn build_reads(&self, pools: &Pools, map: &SlotMap, generation: u64, wire: Wire) -> ReadCache {
         let view = self.shared.replicas.view();
         let mut cache = ReadCache {
             built_for: Some((map.version(), generation)),
@@ -101,11 +103,13 @@ impl Worker {
         };
         for node in map.nodes() {
             let usable = node.replicas.iter().filter(|addr| view.usable(addr));
-            let replicas = usable.map(|addr| self.pooled(addr, resp3, true)).collect();
+            let replicas = usable
+                .map(|addr| self.pooled(pools, addr, wire, true))
+                .collect();
             let nearest = view
                 .nearest(&node.addr)
                 .filter(|addr| node.replicas.iter().any(|r| r == addr) && view.usable(addr))
-                .map(|addr| self.pooled(addr, resp3, true));
+                .map(|addr| self.pooled(pools, addr, wire, true));
             cache.replicas.push(replicas);
             cache.nearest.push(nearest);
         }

@@ -32,7 +32,7 @@ impl Session {
         };
         let key = stamp.map(|stamp| RouteKey {
             stamp,
-            resp3: backend.resp3,
+            wire: backend.wire(),
             via,
         });
         self.cell.admit(key, slot, conn_id(backend))
@@ -49,7 +49,7 @@ impl Session {
     ) -> Admit {
         let key = stamp.map(|stamp| RouteKey {
             stamp,
-            resp3: backend.resp3,
+            wire: backend.wire(),
             via,
         });
         self.cell.admit_alone(key, slot, conn_id(backend))
@@ -67,7 +67,7 @@ impl Session {
         match (admit, slot, out.owes) {
             // Released later through `Backend::send`, which reads its patience again.
             (Admit::Wait, Some(slot), Owes::Entry { seq, frag }) => {
-                let w = Waiting::fresh(seq, frag, slot, out.frame, backend.resp3);
+                let w = Waiting::fresh(seq, frag, slot, out.frame, backend.wire());
                 self.cell.wait(w);
             }
             _ => backend.send_with(out, patience),
@@ -103,7 +103,7 @@ impl Session {
     fn resolve(&mut self, w: &Waiting) -> Option<Rc<Backend>> {
         match &w.target {
             Target::Node(addr) if w.pinned => Some(self.dedicated_for(addr)),
-            Target::Node(addr) => Some(self.worker.backend_for_addr(addr, w.resp3)),
+            Target::Node(addr) => Some(self.worker.backend_for_addr(addr, w.wire)),
             Target::Owner { fallback } if w.pinned => {
                 // A blocking command stays on the session's own connection, to the new owner.
                 let map = self.worker.topology().current();
@@ -117,10 +117,10 @@ impl Session {
                 let map = self.worker.topology().current();
                 let owner = w
                     .route
-                    .and_then(|slot| self.worker.backend_for_slot(&map, slot, w.resp3));
+                    .and_then(|slot| self.worker.backend_for_slot(&map, slot, w.wire));
                 owner.or_else(|| {
                     let addr = fallback.as_ref()?;
-                    Some(self.worker.backend_for_addr(addr, w.resp3))
+                    Some(self.worker.backend_for_addr(addr, w.wire))
                 })
             }
         }

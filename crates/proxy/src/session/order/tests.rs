@@ -11,7 +11,7 @@ fn key(seq: u64) -> Option<RouteKey> {
     let stamp = Stamp { map: 1, seq };
     Some(RouteKey {
         stamp,
-        resp3: false,
+        wire: Default::default(),
         via: 0,
     })
 }
@@ -19,7 +19,7 @@ fn key(seq: u64) -> Option<RouteKey> {
 fn waiting(seq: u64, slot: Option<u16>) -> Waiting {
     Waiting {
         slot,
-        ..Waiting::fresh(seq, 0, slot.unwrap_or(0), Bytes::new(), false)
+        ..Waiting::fresh(seq, 0, slot.unwrap_or(0), Bytes::new(), Default::default())
     }
 }
 

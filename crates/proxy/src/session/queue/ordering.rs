@@ -128,6 +128,7 @@ mod tests {
             request_timeout: Duration::ZERO,
             slow_timeout: Duration::ZERO,
             resp3: false,
+            db: 0,
             auth: None,
             acting: None,
             tls: None,
@@ -142,7 +143,7 @@ mod tests {
         let stamp = Stamp { map: 1, seq };
         Some(RouteKey {
             stamp,
-            resp3: false,
+            wire: Default::default(),
             via: 0,
         })
     }
@@ -194,7 +195,13 @@ mod tests {
         let mut unsent = Sent::new(Resend::Never, &y, Some(7), Conn::Shared);
         unsent.sent_to = None;
         let third = cell.push(Entry::sent(unsent));
-        cell.wait(Waiting::fresh(third, 0, 7, Bytes::new(), false));
+        cell.wait(Waiting::fresh(
+            third,
+            0,
+            7,
+            Bytes::new(),
+            Default::default(),
+        ));
         cell.deliver(first, 0, Bytes::from_static(b"+OK\r\n"));
         cell.deliver(second, 0, Bytes::from_static(b"-MOVED 7 y:1\r\n"));
         let mut ready = Vec::new();

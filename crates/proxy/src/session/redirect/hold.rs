@@ -66,7 +66,7 @@ pub(super) fn plan_hold(
         frame,
         map_version,
         key_slot: None,
-        resp3: Some(to.resp3),
+        wire: Some(to.wire()),
         skip: 0,
         pace: None,
     }))

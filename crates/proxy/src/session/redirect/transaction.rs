@@ -18,7 +18,7 @@ pub(super) fn settle(reply: &mut Option<Bytes>, sent: &Sent, watched: bool) -> O
     let refused = matches!(sent.resend, Resend::Transaction { .. })
         && reply.as_ref().is_some_and(|r| is_redirect(r));
     if refused {
-        let resp3 = sent.sent_to.as_ref().is_some_and(|b| b.resp3);
+        let resp3 = sent.sent_to.as_ref().is_some_and(|b| b.resp3());
         *reply = Some(Bytes::from_static(match (watched, resp3) {
             (true, true) => b"_\r\n",
             (true, false) => b"*-1\r\n",
