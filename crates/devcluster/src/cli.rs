@@ -96,17 +96,15 @@ pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
             tls,
         } => {
             let defaults = Options::default();
-            let redis_server = server.unwrap_or(defaults.redis_server.clone());
             let opts = Options {
                 masters,
                 replicas,
                 base_port: port,
-                dir: dir.unwrap_or(defaults.dir.clone()),
+                dir: dir.unwrap_or(defaults.dir),
                 node_timeout_ms: node_timeout,
-                redis_server,
+                redis_server: server.unwrap_or(defaults.redis_server),
                 tls: tls.files(),
                 extra_config: config,
-                ..defaults
             };
             let cluster = Cluster::start(&opts)?;
             print_up(&cluster);
