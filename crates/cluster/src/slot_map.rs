@@ -13,6 +13,7 @@ use std::sync::atomic::{fence, AtomicU16, AtomicU64, Ordering};
 
 use resp::Value;
 
+use crate::redirect::{Endpoint, Host};
 use crate::slot::SLOT_COUNT;
 
 /// Marker for a slot no master serves (a hole in the map, or an owner whose address is `?`).
@@ -183,6 +184,27 @@ impl SlotMap {
             .and_then(|i| self.nodes.get(usize::from(i)))
     }
 
+    /// The address a MOVED or ASK from the node at `from` points to: its host; `from`'s
+    /// host when empty (`cluster-preferred-endpoint-type unknown-endpoint`); for `?`
+    /// (hostname preferred and the target has none) the one node of this map, master or
+    /// replica, on that port, None when none or several are. Linear: redirects only.
+    pub fn redirect_addr(&self, to: Endpoint<'_>, from: &str) -> Option<String> {
+        match to.host {
+            Host::Name(host) => Some(join_host_port(host, to.port)),
+            Host::Same => Some(join_host_port(host_of(from), to.port)),
+            Host::Unknown => {
+                let port = format!(":{}", to.port);
+                let mut on_port = (self.nodes.iter())
+                    .flat_map(|n| std::iter::once(&n.addr).chain(&n.replicas))
+                    .filter(|addr| addr.ends_with(&port));
+                match (on_port.next(), on_port.next()) {
+                    (Some(addr), None) => Some(addr.clone()),
+                    _ => None,
+                }
+            }
+        }
+    }
+
     /// Index of the master at `addr`. Linear: called on redirects only, never per request.
     pub fn index_of(&self, addr: &str) -> Option<u16> {
         let idx = self.nodes.iter().position(|n| n.addr == addr)?;
@@ -310,7 +332,8 @@ fn parse_range(
     }))
 }
 
-/// `[host, port, id?, ...]` → a node entry. Ok(None) for the unknown endpoint `?`.
+/// `[host, port, id?, metadata?]` → a node entry. `?` (hostname preferred, none set) is
+/// replaced by the `ip` of the metadata; Ok(None) when there is none.
 fn parse_endpoint(node: &Value, responder_host: &str) -> Result<Option<NodeEntry>, TopologyError> {
     let parts = node.as_array().ok_or(TopologyError::BadEntry(0))?;
     let host = match parts.first() {
@@ -322,9 +345,13 @@ fn parse_endpoint(node: &Value, responder_host: &str) -> Result<Option<NodeEntry
     } else {
         host
     };
-    if host == b"?" {
-        return Ok(None);
-    }
+    let host = match host {
+        b"?" => match parts.get(3).and_then(|m| metadata(m, b"ip")) {
+            Some(ip) if !ip.is_empty() => ip,
+            _ => return Ok(None),
+        },
+        host => host,
+    };
     let port = parts
         .get(1)
         .and_then(Value::as_int)
@@ -340,6 +367,22 @@ fn parse_endpoint(node: &Value, responder_host: &str) -> Result<Option<NodeEntry
         id,
         replicas: Vec::new(),
     }))
+}
+
+/// The value of `field` in a node's networking metadata: a map (RESP3) or a flat array of
+/// names and values (RESP2).
+fn metadata<'a>(meta: &'a Value, field: &[u8]) -> Option<&'a [u8]> {
+    match meta {
+        Value::Map(pairs) => pairs
+            .iter()
+            .find(|(k, _)| k.as_bytes() == Some(field))
+            .and_then(|(_, v)| v.as_bytes()),
+        Value::Array(flat) => flat
+            .chunks(2)
+            .find(|kv| kv[0].as_bytes() == Some(field))
+            .and_then(|kv| kv.get(1)?.as_bytes()),
+        _ => None,
+    }
 }
 
 /// `host:port`, bracketing IPv6 literals so the result can be dialled as is.

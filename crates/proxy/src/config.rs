@@ -99,8 +99,8 @@ pub struct ClusterConfig {
     /// above Redis's own failover time with its default `cluster-node-timeout` (15 s). 0
     /// fails such requests at once.
     pub failover_hold_ms: u64,
-    /// How the topology is read: `slots` (CLUSTER SLOTS, the default) or `shards`
-    /// (CLUSTER SHARDS, Redis 7+: compact when slot ranges are fragmented).
+    /// How the topology is read: `auto` (the default: CLUSTER SHARDS, CLUSTER SLOTS from a
+    /// node that refuses it), `slots` or `shards` (`topology::TopologyCommand`).
     pub topology_command: String,
     /// Credentials the proxy uses towards the nodes (Redis `AUTH [user] password`); separate
     /// from client credentials, and never shown to clients or in logs.
@@ -189,7 +189,7 @@ impl Default for ClusterConfig {
             slow_command_timeout_ms: 60_000,
             max_redirects: ::topology::MAX_REDIRECTS,
             failover_hold_ms: 20_000,
-            topology_command: "slots".into(),
+            topology_command: "auto".into(),
             backend_user: String::new(),
             backend_password: String::new(),
             read_policy: ReadPolicy::Master,

@@ -185,7 +185,13 @@ impl ::topology::Source for NodeSource {
     type Error = String;
 
     async fn fetch(&mut self, addr: &str, version: u64) -> Result<SlotMap, String> {
-        let reply = self.call(addr).await?;
+        let mut reply = self.call(addr).await?;
+        if matches!(reply, Value::Error(_)) && self.command == TopologyCommand::Auto {
+            // A server before Redis 7 (or one that refuses SHARDS to the backend user).
+            tracing::info!(%addr, "CLUSTER SHARDS refused; reading the topology with CLUSTER SLOTS");
+            self.command = TopologyCommand::Slots;
+            reply = self.call(addr).await?;
+        }
         if let Value::Error(e) = &reply {
             return Err(String::from_utf8_lossy(e).into_owned());
         }

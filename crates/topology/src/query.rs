@@ -1,6 +1,9 @@
 //! Which topology query a source sends and how its reply becomes a map (R7): CLUSTER SLOTS
-//! by default (single-pass since Redis 6.2.2, cached by Valkey 8), CLUSTER SHARDS as an
-//! option (Redis 7+, compact when slot ranges are fragmented). Never CLUSTER NODES.
+//! (single-pass since Redis 6.2.2, cached by Valkey 8), CLUSTER SHARDS (Redis 7+, compact
+//! when slot ranges are fragmented, and current: Redis 7.0 lists a replica that just joined
+//! in SHARDS at once but in SLOTS only seconds later, and SHARDS says which replicas are
+//! still loading), or `Auto`: SHARDS, and SLOTS from a node that refuses it. Never CLUSTER
+//! NODES.
 
 use cluster::slot_map::{host_of, SlotMap, TopologyError};
 use resp::Value;
@@ -11,6 +14,8 @@ pub enum TopologyCommand {
     #[default]
     Slots,
     Shards,
+    /// SHARDS; the source falls back to `Slots` when a node answers it with an error.
+    Auto,
 }
 
 impl TopologyCommand {
@@ -19,6 +24,7 @@ impl TopologyCommand {
         match name {
             "slots" => Some(TopologyCommand::Slots),
             "shards" => Some(TopologyCommand::Shards),
+            "auto" => Some(TopologyCommand::Auto),
             _ => None,
         }
     }
@@ -27,7 +33,7 @@ impl TopologyCommand {
     pub fn args(self) -> &'static [&'static [u8]] {
         match self {
             TopologyCommand::Slots => &[b"CLUSTER", b"SLOTS"],
-            TopologyCommand::Shards => &[b"CLUSTER", b"SHARDS"],
+            TopologyCommand::Shards | TopologyCommand::Auto => &[b"CLUSTER", b"SHARDS"],
         }
     }
 
@@ -43,7 +49,7 @@ impl TopologyCommand {
             TopologyCommand::Slots => {
                 SlotMap::from_cluster_slots(version, reply, host_of(responder))
             }
-            TopologyCommand::Shards => {
+            TopologyCommand::Shards | TopologyCommand::Auto => {
                 SlotMap::from_cluster_shards(version, reply, host_of(responder))
             }
         }

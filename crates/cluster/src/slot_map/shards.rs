@@ -26,28 +26,36 @@ fn text(v: Option<&Value>) -> Option<String> {
         .map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
-/// One node of a shard: (address, id, is master).
-fn node(v: &Value, responder_host: &str) -> Option<(String, Option<String>, bool)> {
+/// One node of a shard.
+struct ShardNode {
+    addr: String,
+    id: Option<String>,
+    master: bool,
+    /// `health: online` (not `loading`, a replica still syncing, nor `failed`).
+    online: bool,
+}
+
+/// One node of a shard; None when it has no usable address.
+fn node(v: &Value, responder_host: &str) -> Option<ShardNode> {
     let port = field(v, "port")
         .and_then(Value::as_int)
         .filter(|p| (1..=65535).contains(p))?;
     let host = text(field(v, "endpoint"))
         .or_else(|| text(field(v, "ip")))
         .unwrap_or_default();
-    let host = if host.is_empty() {
-        responder_host.to_string()
-    } else {
-        host
+    let host = match host.as_str() {
+        "" => responder_host.to_string(),
+        // Hostname preferred and none set: the node's IP, as in CLUSTER SLOTS' metadata.
+        "?" => text(field(v, "ip")).filter(|ip| !ip.is_empty() && ip != "?")?,
+        _ => host,
     };
-    if host == "?" {
-        return None;
-    }
-    let master = text(field(v, "role")).as_deref() == Some("master");
-    Some((
-        join_host_port(&host, port as u16),
-        text(field(v, "id")),
-        master,
-    ))
+    Some(ShardNode {
+        addr: join_host_port(&host, port as u16),
+        id: text(field(v, "id")),
+        master: text(field(v, "role")).as_deref() == Some("master"),
+        // Servers without the field (none known) count as online.
+        online: text(field(v, "health")).is_none_or(|h| h == "online"),
+    })
 }
 
 impl SlotMap {
@@ -69,15 +77,20 @@ impl SlotMap {
                 .iter()
                 .filter_map(|n| node(n, responder_host))
                 .collect();
-            let Some((addr, id, _)) = nodes.iter().find(|(_, _, m)| *m).cloned() else {
+            // During a failover a shard can list the failed master beside the new one.
+            let Some(master) = (nodes.iter().filter(|n| n.master)).min_by_key(|n| !n.online) else {
                 continue;
             };
-            let replicas = nodes
-                .iter()
-                .filter(|(_, _, m)| !m)
-                .map(|(a, _, _)| a.clone())
+            // A replica still loading its first sync answers -LOADING: not one to read from.
+            let replicas = (nodes.iter())
+                .filter(|n| !n.master && n.online)
+                .map(|n| n.addr.clone())
                 .collect();
-            let master = NodeEntry { addr, id, replicas };
+            let master = NodeEntry {
+                addr: master.addr.clone(),
+                id: master.id.clone(),
+                replicas,
+            };
             for pair in slots.chunks(2) {
                 let (start, end) = match (pair[0].as_int(), pair.get(1).and_then(Value::as_int)) {
                     (Some(s), Some(e)) if (0..16384).contains(&s) && (s..16384).contains(&e) => {
@@ -107,6 +120,10 @@ mod tests {
     }
 
     fn node(id: &str, port: i64, role: &str) -> Value {
+        node_in(id, port, role, "online", "127.0.0.1")
+    }
+
+    fn node_in(id: &str, port: i64, role: &str, health: &str, endpoint: &str) -> Value {
         Value::Array(vec![
             s("id"),
             s(id),
@@ -115,11 +132,11 @@ mod tests {
             s("ip"),
             s("127.0.0.1"),
             s("endpoint"),
-            s("127.0.0.1"),
+            s(endpoint),
             s("role"),
             s(role),
             s("health"),
-            s("online"),
+            s(health),
         ])
     }
 
@@ -145,5 +162,26 @@ mod tests {
         );
         assert_eq!(map.assigned(), 16384);
         assert!(SlotMap::from_cluster_shards(1, &Value::Array(vec![]), "h").is_err());
+    }
+
+    #[test]
+    fn only_online_nodes_serve_and_question_marks_take_the_ip() {
+        // As Redis 7.0 lists a shard during a failover (the failed master beside the new
+        // one), a replica still loading its first sync, and `?` with hostname preferred.
+        let reply = Value::Array(vec![Value::Array(vec![
+            s("slots"),
+            Value::Array(vec![Value::Integer(0), Value::Integer(16383)]),
+            s("nodes"),
+            Value::Array(vec![
+                node_in("old", 7000, "master", "failed", "127.0.0.1"),
+                node_in("new", 7001, "master", "online", "?"),
+                node_in("syncing", 7002, "replica", "loading", "127.0.0.1"),
+                node_in("ready", 7003, "replica", "online", "127.0.0.1"),
+            ]),
+        ])]);
+        let map = SlotMap::from_cluster_shards(1, &reply, "127.0.0.1").unwrap();
+        let owner = map.node_of(0).unwrap();
+        assert_eq!(owner.addr, "127.0.0.1:7001");
+        assert_eq!(owner.replicas, vec!["127.0.0.1:7003".to_string()]);
     }
 }

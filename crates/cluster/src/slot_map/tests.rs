@@ -57,6 +57,61 @@ fn empty_host_means_responder_and_question_mark_is_a_hole() {
 }
 
 #[test]
+fn question_mark_takes_the_ip_of_the_metadata() {
+    // As Redis 7 answers with `cluster-preferred-endpoint-type hostname` and no hostname
+    // set: `?`, and the IP in the metadata (a flat array in RESP2, a map in RESP3).
+    let with_meta = |meta: Value| {
+        Value::Array(vec![
+            Value::BulkString(Bytes::from_static(b"?")),
+            Value::Integer(7001),
+            Value::BulkString(Bytes::from_static(b"b")),
+            meta,
+        ])
+    };
+    let ip = |b: &'static [u8]| Value::BulkString(Bytes::from_static(b));
+    let reply = Value::Array(vec![
+        range(
+            0,
+            99,
+            vec![with_meta(Value::Array(vec![ip(b"ip"), ip(b"10.0.0.7")]))],
+        ),
+        range(
+            100,
+            199,
+            vec![with_meta(Value::Map(vec![(ip(b"ip"), ip(b"10.0.0.8"))]))],
+        ),
+        range(200, 299, vec![with_meta(Value::Array(vec![]))]),
+    ]);
+    let map = SlotMap::from_cluster_slots(1, &reply, "10.0.0.9").unwrap();
+    assert_eq!(map.node_of(5).unwrap().addr, "10.0.0.7:7001");
+    assert_eq!(map.node_of(150).unwrap().addr, "10.0.0.8:7001");
+    assert!(map.node_of(250).is_none());
+}
+
+#[test]
+fn redirects_resolve_empty_hosts_and_question_marks() {
+    use crate::redirect::{Endpoint, Host};
+    let map = SlotMap::from_cluster_slots(1, &three_masters(), "127.0.0.1").unwrap();
+    let to = |host, port| Endpoint { host, port };
+    let from = "10.0.0.1:7000";
+    assert_eq!(
+        map.redirect_addr(to(Host::Name("h.example"), 7001), from),
+        Some("h.example:7001".into())
+    );
+    // `-MOVED 3999 :7002`: the host of the node that answered.
+    assert_eq!(
+        map.redirect_addr(to(Host::Same, 7002), from),
+        Some("10.0.0.1:7002".into())
+    );
+    // `-MOVED 3999 ?:7003`: the one node of the map on that port (here a replica).
+    assert_eq!(
+        map.redirect_addr(to(Host::Unknown, 7003), from),
+        Some("127.0.0.1:7003".into())
+    );
+    assert_eq!(map.redirect_addr(to(Host::Unknown, 7999), from), None);
+}
+
+#[test]
 fn ipv6_hosts_are_bracketed() {
     let reply = Value::Array(vec![range(0, 16383, vec![node("::1", 7000, "a")])]);
     let map = SlotMap::from_cluster_slots(1, &reply, "::1").unwrap();

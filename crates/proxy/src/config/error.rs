@@ -30,7 +30,7 @@ pub enum ConfigError {
     Group(String),
     #[error(transparent)]
     User(#[from] crate::auth::AuthConfigError),
-    #[error("cluster.topology_command: {0:?} is neither \"slots\" nor \"shards\"")]
+    #[error("cluster.topology_command: {0:?} is not \"auto\", \"slots\" or \"shards\"")]
     TopologyCommand(String),
     #[error(
         "refusing to listen on {0} without client authentication: set auth.requirepass or auth.users, or listen on a loopback address"

@@ -340,7 +340,9 @@ impl Session {
                     continue;
                 }
                 frame = self.shard_total(&confirmed, frame);
-            } else if self.resubscribe_on_moved(source, &frame) || self.resend_on_moved(&frame) {
+            } else if self.resubscribe_on_moved(source, &frame)
+                || self.resend_on_moved(source, &frame)
+            {
                 continue;
             }
             let frame = self.in_client_protocol(source, frame);

@@ -31,8 +31,7 @@ use std::task::Context;
 use std::time::Duration;
 
 use bytes::Bytes;
-use cluster::redirect::{parse_redirect, Host, Redirect};
-use cluster::slot_map::{host_of, join_host_port};
+use cluster::redirect::{parse_redirect, Redirect};
 use tokio::time::Instant;
 use topology::Backoff;
 
@@ -112,6 +111,8 @@ struct Rules<'a> {
     max_redirects: u8,
     hold_limit: Duration,
     stats: &'a WorkerStats,
+    /// The map in force: where a redirect to `?` points (`SlotMap::redirect_addr`).
+    map: &'a cluster::slot_map::SlotMap,
 }
 
 /// Follow every redirect delivered to this session since the last turn: each becomes a
@@ -143,10 +144,12 @@ pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
     let (max_redirects, hold_ms) = session.worker.redirect_limits();
+    let map = session.worker.topology().current();
     let rules = Rules {
         max_redirects,
         hold_limit: Duration::from_millis(hold_ms),
         stats: &session.worker.stats,
+        map: &map,
     };
     let Some(Some(plan)) = session
         .cell
@@ -332,7 +335,13 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
     if over && *hop.retries >= MAX_RETRIES {
         return None;
     }
-    let (kind, addr) = redirect_target(reply, hop.sent_to)?;
+    let Some((kind, addr)) = redirect_target(reply, hop.sent_to, rules.map) else {
+        // `?` (`cluster-preferred-endpoint-type hostname` and the target has none) naming
+        // a port no node of the map, or several, listens on: routed again by slot once a
+        // fresh map is in, which has the target's IP from CLUSTER SLOTS' metadata
+        // (`slot_map.rs`); paced and bounded like any retry.
+        return plan_retry(hop, map_version, true);
+    };
     let frame = hop.frame?;
     tracing::debug!(from = ?hop.sent_to.as_ref().map(|b| b.addr.clone()), %addr,
         hops = *hop.hops, retries = *hop.retries, "following a redirect");
@@ -362,20 +371,19 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
     })
 }
 
-/// Parse a `-MOVED`/`-ASK` reply line into its kind and target address; an empty host
-/// means the node that sent the reply, so it is resolved against `sent_to`.
-fn redirect_target(reply: &[u8], sent_to: &Option<Rc<Backend>>) -> Option<(Kind, String)> {
+/// Parse a `-MOVED`/`-ASK` reply line into its kind and target address, resolved against
+/// `sent_to`, the node that sent it, and `map` (`SlotMap::redirect_addr`).
+fn redirect_target(
+    reply: &[u8],
+    sent_to: &Option<Rc<Backend>>,
+    map: &cluster::slot_map::SlotMap,
+) -> Option<(Kind, String)> {
     let line = reply.get(1..reply.len().checked_sub(2)?)?;
     let (kind, to) = match parse_redirect(line)? {
         Redirect::Moved { slot, to } => (Kind::Moved { slot }, to),
         Redirect::Ask { slot, to } => (Kind::Ask { slot }, to),
     };
-    let addr = match to.host {
-        Host::Name(host) => join_host_port(host, to.port),
-        Host::Same => join_host_port(host_of(&sent_to.as_ref()?.addr), to.port),
-        Host::Unknown => return None,
-    };
-    Some((kind, addr))
+    Some((kind, map.redirect_addr(to, &sent_to.as_ref()?.addr)?))
 }
 
 /// Retry after a jittered, doubling delay: on the same node (`reroute` false) or by slot.

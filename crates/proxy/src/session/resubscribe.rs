@@ -21,7 +21,6 @@ use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use cluster::redirect::{parse_redirect, Host, Redirect};
-use cluster::slot_map::join_host_port;
 use resp::Request;
 
 use crate::route::PubSubTarget;
@@ -101,11 +100,11 @@ impl Session {
         if p.silent.is_empty() || !frame.starts_with(b"-MOVED ") {
             return false;
         }
-        let Some((slot, addr)) = moved_target(frame) else {
-            return false;
-        };
         let from = p.shards.iter().find(|c| Rc::as_ptr(c) as usize == source);
         let from = from.map(|c| c.addr.clone());
+        let Some((slot, addr)) = self.moved_target(frame, from.as_deref()) else {
+            return false;
+        };
         let again: Vec<Bytes> = p
             .silent
             .iter()
@@ -129,7 +128,7 @@ impl Session {
     /// A `-MOVED` answering the client's last pub/sub command (SSUBSCRIBE on a stale map):
     /// learn the slot's owner and send the command there, hidden from the client, which
     /// gets the new owner's confirmations instead.
-    pub(crate) fn resend_on_moved(&mut self, frame: &Bytes) -> bool {
+    pub(crate) fn resend_on_moved(&mut self, source: usize, frame: &Bytes) -> bool {
         let Some((sent, PubSubTarget::Shard(Some(_)))) =
             self.pubsub.as_ref().and_then(|p| p.last_sent.clone())
         else {
@@ -141,13 +140,37 @@ impl Session {
             return false;
         };
         p.moved_resends += 1;
-        let Some((slot, addr)) = moved_target(frame) else {
+        let from = p.shards.iter().find(|c| Rc::as_ptr(c) as usize == source);
+        let from = from.map(|c| c.addr.clone());
+        let Some((slot, addr)) = self.moved_target(frame, from.as_deref()) else {
             return false;
         };
         let version = self.worker.topology().current().version();
         self.worker.topology().learn_moved(slot, &addr, version);
         self.send_pubsub(sent, PubSubTarget::Shard(Some(slot)));
         true
+    }
+
+    /// The slot and new owner named by a `-MOVED` frame from the subscription connection
+    /// to `from` (`SlotMap::redirect_addr`). None for another frame, or a `?` the map
+    /// cannot resolve (a refresh is asked for; the client gets the MOVED).
+    fn moved_target(&self, frame: &Bytes, from: Option<&str>) -> Option<(u16, String)> {
+        if !frame.starts_with(b"-MOVED ") {
+            return None;
+        }
+        let line = frame.get(1..frame.len().saturating_sub(2))?;
+        let Some(Redirect::Moved { slot, to }) = parse_redirect(line) else {
+            return None;
+        };
+        let map = self.worker.topology().current();
+        let addr = match (to.host, from) {
+            (Host::Same, None) => None,
+            (_, from) => map.redirect_addr(to, from.unwrap_or_default()),
+        };
+        if addr.is_none() {
+            self.worker.topology().request_refresh_now();
+        }
+        Some((slot, addr?))
     }
 
     fn ssubscribe(&self, channels: &[&[u8]]) -> crate::backend::Outgoing {
@@ -158,19 +181,4 @@ impl Session {
         let client = self.cell.clone();
         crate::backend::Outgoing::stream(frame.freeze(), client)
     }
-}
-
-/// The slot and new owner named by a `-MOVED` frame (a host, not an empty one).
-pub(crate) fn moved_target(frame: &Bytes) -> Option<(u16, String)> {
-    if !frame.starts_with(b"-MOVED ") {
-        return None;
-    }
-    let line = frame.get(1..frame.len().saturating_sub(2))?;
-    let Some(Redirect::Moved { slot, to }) = parse_redirect(line) else {
-        return None;
-    };
-    let Host::Name(host) = to.host else {
-        return None;
-    };
-    Some((slot, join_host_port(host, to.port)))
 }
