@@ -16,7 +16,10 @@ cached, plus Debian's redis-server), this starts a 3-master cluster of it
   masters' own entries merged;
 - on Valkey 9 (started with `cluster-databases 16`): `SELECT 3; SET k v` through the proxy
   lands in database 3 of k's master, a client on database 0 does not see it, a WATCHed
-  MULTI/EXEC runs in database 3, and SELECT 16 is out of range.
+  MULTI/EXEC runs in database 3, and SELECT 16 is out of range;
+- on Valkey 8.1+ (started with a replica per master, masters in availability zone a,
+  replicas in b): with `read_policy = "nearest"`, a proxy in zone b sends reads to the
+  replicas and one in zone a to the masters.
 
 Then, with --difftest SECONDS, the differential test (scripts/difftest.py, plain mode)
 against a standalone server of the same binary, for each server but Debian's (the main
@@ -139,14 +142,57 @@ def check_databases(name, pport, masters):
     return failures
 
 
+def check_zones(name, path, seed, nodes):
+    """Valkey 8.1's availability zones: with `read_policy = "nearest"`, a proxy in zone b
+    reads from the replicas (zone b), one in zone a from the masters (zone a), whatever the
+    round trips say."""
+    failures = []
+    for role_zone in nodes:
+        Conn(int(role_zone[0].rsplit(":", 1)[1])).call("CONFIG", "SET", "availability-zone",
+                                                         role_zone[1])
+    for zone, want in (("b", "replica"), ("a", "master")):
+        pport = free_port()
+        conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        conf.write(f'[proxy]\nlisten = "127.0.0.1:{pport}"\nthreads = 1\n[cluster]\n'
+                   f'seeds = ["{seed}"]\nread_policy = "nearest"\n'
+                   f'availability_zone = "{zone}"\n')
+        conf.close()
+        proxy = subprocess.Popen([BIN, "proxy", "--config", conf.name],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for("the proxy", lambda: call(pport, "PING") == "PONG")
+            # The sampler publishes each round whole: once it judged every replica usable,
+            # the same round chose each shard's nearest node.
+            wait_for("the replicas sampled", lambda: call(pport, "INFO", "backends")
+                     .count("state=up") == len(nodes) // 2)
+            before = info_fields(call(pport, "INFO", "stats"))
+            for i in range(30):
+                call(pport, "GET", f"zone:{i}")
+            after = info_fields(call(pport, "INFO", "stats"))
+            went = {to: int(after[f"reads_nearest_{to}"]) - int(before.get(f"reads_nearest_{to}", 0))
+                    for to in ("replica", "master")}
+            if went[want] != 30:
+                failures.append(f"proxy in zone {zone}: reads went {went}, want all 30 to "
+                                f"the {want}s")
+        finally:
+            proxy.kill()
+            proxy.wait()
+            os.unlink(conf.name)
+    if not failures:
+        print(f"ok {name}: nearest reads stay in the proxy's availability zone")
+    return failures
+
+
 def check_server(name, path):
     failures = []
     cdir = tempfile.mkdtemp(prefix=f"matrix-{name}.")
     proxy = None
     numbered = valkey_major(path) >= 9
+    zones = valkey_major(path) >= 8
     config = ["--config", "cluster-databases=16"] if numbered else []
+    replicas = "1" if zones else "0"
     try:
-        out = subprocess.run([BIN, "cluster", "up", "--masters", "3", "--replicas", "0",
+        out = subprocess.run([BIN, "cluster", "up", "--masters", "3", "--replicas", replicas,
                               "--server", path, "--dir", cdir] + config, capture_output=True,
                              text=True, timeout=120)
         if out.returncode != 0:
@@ -215,9 +261,13 @@ def check_server(name, path):
         if not failures:
             print(f"ok {name}: INFO and HELLO say {node_hello.get('server')} "
                   f"{node_hello.get('version')}")
+        masters = re.search(r"^masters: (.*)$", out.stdout, re.M).group(1).split()
         if numbered:
-            masters = re.search(r"^masters: (.*)$", out.stdout, re.M).group(1).split()
             failures += check_databases(name, pport, masters)
+        if zones:
+            replicas = re.search(r"^replicas: (.*)$", out.stdout, re.M).group(1).split()
+            nodes = [(m, "a") for m in masters] + [(r, "b") for r in replicas]
+            failures += check_zones(name, path, seed, nodes)
     finally:
         if proxy:
             proxy.kill()

@@ -112,6 +112,9 @@ pub struct ClusterConfig {
     /// A replica whose replication offset is more than this many bytes behind its master's
     /// (INFO replication, sampled about once a second) serves no reads.
     pub max_replica_lag: u64,
+    /// The proxy's own availability zone: `nearest` prefers the nodes whose
+    /// `availability-zone` (Valkey 8.1+) is this one. Empty: round trips alone decide.
+    pub availability_zone: String,
 }
 
 /// Per-client bounds (Redis's own defaults where Redis has one).
@@ -194,6 +197,7 @@ impl Default for ClusterConfig {
             backend_password: String::new(),
             read_policy: ReadPolicy::Master,
             max_replica_lag: 1024 * 1024,
+            availability_zone: String::new(),
         }
     }
 }

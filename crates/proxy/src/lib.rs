@@ -270,7 +270,10 @@ fn build_shared(
         drain: Default::default(),
         ask_slots: Default::default(),
         backend_auth: topology::backend_auth(&config_cluster),
-        replicas: topology::ReplicaHealth::new(config_cluster.max_replica_lag),
+        replicas: topology::ReplicaHealth::new(
+            config_cluster.max_replica_lag,
+            &config_cluster.availability_zone,
+        ),
         identity: Default::default(),
         slowlog,
         tls_acceptor: tls.acceptor,

@@ -159,6 +159,7 @@ fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadEr
         .topology
         .set_pacing(crate::topology::pacing(&config.cluster));
     shared.replicas.set_max_lag(config.cluster.max_replica_lag);
+    shared.replicas.set_zone(&config.cluster.availability_zone);
     let next = Live::next(&old, config);
     let removed = old.removed_in(&next);
     shared.live.store(std::sync::Arc::new(next));

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!   topology thread: every second (or at once when a replica connection broke)
-//!     each master: INFO replication persistence ─▶ master_repl_offset, round trip
+//!     each master: INFO server replication persistence ─▶ master_repl_offset, round trip,
+//!                  availability zone
 //!     each replica: the same ─▶ down? loading? link down? lag = master's − its offset
 //!   ─▶ ReplicaView (ArcSwap) + generation (bumped only when a routing choice changes)
 //!   workers: one relaxed load of the generation per read; a new view only when it moved
@@ -118,14 +119,25 @@ pub struct ReplicaHealth {
     generation: AtomicU64,
     /// `cluster.max_replica_lag`, set at start and by each reload.
     max_lag: AtomicU64,
+    /// `cluster.availability_zone`, set at start and by each reload.
+    zone: ArcSwap<String>,
     wake: Notify,
 }
 
 impl ReplicaHealth {
-    pub fn new(max_lag: u64) -> Arc<ReplicaHealth> {
+    pub fn new(max_lag: u64, zone: &str) -> Arc<ReplicaHealth> {
         let health = ReplicaHealth::default();
         health.set_max_lag(max_lag);
+        health.set_zone(zone);
         Arc::new(health)
+    }
+
+    /// The proxy's availability zone (`nearest` prefers nodes in it); sampled next round.
+    pub fn set_zone(&self, zone: &str) {
+        if **self.zone.load() != zone {
+            self.zone.store(Arc::new(zone.to_string()));
+            self.wake.notify_one();
+        }
     }
 
     pub fn generation(&self) -> u64 {
@@ -170,10 +182,12 @@ pub(crate) async fn run_sampler(
         }
         let map = topology.current();
         let max_lag = health.max_lag.load(Ordering::Relaxed);
+        let zone = health.zone.load_full();
         let mut sampler = Sampler {
             conns: &mut conns,
             auth: auth.as_ref(),
             tls: tls.as_deref(),
+            zone: &zone,
         };
         let view = sampler.view_of(&map, max_lag, &health.view()).await;
         let known: Vec<&str> = map
@@ -193,44 +207,40 @@ struct Sampler<'a> {
     conns: &'a mut HashMap<String, NodeConn>,
     auth: Option<&'a bytes::Bytes>,
     tls: Option<&'a crate::tls::Connector>,
+    /// The proxy's availability zone, or empty.
+    zone: &'a str,
 }
 
 impl Sampler<'_> {
-    /// Every shard's replicas judged, and its nearest node: the fastest of the master and
-    /// its usable replicas, unless the previous nearest is still within a quarter of it
-    /// (round trips jitter; without the margin reads would hop between nodes every second).
+    /// Every shard's replicas judged, and its nearest node (`nearest_of`).
     async fn view_of(&mut self, map: &SlotMap, max_lag: u64, before: &ReplicaView) -> ReplicaView {
         let mut view = ReplicaView::default();
         for master in map.nodes().iter().filter(|n| !n.replicas.is_empty()) {
             let sampled = self.sample(&master.addr).await;
-            let mut candidates: Vec<(u64, &String)> = sampled
-                .map(|(_, rtt)| (rtt, &master.addr))
+            let mut candidates: Vec<Candidate<'_>> = sampled
+                .map(|(info, rtt)| (!info.in_zone, rtt, master.addr.as_str()))
                 .into_iter()
                 .collect();
             for addr in &master.replicas {
                 let own = self.sample(addr).await;
+                let in_zone = own.is_some_and(|(info, _)| info.in_zone);
                 let state = judge(addr, &master.addr, sampled, own, max_lag);
                 if state.fitness == Fitness::Up {
-                    candidates.push((state.rtt_us, addr));
+                    candidates.push((!in_zone, state.rtt_us, addr));
                 }
                 view.replicas.push(state);
             }
-            let Some(&(best, fastest)) = candidates.iter().min() else {
-                continue;
-            };
-            let kept = before.nearest(&master.addr).and_then(|prev| {
-                let (rtt, addr) = candidates.iter().find(|(_, a)| a.as_str() == prev)?;
-                (*rtt <= best + best / 4).then_some(*addr)
-            });
-            let nearest = kept.unwrap_or(fastest).clone();
-            view.nearest.insert(master.addr.clone(), nearest);
+            if let Some(nearest) = nearest_of(&candidates, before.nearest(&master.addr)) {
+                view.nearest
+                    .insert(master.addr.clone(), nearest.to_string());
+            }
         }
         view
     }
 
     /// INFO from `addr` and its round trip in microseconds; None when it did not answer.
     async fn sample(&mut self, addr: &str) -> Option<(NodeInfo, u64)> {
-        const ARGS: &[&[u8]] = &[b"INFO", b"replication", b"persistence"];
+        const ARGS: &[&[u8]] = &[b"INFO", b"server", b"replication", b"persistence"];
         let started = Instant::now();
         let reply = tokio::time::timeout(SAMPLE_TIMEOUT, async {
             if !self.conns.contains_key(addr) {
@@ -249,8 +259,25 @@ impl Sampler<'_> {
                 return None;
             }
         };
-        Some((replica_info::parse(&text), rtt.max(1)))
+        Some((replica_info::parse(&text, self.zone), rtt.max(1)))
     }
+}
+
+/// A shard's node that may serve reads: (outside the proxy's zone, round trip µs, address).
+type Candidate<'a> = (bool, u64, &'a str);
+
+/// A shard's nearest node among the master and its usable replicas: in the proxy's zone
+/// when one is (a configured zone, `cluster.availability_zone`), then the fastest, unless
+/// the previous nearest is in the same zone class and still within a quarter of the
+/// fastest's round trip (round trips jitter; without the margin reads would hop between
+/// nodes every second).
+fn nearest_of<'a>(candidates: &[Candidate<'a>], before: Option<&str>) -> Option<&'a str> {
+    let &(outside, best, fastest) = candidates.iter().min()?;
+    let kept = before.and_then(|prev| {
+        let &(prev_outside, rtt, addr) = candidates.iter().find(|(_, _, a)| *a == prev)?;
+        (prev_outside == outside && rtt <= best + best / 4).then_some(addr)
+    });
+    Some(kept.unwrap_or(fastest))
 }
 
 /// A replica's state from its own sample and its master's.
@@ -315,8 +342,29 @@ mod tests {
     }
 
     #[test]
+    fn the_nearest_node_is_in_the_proxys_zone_then_the_fastest() {
+        // (outside the zone, round trip, address)
+        let master = (true, 100, "m");
+        let far_fast = (true, 50, "r1");
+        let near_slow = (false, 400, "r2");
+        assert_eq!(nearest_of(&[master, far_fast], None), Some("r1"));
+        assert_eq!(nearest_of(&[master, far_fast, near_slow], None), Some("r2"));
+        // Within a quarter of the fastest, the previous one stays, in its own zone class.
+        assert_eq!(nearest_of(&[master, far_fast], Some("m")), Some("r1"));
+        assert_eq!(
+            nearest_of(&[(true, 100, "m"), (true, 90, "r1")], Some("m")),
+            Some("m")
+        );
+        assert_eq!(
+            nearest_of(&[master, far_fast, near_slow], Some("r1")),
+            Some("r2")
+        );
+        assert_eq!(nearest_of(&[], None), None);
+    }
+
+    #[test]
     fn only_a_routing_change_moves_the_generation() {
-        let health = ReplicaHealth::new(100);
+        let health = ReplicaHealth::new(100, "");
         let state = |fitness, rtt_us| ReplicaState {
             addr: "r:1".into(),
             master: "m:1".into(),
