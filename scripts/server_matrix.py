@@ -13,7 +13,8 @@ cached, plus Debian's redis-server), this starts a 3-master cluster of it
 - INFO's redis_version/valkey_version/server_name and HELLO's server/version are the
   nodes' own;
 - where the nodes have it, CLUSTER SLOT-STATS (SLOTSRANGE and ORDERBY ... LIMIT) equals the
-  masters' own entries merged;
+  masters' own entries merged, and MSETEX across slots is split (its TTL on every key; with
+  NX or XX, CROSSSLOT);
 - on Valkey 9 (started with `cluster-databases 16`): `SELECT 3; SET k v` through the proxy
   lands in database 3 of k's master, a client on database 0 does not see it, a WATCHed
   MULTI/EXEC runs in database 3, and SELECT 16 is out of range;
@@ -183,6 +184,29 @@ def check_zones(name, path, seed, nodes):
     return failures
 
 
+def check_msetex(name, pport):
+    """MSETEX across slots is split by slot, each part with its own count and the options;
+    with NX or XX (all keys or none) it gets CROSSSLOT."""
+    keys = ["{a}m", "{b}m", "{c}m"]
+    c = Conn(pport)
+    got = c.call("MSETEX", "3", keys[0], "1", keys[1], "2", keys[2], "3", "EX", "100")
+    values = c.call("MGET", *keys)
+    ttls = [c.call("TTL", k) for k in keys]
+    failures = []
+    if got != 1 or values != ["1", "2", "3"] or not all(0 < t <= 100 for t in ttls):
+        failures.append(f"MSETEX across slots: {got!r}, values {values}, TTLs {ttls}")
+    try:
+        c.call("MSETEX", "2", keys[0], "x", keys[1], "y", "NX")
+        failures.append("MSETEX ... NX across slots was not refused")
+    except RuntimeError as e:
+        if not str(e).startswith("CROSSSLOT"):
+            failures.append(f"MSETEX ... NX across slots: {e}")
+    c.call("DEL", *keys)
+    if not failures:
+        print(f"ok {name}: MSETEX across slots split (NX/XX: CROSSSLOT)")
+    return failures
+
+
 def check_server(name, path):
     failures = []
     cdir = tempfile.mkdtemp(prefix=f"matrix-{name}.")
@@ -245,6 +269,9 @@ def check_server(name, path):
                 failures.append("CLUSTER SLOT-STATS differs from the masters' entries merged")
             else:
                 print(f"ok {name}: CLUSTER SLOT-STATS merged from {len(masters)} masters")
+
+        if any(e[0] == "msetex" for e in infos):
+            failures += check_msetex(name, pport)
 
         want = info_fields(node.call("INFO", "server"))
         got = info_fields(call(pport, "INFO", "server"))

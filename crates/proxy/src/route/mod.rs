@@ -33,7 +33,11 @@ pub(crate) enum Route {
     /// Keyless: any master gives the same answer.
     AnyNode,
     /// Keys in several slots of a command that may be split: one part per slot, merged.
-    Split { keys: KeyPositions, merge: Merge },
+    Split {
+        keys: KeyPositions,
+        merge: Merge,
+        shape: PartShape,
+    },
     /// Sent to every master, replies merged (DBSIZE, KEYS, FLUSHALL, SCRIPT LOAD…).
     Broadcast(Merge),
     /// Refused; the error reply is ready.
@@ -328,9 +332,62 @@ fn really_blocks(spec: &CommandSpec, req: &Request) -> bool {
     (1..req.argc()).any(|i| req.arg(i).eq_ignore_ascii_case(b"block"))
 }
 
+/// How the parts of a split request are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PartShape {
+    /// The name, then each of the part's keys with the arguments that follow it (`step`):
+    /// MGET, MSET, DEL…
+    Keys,
+    /// The arguments before the first key, `keys_at` (argument `numkeys_at` set to the
+    /// part's key count), the part's keys with theirs, then every argument from
+    /// `options_at` on, the options (MSETEX `numkeys key value … [EX s]`).
+    NumKeys {
+        numkeys_at: usize,
+        keys_at: usize,
+        options_at: usize,
+    },
+}
+
+/// Options that make a splittable command all-or-nothing across its keys: with one of
+/// them, parts on several nodes could each decide alone (MSETEX NX sets none if any key
+/// exists; its parts would set those of the nodes where none does), so it is refused.
+const ALL_OR_NOTHING: &[(&str, &[&str])] = &[("msetex", &["nx", "xx"])];
+
+/// The shape a multi-slot request of `spec` is split in, or None when it must not be:
+/// a plain key range (the legacy spec), or `numkeys` keys with no legacy keys before them,
+/// each with its whole step of arguments, and no all-or-nothing option after them.
+fn part_shape(req: &Request, spec: &CommandSpec, keys: &KeyPositions) -> Option<PartShape> {
+    match spec.keys {
+        KeySpec::Legacy => Some(PartShape::Keys),
+        KeySpec::NumKeys {
+            numkeys_at, step, ..
+        } if spec.first_key <= 0 => {
+            let KeyPositions::Range { first, last, .. } = *keys else {
+                return None;
+            };
+            let options_at = last + usize::from(step.max(1));
+            let atomic = ALL_OR_NOTHING
+                .iter()
+                .find(|(name, _)| *name == spec.name)
+                .is_some_and(|(_, tokens)| {
+                    (options_at..req.argc()).any(|i| {
+                        (tokens.iter()).any(|t| t.as_bytes().eq_ignore_ascii_case(req.arg(i)))
+                    })
+                });
+            (options_at <= req.argc() && !atomic).then_some(PartShape::NumKeys {
+                numkeys_at: usize::from(numkeys_at),
+                keys_at: first,
+                options_at,
+            })
+        }
+        _ => None,
+    }
+}
+
 /// One slot: route there. Several: split if the table says the command is a per-key
-/// operation that may be split (MultiShard, and not MSETNX's all-or-nothing AggMin);
-/// otherwise refuse as Redis Cluster does.
+/// operation that may be split (MultiShard, and not MSETNX's all-or-nothing AggMin) and
+/// its arguments can be cut into parts (`part_shape`); otherwise refuse as Redis Cluster
+/// does.
 fn route_keys(req: &Request, spec: &CommandSpec, keys: KeyPositions) -> Route {
     let mut slots = keys.iter().map(|i| cluster::key_slot(req.arg(i)));
     let Some(first) = slots.next() else {
@@ -341,13 +398,12 @@ fn route_keys(req: &Request, spec: &CommandSpec, keys: KeyPositions) -> Route {
     if single_slot {
         return Route::Slot(first);
     }
-    // The split rebuilds each part as the name and its keys with their values, which is
-    // right only for a plain key range (MGET, MSET, DEL); MSETEX's numkeys and options
-    // would be lost, so it gets CROSSSLOT as the server answers it.
-    let splittable =
-        spec.request_policy == RequestPolicy::MultiShard && matches!(spec.keys, KeySpec::Legacy);
-    match merge_for(spec.response_policy, true) {
-        Some(merge) if splittable => Route::Split { keys, merge },
+    let shape = match spec.request_policy {
+        RequestPolicy::MultiShard => part_shape(req, spec, &keys),
+        _ => None,
+    };
+    match (merge_for(spec.response_policy, true), shape) {
+        (Some(merge), Some(shape)) => Route::Split { keys, merge, shape },
         _ => Route::Refuse(Bytes::from_static(
             b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
         )),

@@ -152,3 +152,60 @@ fn publish_goes_to_the_home_of_classic_pubsub() {
     );
     assert!(refusal(route_default(&req(&["PUBLISH", "news"]))).contains("wrong number"));
 }
+
+#[test]
+fn msetex_is_split_unless_all_or_nothing() {
+    // The row Redis 8.4 and Valkey 9 describe (learned, so built here by hand).
+    let spec = CommandSpec {
+        name: "msetex",
+        arity: -4,
+        flags: 0,
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        keys: KeySpec::NumKeys {
+            numkeys_at: 1,
+            first: 2,
+            step: 2,
+            errors: cluster::command::NumKeysErrors::Server,
+        },
+        key_access: &[],
+        acl_categories: 0,
+        request_policy: RequestPolicy::MultiShard,
+        response_policy: cluster::command::ResponsePolicy::AllSucceeded,
+        subcommands: &[],
+    };
+    let routed = |args: &[&str]| {
+        let r = req(args);
+        let keys = spec.key_positions(r.argc(), |i| r.arg(i)).unwrap();
+        route_keys(&r, &spec, keys)
+    };
+    assert_eq!(
+        routed(&["MSETEX", "2", "a", "1", "b", "2", "EX", "9"]),
+        Route::Split {
+            keys: cluster::command::KeyPositions::Range {
+                first: 2,
+                last: 4,
+                step: 2
+            },
+            merge: Merge::AllSucceeded,
+            shape: PartShape::NumKeys {
+                numkeys_at: 1,
+                keys_at: 2,
+                options_at: 6
+            },
+        }
+    );
+    let crossslot = "-CROSSSLOT Keys in request don't hash to the same slot\r\n";
+    // NX or XX: all keys or none, which parts on several nodes cannot promise.
+    for condition in ["NX", "xx"] {
+        let r = routed(&["MSETEX", "2", "a", "1", "b", "2", condition, "EX", "9"]);
+        assert_eq!(refusal(r), crossslot);
+    }
+    // A key without its value: the split would drop the key; the node answers.
+    assert_eq!(refusal(routed(&["MSETEX", "2", "a", "1", "b"])), crossslot);
+    assert_eq!(
+        routed(&["MSETEX", "2", "{a}1", "1", "{a}2", "2", "NX"]),
+        Route::Slot(cluster::key_slot(b"a"))
+    );
+}

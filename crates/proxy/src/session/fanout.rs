@@ -23,6 +23,7 @@ use resp::Request;
 
 use crate::backend::Backend;
 use crate::route::merge::{self, Merge};
+use crate::route::PartShape;
 use crate::session::queue::Hold;
 
 /// One sub-request and its fate.
@@ -59,7 +60,12 @@ pub(crate) struct Fanout {
 impl Fanout {
     /// Split a multi-key command by slot. `keys` are the key positions (a range: MGET, DEL…
     /// step 1; MSET step 2, each key followed by its value).
-    pub(crate) fn split(req: &Request, keys: &KeyPositions, merge: Merge) -> Fanout {
+    pub(crate) fn split(
+        req: &Request,
+        keys: &KeyPositions,
+        merge: Merge,
+        shape: PartShape,
+    ) -> Fanout {
         let step = match keys {
             KeyPositions::Range { step, .. } => (*step).max(1),
             _ => 1,
@@ -67,7 +73,7 @@ impl Fanout {
         let (groups, order) = group_by_slot(req, keys);
         let parts = groups
             .into_iter()
-            .map(|(slot, idxs)| slot_part(req, slot, idxs, step))
+            .map(|(slot, idxs)| slot_part(req, slot, idxs, step, shape))
             .collect::<Vec<_>>();
         Fanout {
             merge,
@@ -205,8 +211,22 @@ fn group_by_slot(req: &Request, keys: &KeyPositions) -> (SlotGroups, Vec<(u32, u
 
 /// One slot's request: the command name, then each of its keys with the `step - 1`
 /// arguments that follow it (MSET's values).
-fn slot_part(req: &Request, slot: u16, idxs: Vec<usize>, step: usize) -> Part {
-    let mut args: Vec<&[u8]> = vec![req.arg(0)];
+fn slot_part(req: &Request, slot: u16, idxs: Vec<usize>, step: usize, shape: PartShape) -> Part {
+    let count = idxs.len().to_string();
+    let mut args: Vec<&[u8]> = match shape {
+        PartShape::Keys => vec![req.arg(0)],
+        PartShape::NumKeys {
+            numkeys_at,
+            keys_at,
+            ..
+        } => {
+            let head = (0..keys_at.min(req.argc())).map(|i| match i == numkeys_at {
+                true => count.as_bytes(),
+                false => req.arg(i),
+            });
+            head.collect()
+        }
+    };
     for i in idxs {
         // The router checked the argument count; never read past it anyway.
         args.extend(
@@ -214,6 +234,9 @@ fn slot_part(req: &Request, slot: u16, idxs: Vec<usize>, step: usize) -> Part {
                 .filter(|&j| j < req.argc())
                 .map(|j| req.arg(j)),
         );
+    }
+    if let PartShape::NumKeys { options_at, .. } = shape {
+        args.extend((options_at..req.argc()).map(|i| req.arg(i)));
     }
     let mut frame = BytesMut::new();
     resp::encode_command(&mut frame, &args);

@@ -336,7 +336,9 @@ impl Session {
             Route::Slot(slot) => self.forward(req, Some(slot)),
             Route::Read(slot) => self.forward_read(req, slot),
             Route::AnyNode => self.forward(req, None),
-            Route::Split { keys, merge } => self.fan_out(Fanout::split(&req, &keys, merge)),
+            Route::Split { keys, merge, shape } => {
+                self.fan_out(Fanout::split(&req, &keys, merge, shape))
+            }
             Route::Broadcast(merge) => self.broadcast(&req, merge),
         }
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::route::PartShape;
 
 fn req(args: &[&str]) -> Request {
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -17,7 +18,7 @@ fn b(s: &str) -> Bytes {
 #[test]
 fn mget_is_split_by_slot_and_merged_in_key_order() {
     let r = req(&["MGET", "a", "b", "{a}x", "c"]);
-    let mut f = Fanout::split(&r, &keys_of(&r), Merge::KeyOrder);
+    let mut f = Fanout::split(&r, &keys_of(&r), Merge::KeyOrder, PartShape::Keys);
     assert_eq!(f.parts.len(), 3, "a and {{a}}x share a slot");
     let frames: Vec<String> = f
         .parts
@@ -35,9 +36,36 @@ fn mget_is_split_by_slot_and_merged_in_key_order() {
 }
 
 #[test]
+fn msetex_parts_keep_their_count_and_the_options() {
+    // Redis 8.4's and Valkey 9's `MSETEX numkeys key value … [EX s]`: keys at 2, 4, 6.
+    let r = req(&["MSETEX", "3", "a", "1", "b", "2", "{a}x", "3", "EX", "100"]);
+    let keys = KeyPositions::Range {
+        first: 2,
+        last: 6,
+        step: 2,
+    };
+    let shape = PartShape::NumKeys {
+        numkeys_at: 1,
+        keys_at: 2,
+        options_at: 8,
+    };
+    let f = Fanout::split(&r, &keys, Merge::AllSucceeded, shape);
+    let frames: Vec<String> = (f.parts.iter())
+        .map(|p| String::from_utf8_lossy(&p.frame).replace("\r\n", " "))
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            "*8 $6 MSETEX $1 2 $1 a $1 1 $4 {a}x $1 3 $2 EX $3 100 ",
+            "*6 $6 MSETEX $1 1 $1 b $1 2 $2 EX $3 100 ",
+        ]
+    );
+}
+
+#[test]
 fn mset_keeps_values_with_their_keys() {
     let r = req(&["MSET", "a", "1", "b", "2"]);
-    let mut f = Fanout::split(&r, &keys_of(&r), Merge::AllSucceeded);
+    let mut f = Fanout::split(&r, &keys_of(&r), Merge::AllSucceeded, PartShape::Keys);
     assert_eq!(
         f.parts[1].frame,
         b("*3\r\n$4\r\nMSET\r\n$1\r\nb\r\n$1\r\n2\r\n")
@@ -93,8 +121,10 @@ fn no_command_shape_panics_the_router_or_the_split() {
                 let mut args: Vec<&str> = name.split(' ').collect();
                 args.extend((0..argc).map(|i| pool[(i + rotate) % pool.len()]));
                 let r = req(&args);
-                if let crate::route::Route::Split { keys, merge } = crate::route::route(&r, false) {
-                    let mut f = Fanout::split(&r, &keys, merge);
+                if let crate::route::Route::Split { keys, merge, shape } =
+                    crate::route::route(&r, false)
+                {
+                    let mut f = Fanout::split(&r, &keys, merge, shape);
                     for i in 0..f.parts.len() {
                         f.complete(i, b("*1\r\n$1\r\nv\r\n"));
                     }
