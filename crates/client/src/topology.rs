@@ -67,7 +67,7 @@ impl Source for PoolSource {
             return Err(Error::Server(String::from_utf8_lossy(e).into_owned()));
         }
         self.command
-            .parse(version, &reply, addr)
+            .parse(version, &reply, addr, false)
             .map_err(|e| Error::Topology(e.to_string()))
     }
 }

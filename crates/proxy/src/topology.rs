@@ -196,7 +196,7 @@ impl ::topology::Source for NodeSource {
             return Err(String::from_utf8_lossy(e).into_owned());
         }
         self.command
-            .parse(version, &reply, addr)
+            .parse(version, &reply, addr, self.tls.is_some())
             .map_err(|e| e.to_string())
     }
 }

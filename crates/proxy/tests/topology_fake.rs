@@ -227,7 +227,9 @@ fn lagging_map_does_not_undo_a_moved_patch() {
 }
 
 /// T7: `MOVED <slot> :<port>` (empty host) means the host of the node that answered; a
-/// `?` host is unknown: the MOVED is passed through, never dialled.
+/// `?` host (hostname preferred, none set) is the one node of the map on that port; a `?`
+/// no node of the map listens on is never dialled: retried by slot, paced and bounded,
+/// then the client gets the MOVED.
 #[test]
 fn moved_with_empty_or_unknown_host() {
     let b = FakeNode::start(|args, _| match args[0].as_slice() {
@@ -238,6 +240,9 @@ fn moved_with_empty_or_unknown_host() {
     let a = FakeNode::start(move |args, _| match (args[0].as_slice(), args.get(1)) {
         (b"GET", Some(k)) if k.starts_with(b"q") => {
             Reply::Bytes(reply::error(&format!("MOVED {} ?:{b_port}", slot_of(k))))
+        }
+        (b"GET", Some(k)) if k.starts_with(b"z") => {
+            Reply::Bytes(reply::error(&format!("MOVED {} ?:1", slot_of(k))))
         }
         (b"GET", Some(k)) => Reply::Bytes(reply::error(&format!("MOVED {} :{b_port}", slot_of(k)))),
         _ => Reply::Default,
@@ -251,12 +256,17 @@ fn moved_with_empty_or_unknown_host() {
         "empty host = a's host"
     );
     let key = "q{6}"; // another slot of a's half, never patched
-    let got = text(&c.call(&["GET", key]));
     assert_eq!(
-        got,
-        format!("-MOVED {} ?:{b_port}", slot_of(key.as_bytes()))
+        text(&c.call(&["GET", key])),
+        "from-b",
+        "`?` = b, on that port"
     );
-    assert_eq!(b.count("GET"), 1, "the `?` endpoint was not followed");
+    assert_eq!(b.count("GET"), 2);
+    let nowhere = "z{7}"; // a third slot of a's half
+    let got = text(&c.call(&["GET", nowhere]));
+    assert_eq!(got, format!("-MOVED {} ?:1", slot_of(nowhere.as_bytes())));
+    assert_eq!(b.count("GET"), 2, "a `?` on no known port is never dialled");
+    assert!(a.count("GET") > 3, "retried by slot before giving up");
     proxy.shutdown();
 }
 

@@ -38,19 +38,22 @@ impl TopologyCommand {
     }
 
     /// The map `reply` describes, stamped `version`; an empty host in it means
-    /// `responder`'s host (hostname mode).
+    /// `responder`'s host (hostname mode). `tls`: the reply came over TLS, so the nodes'
+    /// TLS ports are the ones to dial (CLUSTER SHARDS names both; SLOTS answers per
+    /// connection).
     pub fn parse(
         self,
         version: u64,
         reply: &Value,
         responder: &str,
+        tls: bool,
     ) -> Result<SlotMap, TopologyError> {
         match self {
             TopologyCommand::Slots => {
                 SlotMap::from_cluster_slots(version, reply, host_of(responder))
             }
             TopologyCommand::Shards | TopologyCommand::Auto => {
-                SlotMap::from_cluster_shards(version, reply, host_of(responder))
+                SlotMap::from_cluster_shards(version, reply, host_of(responder), tls)
             }
         }
     }
@@ -92,10 +95,12 @@ mod tests {
             node,
         ])]);
         let map = TopologyCommand::Slots
-            .parse(3, &reply, "[::1]:7001")
+            .parse(3, &reply, "[::1]:7001", false)
             .unwrap();
         assert_eq!(map.version(), 3);
         assert_eq!(map.node_of(0).unwrap().addr, "[::1]:7000");
-        assert!(TopologyCommand::Shards.parse(3, &reply, "h:1").is_err());
+        assert!(TopologyCommand::Shards
+            .parse(3, &reply, "h:1", false)
+            .is_err());
     }
 }

@@ -35,9 +35,11 @@ struct ShardNode {
     online: bool,
 }
 
-/// One node of a shard; None when it has no usable address.
-fn node(v: &Value, responder_host: &str) -> Option<ShardNode> {
-    let port = field(v, "port")
+/// One node of a shard; None when it has no usable address. `tls`: its `tls-port` is the
+/// one to dial (the reply names the plain `port` too).
+fn node(v: &Value, responder_host: &str, tls: bool) -> Option<ShardNode> {
+    let port_field = if tls { "tls-port" } else { "port" };
+    let port = field(v, port_field)
         .and_then(Value::as_int)
         .filter(|p| (1..=65535).contains(p))?;
     let host = text(field(v, "endpoint"))
@@ -59,11 +61,13 @@ fn node(v: &Value, responder_host: &str) -> Option<ShardNode> {
 }
 
 impl SlotMap {
-    /// Parse a CLUSTER SHARDS reply. Shards without a reachable master are left unassigned.
+    /// Parse a CLUSTER SHARDS reply (read over TLS: `tls`). Shards without a reachable
+    /// master are left unassigned.
     pub fn from_cluster_shards(
         version: u64,
         reply: &Value,
         responder_host: &str,
+        tls: bool,
     ) -> Result<SlotMap, TopologyError> {
         let shards = reply.as_array().ok_or(TopologyError::NotAnArray)?;
         let mut ranges = Vec::new();
@@ -75,7 +79,7 @@ impl SlotMap {
                 .and_then(Value::as_array)
                 .ok_or(TopologyError::BadEntry(i))?
                 .iter()
-                .filter_map(|n| node(n, responder_host))
+                .filter_map(|n| node(n, responder_host, tls))
                 .collect();
             // During a failover a shard can list the failed master beside the new one.
             let Some(master) = (nodes.iter().filter(|n| n.master)).min_by_key(|n| !n.online) else {
@@ -129,6 +133,8 @@ mod tests {
             s(id),
             s("port"),
             Value::Integer(port),
+            s("tls-port"),
+            Value::Integer(port + 10_000),
             s("ip"),
             s("127.0.0.1"),
             s("endpoint"),
@@ -153,7 +159,7 @@ mod tests {
             ),
             shard(&[100, 199], vec![node("b", 7001, "master")]),
         ]);
-        let map = SlotMap::from_cluster_shards(1, &reply, "127.0.0.1").unwrap();
+        let map = SlotMap::from_cluster_shards(1, &reply, "127.0.0.1", false).unwrap();
         assert_eq!(map.node_of(0).unwrap().addr, "127.0.0.1:7000");
         assert_eq!(map.node_of(150).unwrap().addr, "127.0.0.1:7001");
         assert_eq!(
@@ -161,7 +167,7 @@ mod tests {
             vec!["127.0.0.1:7002".to_string()]
         );
         assert_eq!(map.assigned(), 16384);
-        assert!(SlotMap::from_cluster_shards(1, &Value::Array(vec![]), "h").is_err());
+        assert!(SlotMap::from_cluster_shards(1, &Value::Array(vec![]), "h", false).is_err());
     }
 
     #[test]
@@ -179,9 +185,12 @@ mod tests {
                 node_in("ready", 7003, "replica", "online", "127.0.0.1"),
             ]),
         ])]);
-        let map = SlotMap::from_cluster_shards(1, &reply, "127.0.0.1").unwrap();
+        let map = SlotMap::from_cluster_shards(1, &reply, "127.0.0.1", false).unwrap();
         let owner = map.node_of(0).unwrap();
         assert_eq!(owner.addr, "127.0.0.1:7001");
         assert_eq!(owner.replicas, vec!["127.0.0.1:7003".to_string()]);
+        // Read over TLS: the TLS ports (the reply names both).
+        let map = SlotMap::from_cluster_shards(1, &reply, "127.0.0.1", true).unwrap();
+        assert_eq!(map.node_of(0).unwrap().addr, "127.0.0.1:17001");
     }
 }
