@@ -86,10 +86,12 @@ impl SlotMap {
                 continue;
             };
             // A replica still loading its first sync answers -LOADING: not one to read from.
-            let replicas = (nodes.iter())
+            // Sorted: each node lists a shard's replicas in its own order.
+            let mut replicas: Vec<String> = (nodes.iter())
                 .filter(|n| !n.master && n.online)
                 .map(|n| n.addr.clone())
                 .collect();
+            replicas.sort();
             let master = NodeEntry {
                 addr: master.addr.clone(),
                 id: master.id.clone(),
@@ -109,6 +111,11 @@ impl SlotMap {
                 });
             }
         }
+        // Shards come in the answering node's own order, which differs from node to node;
+        // the map's masters are numbered by their first slot, as CLUSTER SLOTS lists them,
+        // so the same cluster read from any node is the same map (SCAN cursors name a
+        // master by that number).
+        ranges.sort_by_key(|r| r.start);
         SlotMap::from_ranges(version, &ranges)
     }
 }
@@ -168,6 +175,26 @@ mod tests {
         );
         assert_eq!(map.assigned(), 16384);
         assert!(SlotMap::from_cluster_shards(1, &Value::Array(vec![]), "h", false).is_err());
+    }
+
+    #[test]
+    fn masters_are_numbered_by_their_first_slot_whatever_the_shard_order() {
+        // Each node lists the shards in its own order; SCAN cursors name masters by index.
+        let shard = |ranges: &[i64], id: &str, port: i64| {
+            let slots = Value::Array(ranges.iter().map(|r| Value::Integer(*r)).collect());
+            let nodes = Value::Array(vec![node(id, port, "master")]);
+            Value::Array(vec![s("slots"), slots, s("nodes"), nodes])
+        };
+        let a = shard(&[0, 99], "a", 7000);
+        let b = shard(&[100, 16383], "b", 7001);
+        let one = Value::Array(vec![a.clone(), b.clone()]);
+        let other = Value::Array(vec![b, a]);
+        let addrs = |reply: &Value| -> Vec<String> {
+            let map = SlotMap::from_cluster_shards(1, reply, "127.0.0.1", false).unwrap();
+            map.nodes().iter().map(|n| n.addr.clone()).collect()
+        };
+        assert_eq!(addrs(&one), addrs(&other));
+        assert_eq!(addrs(&other)[0], "127.0.0.1:7000");
     }
 
     #[test]
