@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what they need.
 CARGO ?= cargo
 
-.PHONY: deps build release demo test compat compat-all difftest matrix soak faults fuzz-hostile lint fmt bench-core bench-smoke bench-all clean
+.PHONY: deps build release demo test compat compat-all compat-matrix difftest matrix soak faults fuzz-hostile lint fmt bench-core bench-smoke bench-all clean
 
 deps:
 	@bash scripts/install-deps
@@ -43,6 +43,19 @@ compat: deps
 	python3 compat/run.py
 	python3 scripts/group_failover.py
 
+# The real-client suites on every server of the matrix (scripts/install-servers), each on a
+# fresh cluster of that server: about 1.5 minutes a server. Not in `make test` for CI's time;
+# its results are in docs/clients.md ("Servers").
+compat-matrix: deps
+	$(CARGO) build -p slotgate
+	bash scripts/install-servers
+	bash scripts/install-compat-deps
+	for s in $$HOME/.cache/slotgate/servers/*/server; do \
+		echo "== $$s"; \
+		REDIS_SERVER=$$s python3 scripts/compat_redis_py.py || exit 1; \
+		REDIS_SERVER=$$s python3 compat/run.py || exit 1; \
+	done
+
 # The real-client suite with every language it has, also any left out of `make test` for time
 # (none today: compat/run.py DEFAULT_LANGS).
 compat-all: deps
@@ -83,7 +96,7 @@ difftest: deps
 # the proxy, INFO/HELLO say the nodes' version, Valkey 9's numbered databases, the plain
 # differential test against a standalone of the same binary for MATRIX_SECONDS (about 1
 # minute a server with set-up) and its chaos mode for MATRIX_CHAOS_SECONDS (with the servers'
-# atomic slot migration where they have it).
+# atomic slot migration where they have it, then 10 s of scripts/migration_order.py --atomic).
 MATRIX_SECONDS ?= 30
 MATRIX_CHAOS_SECONDS ?= 20
 matrix: deps

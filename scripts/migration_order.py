@@ -16,6 +16,12 @@ about yet (its MSET's TRYAGAIN was the move's first news) is counted apart, as
 docs/commands.md states.
 
     python3 scripts/migration_order.py [--seconds 20] [--seed N]
+    python3 scripts/migration_order.py --atomic --server PATH [--seconds 20]
+
+With --atomic, the slot moves whole, by the server's own atomic slot migration (Valkey 9's
+CLUSTER MIGRATESLOTS on the source, Redis 8.4's CLUSTER MIGRATION IMPORT on the target), each
+move waited for until every master agrees: there is no half-moved state to meet, so every
+round must answer exactly OK OK s, then s (no error, nothing counted apart).
 
 Prints the counts and exits 1 on any wrong value. Free ports only; tears down on exit.
 """
@@ -104,10 +110,58 @@ class Migrator(threading.Thread):
             self.error = f"{type(e).__name__}: {e}"
 
 
+class AtomicMigrator(Migrator):
+    """Moves the tag's slot between masters whole, by the servers' atomic migration."""
+
+    def kind(self):
+        c = next(iter(self.conns.values()))
+        if not str(call(c, "CLUSTER", "GETSLOTMIGRATIONS")).startswith("ERR"):
+            return "valkey"
+        if not str(call(c, "CLUSTER", "MIGRATION", "STATUS", "ALL")).startswith("ERR"):
+            return "redis"
+        raise RuntimeError("the server has no atomic slot migration")
+
+    def owned_by(self, conn, port):
+        return any(r[0] <= self.slot <= r[1] and r[2][1] == port
+                   for r in call(conn, "CLUSTER", "SLOTS"))
+
+    def run(self):
+        try:
+            kind = self.kind()
+            ids = node_ids(next(iter(self.conns.values())))
+            src = self.owner()
+            self.move_mark = -1  # no half-moved state: nothing is counted apart
+            while not self.stop.is_set():
+                dst = self.r.choice([a for a in self.masters if a != src])
+                if kind == "valkey":
+                    reply = call(self.conns[src], "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE",
+                                 self.slot, self.slot, "NODE", ids[dst][0])
+                else:
+                    reply = call(self.conns[dst], "CLUSTER", "MIGRATION", "IMPORT", self.slot,
+                                 self.slot)
+                if isinstance(reply, str) and reply.startswith("ERR"):
+                    raise RuntimeError(f"atomic migration: {reply}")
+                port = int(dst.rsplit(":", 1)[1])
+                deadline = time.monotonic() + 30
+                while not all(self.owned_by(c, port) for c in self.conns.values()):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"slot {self.slot} did not reach {dst} in 30 s")
+                    time.sleep(0.01)
+                self.moves += 1
+                src = dst
+                self.stop.wait(self.r.uniform(0.05, 0.2))
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            self.error = f"{type(e).__name__}: {e}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--seed", type=int, default=random.randrange(1 << 30))
+    ap.add_argument("--atomic", action="store_true",
+                    help="move the slot with the server's atomic slot migration")
+    ap.add_argument("--server", default=os.environ.get("REDIS_SERVER"),
+                    help="the server binary (default: $REDIS_SERVER, else redis-server)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     print(f"migration-order: seed {args.seed}")
@@ -116,8 +170,10 @@ def main():
     cdir = tempfile.mkdtemp(prefix="migration-order.")
     proxy = None
     try:
+        server = ["--server", args.server] if args.server else []
         out = subprocess.run([BIN, "cluster", "up", "--masters", "3", "--replicas", "0",
-                              "--dir", cdir], capture_output=True, text=True, timeout=120)
+                              "--dir", cdir] + server, capture_output=True, text=True,
+                             timeout=120)
         if out.returncode != 0:
             sys.exit(f"cluster up failed: {out.stdout}{out.stderr}")
         seed = re.search(r"^seed: (\S+)", out.stdout, re.M).group(1)
@@ -155,7 +211,7 @@ def main():
             with stats_lock:
                 return seen()
 
-        migrator = Migrator(masters, slot, rng, seen_locked)
+        migrator = (AtomicMigrator if args.atomic else Migrator)(masters, slot, rng, seen_locked)
         migrator.start()
         rounds = wrong = mset_failed = first_meeting = 0
         first_wrong = None
@@ -175,6 +231,7 @@ def main():
             rounds += 1
             if isinstance(replies[0], str) and replies[0].startswith("ERR"):
                 mset_failed += 1
+                wrong += args.atomic  # a whole move leaves no state for an error to be right
                 print(f"migration-order: round {rounds} on {k}: MSET answered {replies[0]!r}")
             if (replies[1:] != ["OK", "s"] or final != "s") and before <= migrator.move_mark:
                 # The proxy had met no ASK or TRYAGAIN of this move yet: this MSET's TRYAGAIN
@@ -189,8 +246,9 @@ def main():
                 print(f"migration-order: round {rounds} on {k} wrong: {replies}, then {final!r}")
         migrator.stop.set()
         migrator.join(timeout=30)
-        print(f"migration-order: {rounds} rounds, {migrator.keys_moved} keys moved one by one "
-              f"in {migrator.moves} slot moves; {mset_failed} MSETs answered an error; "
+        how = "whole" if args.atomic else f"{migrator.keys_moved} keys moved one by one"
+        print(f"migration-order: {rounds} rounds, {how} in {migrator.moves} slot moves; "
+              f"{mset_failed} MSETs answered an error; "
               f"{first_meeting} overtaken at a move's first meeting (counted apart); "
               f"{wrong} wrong")
         if migrator.error:
@@ -199,7 +257,7 @@ def main():
             k, replies, final = first_wrong
             print(f"migration-order: first wrong round on {k}: replies {replies}, then GET "
                   f"{final!r} (one Redis: OK OK s, then s)")
-        if rounds == 0 or migrator.keys_moved == 0:
+        if rounds == 0 or migrator.moves == 0:
             sys.exit("migration-order: nothing was exercised")
         sys.exit(1 if wrong else 0)
     finally:

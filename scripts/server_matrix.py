@@ -26,7 +26,8 @@ Then, with --difftest SECONDS, the differential test (scripts/difftest.py, plain
 against a standalone server of the same binary, for each server but Debian's (the main
 differential test of `make test` runs on that one); with --chaos SECONDS its chaos mode too
 (key-by-key slot moves, the servers' atomic ones where they have them: Valkey 9's CLUSTER
-MIGRATESLOTS, Redis 8.4's CLUSTER MIGRATION; failovers).
+MIGRATESLOTS, Redis 8.4's CLUSTER MIGRATION; failovers), and there scripts/migration_order.py
+--atomic for 10 s (MSET/SET/GET pipelines while the slot moves whole).
 
     python3 scripts/server_matrix.py [--server valkey-9.1=/path/valkey-server ...]
                                      [--difftest 30] [--chaos 20]
@@ -100,6 +101,16 @@ def valkey_major(path):
     out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
     m = re.match(r"Valkey server v=(\d+)", out)
     return int(m.group(1)) if m else 0
+
+
+def has_atomic_migration(path):
+    """Valkey 9.0+ (CLUSTER MIGRATESLOTS) or Redis 8.4+ (CLUSTER MIGRATION)."""
+    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
+    m = re.match(r"(Valkey|Redis) server v=(\d+)\.(\d+)", out)
+    if not m:
+        return False
+    version = (int(m.group(2)), int(m.group(3)))
+    return version >= ((9, 0) if m.group(1) == "Valkey" else (8, 4))
 
 
 def check_databases(name, pport, masters):
@@ -339,6 +350,13 @@ def main():
                                  "--seconds", str(args.chaos), "--chaos", "--quiet",
                                  "--shrink-budget", "20"], env=env).returncode
             print(f"{'ok' if rc == 0 else 'FAIL'} {name}: difftest --chaos {args.chaos} s")
+            failed += rc != 0
+        if args.chaos and has_atomic_migration(path):
+            # Execution order while the slot moves whole, back and forth, under a pipeline.
+            rc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
+                                                              "migration_order.py"),
+                                 "--atomic", "--server", path, "--seconds", "10"]).returncode
+            print(f"{'ok' if rc == 0 else 'FAIL'} {name}: migration order, atomic moves, 10 s")
             failed += rc != 0
     print(f"server matrix: {len(servers)} servers, {failed} failed")
     sys.exit(1 if failed else 0)

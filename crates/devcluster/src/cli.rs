@@ -107,16 +107,25 @@ pub fn run_cli(cmd: ClusterCommand) -> Result<()> {
                 extra_config: config,
             };
             let cluster = Cluster::start(&opts)?;
-            print_up(&cluster);
+            let text = up_text(&cluster);
+            // Detached before printing: the cluster outlives a reader that went away.
             cluster.detach();
+            out(&text);
         }
         ClusterCommand::Down { dir } => {
             down(&dir)?;
-            println!("stopped cluster in {}", dir.display());
+            out(&format!("stopped cluster in {}\n", dir.display()));
         }
-        ClusterCommand::Status { dir } => print!("{}", status(&dir)?),
+        ClusterCommand::Status { dir } => out(&status(&dir)?),
     }
     Ok(())
+}
+
+/// Stdout, ignoring a reader that closed it (`slotgate cluster up | head -1`): the work is
+/// done, and `println!` would panic.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 /// `NAME=VALUE` as a config line's two words.
@@ -130,27 +139,28 @@ fn directive(arg: &str) -> Result<(String, String), String> {
 }
 
 /// One `key: value` line each, easy for scripts to grep.
-fn print_up(cluster: &Cluster) {
+fn up_text(cluster: &Cluster) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
     let join = |v: Vec<String>| v.join(" ");
     let masters = cluster.masters().iter().map(ToString::to_string).collect();
     let replicas = (cluster.nodes().iter())
         .filter(|n| n.master_of.is_some())
         .map(|n| n.addr.to_string())
         .collect();
-    println!("seed: {}", cluster.seed());
-    println!("masters: {}", join(masters));
-    println!("replicas: {}", join(replicas));
+    let _ = writeln!(text, "seed: {}", cluster.seed());
+    let _ = writeln!(text, "masters: {}", join(masters));
+    let _ = writeln!(text, "replicas: {}", join(replicas));
     let tls: Vec<String> = (cluster.masters().iter())
         .filter_map(|a| cluster.tls_addr(*a))
         .map(|a| a.to_string())
         .collect();
     if !tls.is_empty() {
-        println!("tls seed: {}", tls[0]);
-        println!("tls masters: {}", join(tls));
+        let _ = writeln!(text, "tls seed: {}", tls[0]);
+        let _ = writeln!(text, "tls masters: {}", join(tls));
     }
-    println!("dir: {}", cluster.dir().display());
-    println!(
-        "stop with: slotgate cluster down --dir {}",
-        cluster.dir().display()
-    );
+    let _ = writeln!(text, "dir: {}", cluster.dir().display());
+    let dir = cluster.dir().display();
+    let _ = writeln!(text, "stop with: slotgate cluster down --dir {dir}");
+    text
 }
