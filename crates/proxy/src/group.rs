@@ -81,6 +81,8 @@ pub(crate) fn spawn(
 async fn run(shared: &Shared) {
     let mut peers: Vec<Peer> = Vec::new();
     let mut kept = Kept::default();
+    // When the last round started early, on a kept connection's closing.
+    let mut last_early: Option<tokio::time::Instant> = None;
     loop {
         let live = shared.live.load_full();
         let cfg: &GroupConfig = &live.config.group;
@@ -99,14 +101,19 @@ async fn run(shared: &Shared) {
                 Duration::from_millis(cfg.check_interval_ms)
             }
         };
-        let round_started = tokio::time::Instant::now();
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = shared.group.wake.notified() => {}
             _ = any_closed(&mut peers) => {
-                // A member that answers and then closes (one at its maxclients) would
-                // otherwise be dialled again at once, round after round (review S13).
-                tokio::time::sleep_until(round_started + interval / 4).await;
+                // A kill is seen as a close: check at once, since clients reloading their
+                // slots meanwhile are sent to the dead member. But a member that answers
+                // and then closes (one at its maxclients) would be dialled again at once,
+                // round after round, so early rounds come no closer than a quarter
+                // interval apart (review S13).
+                if let Some(last) = last_early {
+                    tokio::time::sleep_until(last + interval / 4).await;
+                }
+                last_early = Some(tokio::time::Instant::now());
             }
         }
     }
@@ -186,7 +193,8 @@ async fn check_all(peers: &mut [Peer], timeout: Duration, fail_after: u32) {
     }
 }
 
-/// Why a check failed; `refused` when nothing listens at the member's address.
+/// Why a check failed; `refused` when nothing serves at the member's address (the connect
+/// is refused, or a new connection closes before its PING is answered).
 struct Failure {
     refused: bool,
     text: String,
@@ -208,7 +216,7 @@ impl Failure {
 /// member is not healthy (review S13).
 async fn ping(addr: SocketAddr, conn: Option<NodeConn>) -> Result<NodeConn, Failure> {
     if let Some(mut conn) = conn {
-        if let Ok(reply) = conn.call(&[b"PING"]).await {
+        if let Ok(reply) = conn.call_unbounded(&[b"PING"]).await {
             return serving(reply).map(|()| conn);
         }
     }
@@ -217,7 +225,15 @@ async fn ping(addr: SocketAddr, conn: Option<NodeConn>) -> Result<NodeConn, Fail
         text: e.to_string(),
     })?;
     let mut conn = NodeConn::plain(tcp);
-    let reply = conn.call(&[b"PING"]).await.map_err(Failure::other)?;
+    // A member that accepts a new connection and closes it unanswered serves nobody: it
+    // is most likely exiting (a killed process's kernel closes the connections it holds,
+    // which starts this round, before its listening socket), so it goes at once, as when
+    // it refuses. Waiting for `fail_after` rounds would leave clients that reload their
+    // slots meanwhile routing to it (JedisCluster then backs off for seconds).
+    let reply = conn.call_unbounded(&[b"PING"]).await.map_err(|e| Failure {
+        refused: true,
+        text: format!("closed before answering: {e}"),
+    })?;
     serving(reply).map(|()| conn)
 }
 

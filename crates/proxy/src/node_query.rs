@@ -89,6 +89,13 @@ impl NodeConn {
             .map_err(|_| "query timed out".to_string())?
     }
 
+    /// `call` without its own `QUERY_TIMEOUT`, for a caller that bounds the whole exchange
+    /// itself (the group's checks, by `check_timeout_ms`), so an error here is always the
+    /// connection's or the reply's, never the clock's.
+    pub(crate) async fn call_unbounded(&mut self, args: &[&[u8]]) -> Result<Value, String> {
+        self.call_inner(args).await
+    }
+
     async fn call_inner(&mut self, args: &[&[u8]]) -> Result<Value, String> {
         let mut out = BytesMut::new();
         resp::encode_command(&mut out, args);

@@ -267,3 +267,72 @@ fn a_member_at_its_maxclients_is_not_advertised() {
     proxy.shutdown();
     full.shutdown();
 }
+
+/// A member that accepts a connection and closes it before answering is dropped at its
+/// first failed check, as one that refuses: that is what a killed proxy looks like for a
+/// moment (its kernel closes the connections it held, which starts a round, before its
+/// listening socket), and waiting `fail_after` rounds left JedisCluster reloading its slots
+/// onto the dead member and backing off for seconds (scripts/group_failover.py). No real
+/// server can be made to do this on cue, so a std listener stands in for the member: it
+/// answers PONG until told to stop, then closes what it holds and every new connection.
+#[test]
+fn a_member_that_closes_before_answering_drops_out_at_its_first_failed_check() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let cluster = devcluster::Cluster::start(&devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: common::tempdir("group-closes"),
+        ..Default::default()
+    })
+    .expect("cluster starts");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let stand_in = listener.local_addr().expect("addr");
+    let serving = Arc::new(AtomicBool::new(true));
+    let flag = serving.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if !flag.load(Ordering::SeqCst) {
+                continue; // dropped: closed unanswered
+            }
+            let flag = flag.clone();
+            std::thread::spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
+                let mut buf = [0u8; 512];
+                while flag.load(Ordering::SeqCst) {
+                    match stream.read(&mut buf) {
+                        Ok(0) => return,
+                        Ok(_) => {
+                            let _ = stream.write_all(b"+PONG\r\n");
+                        }
+                        Err(_) => {} // the read timeout: look at the flag again
+                    }
+                }
+            });
+        }
+    });
+    let proxy = start_proxy(&cluster, |_| {});
+    let me = proxy.local_addr();
+    let mut c = config(&cluster, &[me, stand_in], me);
+    c.group.check_interval_ms = 1000;
+    c.group.fail_after = 3;
+    proxy.reload_with(c).expect("group reload");
+    wait_until(CEILING, || ports(me) == sorted_ports(&[me, stand_in]));
+    serving.store(false, Ordering::SeqCst);
+    wait_until(CEILING, || ports(me) == [me.port()]);
+    let info = text(&Client::connect(me).call(&["INFO", "group"]));
+    let line = info
+        .lines()
+        .find(|l| l.contains(&format!("addr={stand_in}")))
+        .unwrap_or_else(|| panic!("no line for the stand-in: {info}"));
+    assert!(line.contains("state=down"), "{line}");
+    assert!(
+        line.contains("checks_failed=1,"),
+        "dropped at its first failed check: {line}"
+    );
+    assert!(line.contains("closed_before_answering"), "{line}");
+    proxy.shutdown();
+}
