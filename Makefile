@@ -139,7 +139,7 @@ fuzz-hostile: deps release
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	python3 scripts/modcycles.py crates/proxy/src
+	$(CARGO) xtask cycles
 
 fmt:
 	$(CARGO) fmt --all

@@ -17,26 +17,11 @@ use crate::worker::Worker;
 
 mod bind;
 pub(crate) use bind::bind_listeners;
+pub(crate) use bind::Listeners;
 
 /// A TLS client that has not finished its handshake by then is dropped: it holds a slot
 /// and a task, and a slow handshake is how a slowloris would try it.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// One worker's listeners: the plain one, the TLS one, or both.
-pub(crate) struct Listeners<L> {
-    pub plain: Option<L>,
-    pub tls: Option<L>,
-}
-
-impl Listeners<std::net::TcpListener> {
-    /// Register the sockets with this thread's runtime.
-    pub(crate) fn into_tokio(self) -> std::io::Result<Listeners<TcpListener>> {
-        Ok(Listeners {
-            plain: self.plain.map(TcpListener::from_std).transpose()?,
-            tls: self.tls.map(TcpListener::from_std).transpose()?,
-        })
-    }
-}
 
 /// Accept clients until shutdown; each client becomes a task on this thread.
 pub(crate) async fn accept_loop(

@@ -11,16 +11,18 @@ use serde::Deserialize;
 mod admin;
 mod error;
 mod group;
+mod listen;
 pub mod read_policy;
 mod secret;
-mod source;
+pub mod source;
 mod tls;
 pub use admin::AdminConfig;
 pub use error::ConfigError;
 pub use group::{GroupConfig, GroupMembers};
+use listen::parse_addr;
+pub use listen::ListenAddrs;
 pub use read_policy::ReadPolicy;
 pub use secret::Secret;
-pub use source::ConfigSource;
 pub use tls::{BackendTlsConfig, TlsConfig};
 
 /// Everything `slotgate proxy` can be told. CLI flags override the file.
@@ -230,19 +232,6 @@ impl Default for LogConfig {
     }
 }
 
-/// Where clients connect: the plain listener, the TLS one, or both.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ListenAddrs {
-    pub plain: Option<SocketAddr>,
-    pub tls: Option<SocketAddr>,
-}
-
-/// An `ip:port` from the config.
-fn parse_addr(text: &str) -> Result<SocketAddr, ConfigError> {
-    text.parse()
-        .map_err(|_| ConfigError::Listen(text.to_string()))
-}
-
 impl Config {
     /// Parse TOML text; every key optional, unknown keys refused.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
@@ -255,7 +244,7 @@ impl Config {
             "" => None,
             text => Some(parse_addr(text)?),
         };
-        let tls = self.check_tls()?;
+        let tls = tls::check(&self.tls, &self.backend_tls)?;
         if plain.is_none() && tls.is_none() {
             return Err(ConfigError::NoListener);
         }

@@ -48,7 +48,8 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use self::topology::Topology;
-pub use config::{Config, ConfigSource, Secret};
+pub use config::source::ConfigSource;
+pub use config::{Config, Secret};
 use context::{Shared, WorkerStats};
 pub use reload::{ReloadError, ReloadReport};
 

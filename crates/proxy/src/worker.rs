@@ -16,6 +16,7 @@ use cluster::slot_map::SlotMap;
 
 use crate::backend::{Backend, Settings, Wire};
 use crate::budget::Budget;
+use crate::config::ReadPolicy;
 use crate::context::live::Live;
 use crate::context::{Shared, WorkerStats};
 use crate::topology::Topology;
@@ -132,6 +133,32 @@ impl Worker {
     }
 
     /// `f` with the shared connections of database `db`: database 0's without a lookup.
+    /// Where a read-only command for `slot` goes under `policy` (not `Master`), and the
+    /// replica view generation that chose it (`reads.rs`).
+    pub(crate) fn read_choice(
+        &self,
+        map: &SlotMap,
+        slot: u16,
+        policy: ReadPolicy,
+        spread: usize,
+        wire: Wire,
+    ) -> (ReadChoice, u64) {
+        let generation = self.shared.replicas.generation();
+        let choice = self.with_pools(wire.db, |pools| {
+            let cell = &pools.reads[usize::from(wire.resp3)];
+            if !cell.borrow().fits(map, generation) {
+                let view = self.shared.replicas.view();
+                let fresh = reads::ReadCache::build(map, generation, &view, |addr| {
+                    self.pooled(pools, addr, wire, true)
+                });
+                *cell.borrow_mut() = fresh;
+            }
+            let choice = cell.borrow().choose(map, slot, policy, spread);
+            choice
+        });
+        (choice, generation)
+    }
+
     fn with_pools<R>(&self, db: u16, f: impl FnOnce(&Pools) -> R) -> R {
         if db == 0 {
             return f(&self.db0);

@@ -4,8 +4,25 @@
 
 use std::net::SocketAddr;
 
-use super::Listeners;
+use tokio::net::TcpListener;
+
 use crate::config::ListenAddrs;
+
+/// One worker's listeners: the plain one, the TLS one, or both.
+pub(crate) struct Listeners<L> {
+    pub plain: Option<L>,
+    pub tls: Option<L>,
+}
+
+impl Listeners<std::net::TcpListener> {
+    /// Register the sockets with this thread's runtime.
+    pub(crate) fn into_tokio(self) -> std::io::Result<Listeners<TcpListener>> {
+        Ok(Listeners {
+            plain: self.plain.map(TcpListener::from_std).transpose()?,
+            tls: self.tls.map(TcpListener::from_std).transpose()?,
+        })
+    }
+}
 
 /// A listener that could not be bound.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use cluster::slot_map::SlotMap;
 
-use crate::admin::metrics::{sample, Described};
+use crate::admin::exposition::{sample, Described};
 use crate::backend::stats::{now_ms, NodeState, NodeTotals};
 use crate::context::Shared;
 
@@ -41,7 +41,7 @@ pub(crate) fn slot_counts(map: &SlotMap) -> Vec<usize> {
     counts
 }
 
-/// INFO `backends`.
+/// INFO `backends`: the masters (the replicas' lines follow, `replicas.rs`).
 pub(crate) fn info(shared: &Shared, out: &mut String) {
     let masters = masters(shared);
     let down = masters
@@ -67,7 +67,6 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
             t.redirects,
         );
     }
-    crate::admin::replicas::info_backends(shared, out);
 }
 
 /// The `slotgate_backend_*` samples, one per master and metric.

@@ -31,7 +31,11 @@ const SECTIONS: &[(&str, &str, Section)] = &[
     ("topology", "Topology", topology),
     ("commandstats", "Commandstats", commandstats),
     ("latencystats", "Latencystats", latencystats),
-    ("backends", "Backends", crate::admin::backends::info),
+    ("backends", "Backends", |shared, out| {
+        // The masters' lines, then their replicas'.
+        crate::admin::backends::info(shared, out);
+        crate::admin::replicas::info_backends(shared, out);
+    }),
     ("tls", "Tls", crate::admin::tls::info),
     ("group", "Group", crate::admin::group::info),
     ("keyspace", "Keyspace", |_, out| merged("keyspace", out)),

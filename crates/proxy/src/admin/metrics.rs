@@ -5,11 +5,12 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
+use crate::admin::exposition::{sample, Described, Metric};
 use crate::context::cmdstats::{bucket_bound_us, BUCKETS};
 use crate::context::{Shared, Totals};
 
 /// Every metric the proxy exports; `docs/metrics.md` documents each (a test checks it).
-pub const METRICS: &[(&str, &str, &str)] = &[
+pub const METRICS: &[Metric] = &[
     (
         "slotgate_config_reloads_total",
         "counter",
@@ -157,13 +158,10 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The metrics whose HELP and TYPE lines are already written.
-pub(crate) type Described = Vec<&'static str>;
-
 /// The whole scrape.
 pub fn render(shared: &Shared) -> String {
     let mut out = String::new();
-    let mut described = Vec::new();
+    let mut described = Described::new(&[METRICS, crate::admin::replicas::METRICS]);
     worker_totals(shared, &mut out, &mut described);
     topology(shared, &mut out, &mut described);
     let logged = shared.slowlog.logged();
@@ -309,37 +307,6 @@ fn topology(shared: &Shared, out: &mut String, described: &mut Described) {
     );
 }
 
-/// HELP and TYPE lines, once per metric.
-fn describe(out: &mut String, described: &mut Described, name: &'static str) {
-    if described.contains(&name) {
-        return;
-    }
-    let all = METRICS.iter().chain(crate::admin::replicas::METRICS);
-    if let Some((_, kind, help)) = all.clone().find(|(n, _, _)| *n == name) {
-        let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
-    }
-    described.push(name);
-}
-
-/// One sample line, described first if it is the metric's first.
-pub(crate) fn sample(
-    out: &mut String,
-    described: &mut Described,
-    name: &'static str,
-    labels: &str,
-    value: impl std::fmt::Display,
-) {
-    describe(out, described, name);
-    match labels.is_empty() {
-        true => {
-            let _ = writeln!(out, "{name} {value}");
-        }
-        false => {
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
-        }
-    }
-}
-
 fn commands(shared: &Shared, out: &mut String, described: &mut Described) {
     for i in 0..cluster::command::learn::stats_len() {
         let t = shared.command_totals(i);
@@ -352,7 +319,7 @@ fn commands(shared: &Shared, out: &mut String, described: &mut Described) {
         let label = format!("command=\"{}\"", spec.name);
         sample(out, described, "slotgate_commands_total", &label, t.calls);
         let name = "slotgate_command_duration_seconds";
-        describe(out, described, name);
+        described.describe(out, name);
         let mut cumulative = 0;
         for b in 0..BUCKETS {
             cumulative += t.buckets[b];

@@ -8,6 +8,7 @@ pub(crate) mod backends;
 pub(crate) mod client_list;
 pub(crate) mod cpu;
 pub(crate) mod endpoints;
+pub(crate) mod exposition;
 pub(crate) mod group;
 pub(crate) mod health;
 pub(crate) mod http;

@@ -4,12 +4,12 @@
 
 use std::fmt::Write;
 
-use crate::admin::metrics::{sample, Described};
+use crate::admin::exposition::{sample, Described};
 use crate::config::read_policy::ALL;
 use crate::context::Shared;
 
 /// This file's metrics, listed with the others' (`metrics::METRICS`).
-pub const METRICS: &[(&str, &str, &str)] = &[
+pub const METRICS: &[crate::admin::exposition::Metric] = &[
     (
         "slotgate_reads_total",
         "counter",

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::admin::metrics::{sample, Described};
+use crate::admin::exposition::{sample, Described};
 use crate::context::Shared;
 use crate::tls::CertExpiry;
 

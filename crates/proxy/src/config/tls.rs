@@ -44,33 +44,32 @@ pub struct BackendTlsConfig {
     pub server_name: String,
 }
 
-impl super::Config {
-    /// The TLS listener's address, if any, once every file it and the backend side need is
-    /// named (whether the files load is checked when the proxy starts).
-    pub(super) fn check_tls(&self) -> Result<Option<SocketAddr>, ConfigError> {
-        let b = &self.backend_tls;
-        if b.enabled && b.ca_file.is_empty() {
-            return Err(ConfigError::Missing(
-                "backend_tls.ca_file",
-                "the nodes' certificates are checked against it",
-            ));
-        }
-        if b.cert_file.is_empty() != b.key_file.is_empty() {
-            return Err(ConfigError::Missing(
-                "backend_tls.cert_file and backend_tls.key_file",
-                "a client certificate needs both",
-            ));
-        }
-        let t = &self.tls;
-        if t.listen.is_empty() {
-            return Ok(None);
-        }
-        if t.cert_file.is_empty() || t.key_file.is_empty() {
-            return Err(ConfigError::Missing(
-                "tls.cert_file and tls.key_file",
-                "the TLS listener presents them",
-            ));
-        }
-        super::parse_addr(&t.listen).map(Some)
+/// The TLS listener's address, if any, once every file it and the backend side need is
+/// named (whether the files load is checked when the proxy starts).
+pub(super) fn check(
+    t: &TlsConfig,
+    b: &BackendTlsConfig,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    if b.enabled && b.ca_file.is_empty() {
+        return Err(ConfigError::Missing(
+            "backend_tls.ca_file",
+            "the nodes' certificates are checked against it",
+        ));
     }
+    if b.cert_file.is_empty() != b.key_file.is_empty() {
+        return Err(ConfigError::Missing(
+            "backend_tls.cert_file and backend_tls.key_file",
+            "a client certificate needs both",
+        ));
+    }
+    if t.listen.is_empty() {
+        return Ok(None);
+    }
+    if t.cert_file.is_empty() || t.key_file.is_empty() {
+        return Err(ConfigError::Missing(
+            "tls.cert_file and tls.key_file",
+            "the TLS listener presents them",
+        ));
+    }
+    super::listen::parse_addr(&t.listen).map(Some)
 }

@@ -42,7 +42,7 @@ pub struct Shared {
     pub(crate) drain: std::sync::atomic::AtomicU8,
     /// Slots that answered ASK since the map last changed: migrating (status page).
     pub(crate) ask_slots: asks::AskSlots,
-    pub(crate) config_source: std::sync::Mutex<Option<crate::config::ConfigSource>>,
+    pub(crate) config_source: std::sync::Mutex<Option<crate::config::source::ConfigSource>>,
     /// The pre-encoded `AUTH` the proxy sends to each node, if configured.
     pub(crate) backend_auth: Option<bytes::Bytes>,
     /// Which replicas may serve reads, sampled by the topology thread (`read_policy`).

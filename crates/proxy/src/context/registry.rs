@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-pub(crate) use mail::{Mail, Recipient};
+pub(crate) use mail::Mail;
+use mail::Mailbox;
 
 mod mail;
 
@@ -53,7 +54,7 @@ struct Slot {
     meta: Option<Meta>,
     live: Arc<Live>,
     /// Invalidations posted to this client by another's CLIENT TRACKING REDIRECT.
-    mail: Vec<Mail>,
+    mail: Mailbox,
 }
 
 /// What is fixed at connect or changes only on rare commands (SETNAME, SETINFO).
@@ -180,7 +181,7 @@ impl Registry {
                 slab.slots.push(Slot {
                     meta: None,
                     live: Arc::default(),
-                    mail: Vec::new(),
+                    mail: Mailbox::default(),
                 });
                 slab.slots.len() - 1
             }
@@ -265,6 +266,50 @@ impl Live {
     }
 }
 
+/// Where a tracking client's invalidations go (`mail.rs`): found once, when tracking is
+/// turned on; posting takes the registry lock once per invalidation.
+#[derive(Debug, Clone)]
+pub(crate) struct Recipient {
+    pub id: u64,
+    registry: Arc<Registry>,
+    index: usize,
+}
+
+impl Registry {
+    /// The client `id`, if this worker serves it.
+    pub(crate) fn recipient(self: &Arc<Self>, id: u64) -> Option<Recipient> {
+        let slab = self.lock();
+        let index = slab
+            .slots
+            .iter()
+            .position(|s| s.meta.as_ref().is_some_and(|m| m.id == id))?;
+        Some(Recipient {
+            id,
+            registry: self.clone(),
+            index,
+        })
+    }
+}
+
+impl Recipient {
+    /// Post `mail` and wake the client; false when it has left (its slot holds another).
+    pub(crate) fn post(&self, mail: Mail) -> bool {
+        let mut slab = self.registry.lock();
+        let Some(slot) = slab.slots.get_mut(self.index) else {
+            return false;
+        };
+        let Some(meta) = slot.meta.as_ref().filter(|m| m.id == self.id) else {
+            return false;
+        };
+        let waker = meta.waker.clone();
+        slot.mail.post(mail);
+        slot.live.has_mail.store(true, Relaxed);
+        drop(slab);
+        waker.wake();
+        true
+    }
+}
+
 // === impl ClientHandle ===
 
 impl ClientHandle {
@@ -281,6 +326,15 @@ impl ClientHandle {
     /// Note activity: one coarse-clock load and one store, at most once per read.
     pub(crate) fn touch(&self) {
         self.live.active_ms.store(self.registry.now_ms(), Relaxed);
+    }
+
+    /// Take what other clients' tracking posted here (one relaxed load when nothing).
+    pub(crate) fn take_mail(&self, into: &mut Vec<Mail>) {
+        // A plain load first: the common case writes nothing.
+        if !self.live.has_mail.load(Relaxed) || !self.live.has_mail.swap(false, Relaxed) {
+            return;
+        }
+        self.registry.lock().slots[self.index].mail.take(into);
     }
 
     /// Change the rare fields (name, library) under the worker's lock.
@@ -305,7 +359,7 @@ impl Drop for ClientHandle {
 mod tests {
     use super::*;
 
-    pub(super) fn meta(id: u64) -> Meta {
+    fn meta(id: u64) -> Meta {
         Meta {
             id,
             addr: "127.0.0.1:5000".parse().unwrap(),
@@ -317,6 +371,24 @@ mod tests {
             lib_ver: None,
             waker: Waker::noop().clone(),
         }
+    }
+
+    #[test]
+    fn mail_reaches_its_client_only_while_it_is_there() {
+        let registry = Arc::new(Registry::default());
+        let handle = registry.insert(meta(7));
+        let to = registry.recipient(7).expect("client 7");
+        assert!(registry.recipient(8).is_none());
+        assert!(to.post(Mail::Keys(Bytes::from_static(b"*0\r\n"))));
+        let mut got = Vec::new();
+        handle.take_mail(&mut got);
+        assert_eq!(got, [Mail::Keys(Bytes::from_static(b"*0\r\n"))]);
+        drop(handle);
+        let other = registry.insert(meta(9)); // reuses the slot
+        assert!(!to.post(Mail::Flush));
+        let mut got = Vec::new();
+        other.take_mail(&mut got);
+        assert!(got.is_empty());
     }
 
     #[test]

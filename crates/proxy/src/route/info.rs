@@ -36,7 +36,7 @@ pub(crate) fn merge_info(prefix: &[u8], replies: &[&Bytes]) -> Bytes {
     let parsed: Vec<Sections> = replies
         .iter()
         .filter(|r| !resp::is_error_frame(r))
-        .map(|r| sections(super::scan::bulk_body(r)))
+        .map(|r| sections(super::frames::bulk_body(r)))
         .collect();
     let mut text = String::from_utf8_lossy(prefix).into_owned();
     for name in MERGED {

@@ -4,7 +4,8 @@
 
 use bytes::{Bytes, BytesMut};
 use cluster::command::ResponsePolicy;
-use resp::ReplyFramer;
+
+use super::frames::{array_elements, int_reply, parse_int};
 
 /// How part replies become the client's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,35 +49,6 @@ pub(crate) fn merge_for(policy: ResponsePolicy, split: bool) -> Option<Merge> {
         ResponsePolicy::AggLogicalAnd => Merge::LogicalAnd,
         _ => return None,
     })
-}
-
-/// The elements of an array reply, each as its own frame (a slice, no copy).
-pub(crate) fn array_elements(frame: &Bytes) -> Option<Vec<Bytes>> {
-    let header_end = frame.windows(2).position(|w| w == b"\r\n")?;
-    if !matches!(frame.first(), Some(b'*' | b'~' | b'>')) {
-        return None;
-    }
-    let n: i64 = std::str::from_utf8(&frame[1..header_end])
-        .ok()?
-        .parse()
-        .ok()?;
-    let mut pos = header_end + 2;
-    let mut out = Vec::with_capacity(n.max(0) as usize);
-    for _ in 0..n.max(0) {
-        let len = ReplyFramer::new().next_frame(&frame[pos..]).ok()??;
-        out.push(frame.slice(pos..pos + len));
-        pos += len;
-    }
-    Some(out)
-}
-
-pub(crate) fn parse_int(frame: &Bytes) -> Option<i64> {
-    let body = frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
-    std::str::from_utf8(body).ok()?.parse().ok()
-}
-
-pub(crate) fn int_reply(n: i64) -> Bytes {
-    Bytes::from(format!(":{n}\r\n"))
 }
 
 pub(crate) fn concat(replies: &[&Bytes]) -> Bytes {

@@ -14,6 +14,7 @@ use crate::reply::error;
 pub(crate) use merge::{merge_for, Merge};
 use slot_stats::SlotOrder;
 
+pub(crate) mod frames;
 pub(crate) mod info;
 pub(crate) mod keyspace;
 pub(crate) mod merge;

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::route::merge::array_elements;
+use super::frames::{array_elements, bulk_body};
 
 /// Bits of the cursor that hold the master index (up to 1024 masters).
 const NODE_BITS: u32 = 10;
@@ -65,18 +65,6 @@ pub(crate) fn rewrite_reply(reply: &Bytes, node: usize, masters: usize) -> Bytes
     resp::write_bulk(&mut out, cursor.to_string().as_bytes());
     out.extend_from_slice(&parts[1]);
     out.freeze()
-}
-
-/// The text of a bulk string frame (`$n\r\ntext\r\n`), or the frame itself if it is not one.
-pub(crate) fn bulk_body(frame: &Bytes) -> &[u8] {
-    let mut start = frame.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
-    if frame.first() == Some(&b'=') {
-        // A RESP3 verbatim string (Redis 7's INFO over RESP3): `txt:` before the text.
-        start += 4;
-    }
-    frame
-        .get(start..frame.len().saturating_sub(2))
-        .unwrap_or_default()
 }
 
 /// INFO's `# Keyspace` lines summed over the masters' `INFO` replies, per database

@@ -9,7 +9,7 @@
 use bytes::{Bytes, BytesMut};
 use resp::{Request, Value};
 
-use super::merge::array_elements;
+use super::frames::array_elements;
 
 /// The order a SLOT-STATS call asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

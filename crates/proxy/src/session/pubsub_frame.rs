@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::route::merge::array_elements;
+use crate::route::frames::array_elements;
 
 /// A subscribe/unsubscribe confirmation: `[kind, channel, count]`.
 pub(crate) struct Confirmation {

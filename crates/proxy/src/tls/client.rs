@@ -15,7 +15,8 @@ use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 
-use super::{files, provider, CertExpiry, Stream, TlsError};
+use super::provider::provider;
+use super::{files, CertExpiry, Stream, TlsError};
 use crate::config::BackendTlsConfig;
 
 /// What dials nodes with TLS. Swappable on reload, like the acceptor.

@@ -6,7 +6,8 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig;
 use tokio::net::TcpStream;
 
-use super::{files, provider, CertExpiry, Stream, TlsError};
+use super::provider::provider;
+use super::{files, CertExpiry, Stream, TlsError};
 use crate::config::TlsConfig;
 
 /// What accepts TLS clients. The settings sit behind an `ArcSwap` so a reload can swap

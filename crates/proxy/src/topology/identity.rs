@@ -8,9 +8,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Tls, Topology};
+use ::topology::Topology;
+
 use crate::identity::{Identity, ServerIdentity};
 use crate::node_query::NodeConn;
+use crate::tls::Connector;
 
 /// Pause between two rounds once a master answered; a rolling upgrade is seen this late.
 const EVERY: Duration = Duration::from_secs(5);
@@ -24,7 +26,7 @@ pub(crate) async fn run_sampler(
     identity: Arc<Identity>,
     topology: Arc<Topology>,
     auth: Option<bytes::Bytes>,
-    tls: Tls,
+    tls: Option<Arc<Connector>>,
 ) {
     let mut conns: HashMap<String, NodeConn> = HashMap::new();
     let mut commands = Commands::default();

@@ -26,8 +26,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::replica_info::{self, NodeInfo};
-use super::{Tls, Topology};
+use ::topology::Topology;
+
 use crate::node_query::NodeConn;
+use crate::tls::Connector;
 
 /// Pause between two samples of every node.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -172,7 +174,7 @@ pub(crate) async fn run_sampler(
     health: Arc<ReplicaHealth>,
     topology: Arc<Topology>,
     auth: Option<bytes::Bytes>,
-    tls: Tls,
+    tls: Option<Arc<Connector>>,
 ) {
     let mut conns: HashMap<String, NodeConn> = HashMap::new();
     loop {

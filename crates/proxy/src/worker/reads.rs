@@ -13,9 +13,9 @@ use std::rc::Rc;
 
 use cluster::slot_map::SlotMap;
 
-use super::{Pools, Worker};
-use crate::backend::{Backend, Wire};
+use crate::backend::Backend;
 use crate::config::ReadPolicy;
+use crate::topology::replicas::ReplicaView;
 
 /// Where one read goes.
 pub(crate) enum ReadChoice {
@@ -38,53 +38,57 @@ pub(crate) struct ReadCache {
     nearest: Vec<Option<Rc<Backend>>>,
 }
 
-impl Worker {
-    /// Where a read-only command for `slot` goes under `policy` (not `Master`), and the
-    /// replica view generation that chose it; `spread` tells clients apart, so they use
-    /// different replicas of a shard.
-    pub(crate) fn read_choice(
-        &self,
-        map: &SlotMap,
-        slot: u16,
-        policy: ReadPolicy,
-        spread: usize,
-        wire: Wire,
-    ) -> (ReadChoice, u64) {
-        let generation = self.shared.replicas.generation();
-        let choice = self.with_pools(wire.db, |pools| {
-            self.choose(pools, map, slot, policy, spread, wire, generation)
-        });
-        (choice, generation)
+impl ReadCache {
+    /// Whether this was built for this map and replica view.
+    pub(crate) fn fits(&self, map: &SlotMap, generation: u64) -> bool {
+        self.built_for == Some((map.version(), generation))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn choose(
+    /// The view in force applied to `map`: O(nodes), once per map or view change.
+    /// `connect` gives the shared connection to a replica.
+    pub(crate) fn build(
+        map: &SlotMap,
+        generation: u64,
+        view: &ReplicaView,
+        mut connect: impl FnMut(&str) -> Rc<Backend>,
+    ) -> ReadCache {
+        let mut cache = ReadCache {
+            built_for: Some((map.version(), generation)),
+            ..ReadCache::default()
+        };
+        for node in map.nodes() {
+            let usable = node.replicas.iter().filter(|addr| view.usable(addr));
+            let replicas = usable.map(|addr| connect(addr)).collect();
+            let nearest = view
+                .nearest(&node.addr)
+                .filter(|addr| node.replicas.iter().any(|r| r == addr) && view.usable(addr))
+                .map(&mut connect);
+            cache.replicas.push(replicas);
+            cache.nearest.push(nearest);
+        }
+        cache
+    }
+
+    /// Where a read-only command for `slot` goes under `policy` (not `Master`); `spread`
+    /// tells clients apart, so they use different replicas of a shard.
+    pub(crate) fn choose(
         &self,
-        pools: &Pools,
         map: &SlotMap,
         slot: u16,
         policy: ReadPolicy,
         spread: usize,
-        wire: Wire,
-        generation: u64,
     ) -> ReadChoice {
         let Some(idx) = map.node_index(slot).map(usize::from) else {
             // A hole: the master path answers as for any other command.
             return ReadChoice::Master;
         };
-        let cell = &pools.reads[usize::from(wire.resp3)];
-        if cell.borrow().built_for != Some((map.version(), generation)) {
-            let fresh = self.build_reads(pools, map, generation, wire);
-            *cell.borrow_mut() = fresh;
-        }
-        let cache = cell.borrow();
         if policy == ReadPolicy::Nearest {
-            return match cache.nearest.get(idx) {
+            return match self.nearest.get(idx) {
                 Some(Some(b)) => ReadChoice::Replica(b.clone()),
                 _ => ReadChoice::Master,
             };
         }
-        match cache.replicas.get(idx).map(Vec::as_slice).unwrap_or(&[]) {
+        match self.replicas.get(idx).map(Vec::as_slice).unwrap_or(&[]) {
             [] if policy == ReadPolicy::Replica => ReadChoice::Refuse,
             [] => ReadChoice::Master,
             replicas => {
@@ -92,27 +96,5 @@ impl Worker {
                 ReadChoice::Replica(replicas[at].clone())
             }
         }
-    }
-
-    /// The view in force applied to `map`: O(nodes), once per map or view change.
-    fn build_reads(&self, pools: &Pools, map: &SlotMap, generation: u64, wire: Wire) -> ReadCache {
-        let view = self.shared.replicas.view();
-        let mut cache = ReadCache {
-            built_for: Some((map.version(), generation)),
-            ..ReadCache::default()
-        };
-        for node in map.nodes() {
-            let usable = node.replicas.iter().filter(|addr| view.usable(addr));
-            let replicas = usable
-                .map(|addr| self.pooled(pools, addr, wire, true))
-                .collect();
-            let nearest = view
-                .nearest(&node.addr)
-                .filter(|addr| node.replicas.iter().any(|r| r == addr) && view.usable(addr))
-                .map(|addr| self.pooled(pools, addr, wire, true));
-            cache.replicas.push(replicas);
-            cache.nearest.push(nearest);
-        }
-        cache
     }
 }

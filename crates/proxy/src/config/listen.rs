@@ -1,0 +1,19 @@
+//! Where clients connect, as the configuration names it: `ip:port` text checked once, at
+//! start and at each reload, before anything is bound.
+
+use std::net::SocketAddr;
+
+use super::ConfigError;
+
+/// Where clients connect: the plain listener, the TLS one, or both.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ListenAddrs {
+    pub plain: Option<SocketAddr>,
+    pub tls: Option<SocketAddr>,
+}
+
+/// An `ip:port` from the config.
+pub(super) fn parse_addr(text: &str) -> Result<SocketAddr, ConfigError> {
+    text.parse()
+        .map_err(|_| ConfigError::Listen(text.to_string()))
+}
