@@ -221,7 +221,7 @@ impl Worker {
             // `READONLY` at set-up (`reads.rs`).
             settings.replica = Some(self.shared.replicas.clone());
         }
-        let backend = Backend::new(addr, settings, self.shared.topology.clone());
+        let backend = crate::backend::open(addr, settings, self.shared.topology.clone());
         pool.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
@@ -246,7 +246,7 @@ impl Worker {
     ) -> Rc<Backend> {
         let mut settings = self.settings(addr, wire);
         settings.acting = acting;
-        Backend::new(addr, settings, self.shared.topology.clone())
+        crate::backend::open(addr, settings, self.shared.topology.clone())
     }
 
     fn settings(&self, addr: &str, wire: Wire) -> Settings {

@@ -18,7 +18,7 @@
 
 use bytes::Bytes;
 
-use super::Conn;
+use super::conn::Conn;
 
 /// Replies the proxy acts on instead of forwarding: redirects (MOVED, ASK), and errors that
 /// mean "not executed, try again" (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING,

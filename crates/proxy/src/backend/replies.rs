@@ -18,27 +18,16 @@
 
 use std::rc::Rc;
 
-use super::requests::Gate;
-use super::{node_error, Conn, InFlight, Owed, ReplySink};
+use super::conn::{Conn, ReplyStream};
+use super::handle::node_error;
+use super::requests::{Gate, InFlight, Owed};
 
 /// Bulk replies at least this big are streamed.
 const STREAM_MIN: usize = crate::backend::bigbuf::BIG;
-/// Read size while streaming: each read becomes one piece, bigger than what the session's
-/// copy-out of stalled small replies (`budget.rs`, 256 KiB) would copy.
-pub(super) const STREAM_READ: usize = 512 * 1024;
-
-/// A big bulk reply on its way to its client.
-pub(super) struct ReplyStream {
-    client: Rc<dyn ReplySink>,
-    seq: u64,
-    /// Bytes of the frame (header, payload, CRLF) not yet passed on.
-    left: usize,
-    total: usize,
-}
 
 impl Conn {
     /// Pass on what has arrived of the reply being streamed. True when none is (any more).
-    pub(super) fn pump_stream(&mut self) -> bool {
+    fn pump_stream(&mut self) -> bool {
         let Some(s) = self.streaming.as_mut() else {
             return true;
         };
@@ -61,7 +50,7 @@ impl Conn {
     }
 
     /// At a frame the framer could not complete yet: stream it if it qualifies.
-    pub(super) fn try_stream(&mut self) -> bool {
+    fn try_stream(&mut self) -> bool {
         let Some(total) = self.stream_candidate() else {
             return false;
         };
@@ -100,7 +89,7 @@ impl Conn {
     }
 
     /// The connection broke: a client holding part of a reply must be closed.
-    pub(super) fn abandon_stream(&mut self) {
+    fn abandon_stream(&mut self) {
         if let Some(s) = self.streaming.take() {
             s.client.stream_lost();
         }
@@ -148,7 +137,7 @@ impl Conn {
                         Gate::Database => "this client's database",
                     };
                     let why = format!("refused {what} ({})", text.trim_end());
-                    self.setup_failed = Some(super::node_error(&self.backend.addr, &why));
+                    self.setup_failed = Some(node_error(&self.backend.addr, &why));
                     return Err(why);
                 }
                 Owed::Gate(_) => self.gate -= 1,

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::ReplySink;
+use super::sink::ReplySink;
 
 /// One request waiting to be written to the node.
 pub(crate) struct Outgoing {
@@ -108,39 +108,4 @@ impl InFlight {
         owed: Owed::Queued,
         limit: 0,
     };
-}
-
-// === impl Conn (requests) ===
-
-impl super::Conn {
-    /// Move what sessions queued to the write queue, recording who is owed each reply,
-    /// while the replies owed fit the connection's window (`window.rs`).
-    pub(super) fn take_queued(&mut self) {
-        let mut queue = self.backend.queue.borrow_mut();
-        while self.window.has_room(self.in_flight.len()) {
-            let Some((out, patience)) = queue.pop_front() else {
-                break;
-            };
-            if out.asking {
-                self.write_queue
-                    .push_back(Bytes::from_static(super::ASKING));
-                self.in_flight.push_back(InFlight::SET_UP);
-            }
-            for _ in 0..out.skip {
-                self.in_flight.push_back(InFlight::QUEUED);
-            }
-            let owner = self.backend.entry_of(&out);
-            self.write_queue.push_back(out.frame);
-            let Some((seq, frag)) = owner.filter(|_| !out.more) else {
-                continue;
-            };
-            let owed = Owed::Client {
-                client: out.client,
-                seq,
-                frag,
-            };
-            let limit = self.watchdog.owe(patience);
-            self.in_flight.push_back(InFlight { owed, limit });
-        }
-    }
 }

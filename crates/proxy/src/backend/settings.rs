@@ -1,17 +1,13 @@
-//! How a connection to a node is set up, and the `Backend` built from it: kept apart from
-//! the pump in `mod.rs`, which only moves bytes.
+//! How a connection to a node is to be set up (protocol, database, AUTH, the mirror user,
+//! TLS, timeouts, replica): what a worker decides and `Backend::new` (`handle.rs`) keeps.
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::Backend;
 use crate::backend::stats::NodeStats;
-use crate::topology::{ReplicaHealth, Topology};
+use crate::topology::ReplicaHealth;
 
 /// How a connection to a node is set up.
 pub(crate) struct Settings {
@@ -37,46 +33,4 @@ pub(crate) struct Settings {
     /// Set for a connection that serves reads as a replica: it sends `READONLY` once at
     /// set-up, and its breaks ask the replica view for a new sample.
     pub replica: Option<Arc<ReplicaHealth>>,
-}
-
-// === impl Backend ===
-
-impl Backend {
-    pub(crate) fn new(addr: &str, settings: Settings, topology: Arc<Topology>) -> Rc<Backend> {
-        let Settings {
-            connect_timeout,
-            request_timeout,
-            slow_timeout,
-            resp3,
-            db,
-            auth,
-            acting,
-            tls,
-            node,
-            quantum,
-            replica,
-        } = settings;
-        Rc::new(Backend {
-            addr: addr.into(),
-            queue: RefCell::new(VecDeque::new()),
-            waker: RefCell::new(None),
-            running: Cell::new(false),
-            closed: Cell::new(false),
-            down_until: Cell::new(None),
-            connect_timeout,
-            request_timeout,
-            slow_timeout,
-            topology,
-            wire: Cell::new(super::Wire { resp3, db }),
-            auth,
-            acting,
-            tls,
-            sink: RefCell::new(None),
-            node,
-            quantum,
-            replica,
-            breaks: Cell::new(0),
-            keeps_state: Cell::new(false),
-        })
-    }
 }

@@ -1,11 +1,12 @@
 //! The connection task of a `Backend`: dial, send the set-up commands (AUTH, HELLO 3),
 //! pump the connection until it breaks, then fail what it owed and redial if more waits.
 //!
-//! The pump (`Conn`, in `mod.rs`) only moves bytes; timeouts on dial (TCP and TLS), the
+//! The pump (`Conn`, in `conn.rs`) only moves bytes; timeouts on dial (TCP and TLS), the
 //! set-up commands and the backoff after a failed dial live here.
 
 use std::future::poll_fn;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::TcpStream;
@@ -13,8 +14,20 @@ use tokio::time::Instant;
 
 use crate::tls::Stream;
 
-use super::requests::Gate;
-use super::{node_error, Backend, Conn, InFlight, HELLO3, READONLY, RECONNECT_BACKOFF};
+use super::conn::Conn;
+use super::handle::{node_error, Backend};
+use super::requests::{Gate, InFlight};
+
+/// How long a node that refused a connection is failed fast before the next dial.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
+
+static HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+static READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
+
+/// Start the connection task of `backend` on this thread (its first request is queued).
+pub(super) fn start(backend: Rc<Backend>) {
+    tokio::task::spawn_local(run(backend));
+}
 
 /// The connection task: dial, then pump until the connection breaks.
 pub(super) async fn run(backend: Rc<Backend>) {

@@ -136,7 +136,7 @@ mod tests {
             quantum: 1024 * 1024,
             replica: None,
         };
-        Backend::new(addr, settings, topology)
+        crate::backend::open(addr, settings, topology)
     }
 
     fn key(seq: u64) -> Option<RouteKey> {
