@@ -7,15 +7,23 @@
 //   GROUP_WARMUP_MS load before the kill (default 3000), GROUP_AFTER_MS after it (default 8000)
 // Prints `PASS|FAIL jedis/group/<check>: ...` lines and one `group-failover:` summary line;
 // exits 1 when a check fails. Checks: every member got a fair share of the load before the
-// kill; errors only for requests in flight at the kill (at most one per thread); every
-// thread completes requests again within 5 s of the kill; the survivors advertise 2 members.
+// kill; the survivors stop advertising the victim within 1 s of the kill (the proxy's part);
+// no request fails (Jedis retries within its budget); most threads (3 in 4) complete a
+// request again within 2.5 s of the kill; the survivors advertise 2 members.
+//
+// Why not every thread within a bound: a JedisCluster thread whose slot-cache renewal comes
+// before the survivors' view changed, or while another thread holds the renewal lock (it
+// then returns without renewing), fails twice more on the stale map and backs off for a
+// random time up to what is left of its retry budget (5 attempts x 2 s): up to ~10 s for
+// that thread, however fast the proxies are. Measured: 1 such thread in about 1 run of 5.
 import java.time.Duration;
 import java.util.*;
 import java.util.concurrent.atomic.*;
 import redis.clients.jedis.*;
 
 public class GroupFailover {
-    static final long RECOVERY_LIMIT_MS = 5000;
+    static final long RECOVERY_LIMIT_MS = 2500;
+    static final long VIEW_LIMIT_MS = 1000;
 
     public static void main(String[] args) throws Exception {
         List<HostAndPort> proxies = new ArrayList<>();
@@ -47,22 +55,27 @@ public class GroupFailover {
         Optional<ProcessHandle> victimProc = ProcessHandle.of(victimPid);
         ok &= check("victim-killed", victimProc.map(ProcessHandle::destroyForcibly).orElse(false),
             "SIGKILL to pid " + victimPid + " (" + victim + ")");
-        Thread.sleep(afterMs);
+        long viewMs = untilSurvivorsDrop(proxies, victim, afterMs);
+        ok &= check("survivors-drop-victim", viewMs >= 0 && viewMs < VIEW_LIMIT_MS,
+            "every survivor stopped advertising " + victim + " "
+                + (viewMs < 0 ? "never" : viewMs + " ms") + " after the kill");
+        Thread.sleep(Math.max(0, afterMs - (System.nanoTime() - killAt) / 1_000_000));
         load.stop();
 
         ok &= spread(proxies, before, atKill);
         long errors = load.errors.get();
-        ok &= check("errors-only-in-flight", errors <= threads,
-            errors + " failed requests (bound: " + threads + " in flight at the kill); first: "
-                + load.firstError.get());
+        ok &= check("no-failed-request", errors == 0,
+            errors + " failed requests; first: " + load.firstError.get());
         long recoveryMs = load.maxStallNanos() / 1_000_000;
-        ok &= check("recovery-within-5s", recoveryMs < RECOVERY_LIMIT_MS,
-            "longest time a thread went without a completed request across the kill: "
-                + recoveryMs + " ms");
+        long recovered = load.recoveredWithin(RECOVERY_LIMIT_MS);
+        ok &= check("most-recover-within-2.5s", recovered * 4 >= threads * 3L,
+            recovered + " of " + threads + " threads completed a request again within "
+                + RECOVERY_LIMIT_MS + " ms of the kill; the longest went " + recoveryMs
+                + " ms without one (Jedis's own backoff, see the header)");
         ok &= survivorsAdvertise(proxies, victim);
         System.out.printf("group-failover: threads=%d requests_before_kill=%d requests_after_kill=%d"
-                + " errors=%d recovery_ms=%d%n", threads, load.beforeKill.get(),
-            load.afterKill.get(), errors, recoveryMs);
+                + " errors=%d recovery_ms=%d view_ms=%d%n", threads, load.beforeKill.get(),
+            load.afterKill.get(), errors, recoveryMs, viewMs);
         cluster.close();
         System.exit(ok ? 0 : 1);
     }
@@ -96,6 +109,10 @@ public class GroupFailover {
         }
 
         long maxStallNanos() { return Arrays.stream(maxStall).max().orElse(0); }
+
+        long recoveredWithin(long ms) {
+            return Arrays.stream(maxStall).filter(n -> n < ms * 1_000_000).count();
+        }
 
         /// maxStall[t]: the longest gap between two completed requests of thread t where the
         /// later one completed after the kill (or, if none did, the time since the last one).
@@ -156,6 +173,41 @@ public class GroupFailover {
             shares.append(proxies.get(i)).append('=').append(d[i]).append(' ');
         }
         return check("load-spread", fair, "commands per member before the kill: " + shares.toString().trim());
+    }
+
+    /// Milliseconds from now (just after the kill) until no survivor's CLUSTER SLOTS names
+    /// the victim, polled every 5 ms; -1 if that took longer than `ceilingMs`.
+    static long untilSurvivorsDrop(List<HostAndPort> proxies, HostAndPort victim, long ceilingMs) {
+        long start = System.nanoTime();
+        List<Jedis> survivors = new ArrayList<>();
+        try {
+            for (HostAndPort p : proxies) if (!p.equals(victim)) survivors.add(new Jedis(p));
+            while ((System.nanoTime() - start) / 1_000_000 < ceilingMs) {
+                boolean anyNames = false;
+                for (Jedis j : survivors) {
+                    Object slots = j.sendCommand(Protocol.Command.CLUSTER, "SLOTS");
+                    anyNames |= names(slots, victim.getPort());
+                }
+                if (!anyNames) return (System.nanoTime() - start) / 1_000_000;
+                Thread.sleep(5);
+            }
+        } catch (InterruptedException | RuntimeException e) {
+            System.out.println("survivors-drop-victim: " + e);
+        } finally {
+            survivors.forEach(Jedis::close);
+        }
+        return -1;
+    }
+
+    /// Whether a CLUSTER SLOTS reply names a node on `port`.
+    static boolean names(Object slots, int port) {
+        for (Object range : (List<?>) slots) {
+            List<?> r = (List<?>) range;
+            for (Object node : r.subList(2, r.size())) {
+                if (((List<?>) node).get(1).equals((long) port)) return true;
+            }
+        }
+        return false;
     }
 
     /// The survivors' CLUSTER SLOTS name every member but the victim.

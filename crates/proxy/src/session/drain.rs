@@ -5,29 +5,26 @@
 //! drain timeout has passed, it reads nothing more and closes when what it read is
 //! answered. Either way no reply is cut short and no request read is left unanswered.
 
-use crate::context::{DRAIN_STOP_READING, DRAIN_WHEN_IDLE};
-use crate::session::Session;
+use std::sync::atomic::Ordering::Relaxed;
 
-impl Session {
-    /// Before a poll: the drain phase, one relaxed load. Past the timeout, stop reading.
-    pub(crate) fn drain_phase(&mut self) -> u8 {
-        let phase = self
-            .worker
-            .shared
-            .drain
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if phase == DRAIN_STOP_READING {
-            self.draining = true;
-        }
-        phase
+use crate::context::{Shared, DRAIN_STOP_READING, DRAIN_WHEN_IDLE};
+
+/// Where the drain stands, read once per poll (one relaxed load).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Phase(u8);
+
+impl Phase {
+    pub(crate) fn now(shared: &Shared) -> Phase {
+        Phase(shared.drain.load(Relaxed))
     }
 
-    /// After a poll that did not end the session: end it now if it is draining and idle.
-    pub(crate) fn drain_done(&self, phase: u8) -> bool {
-        phase == DRAIN_WHEN_IDLE
-            && self.out.is_empty()
-            && self.cell.in_flight() == 0
-            && self.read_buf.is_empty()
-            && self.upload.is_none()
+    /// Past the drain timeout: read nothing more.
+    pub(crate) fn stops_reading(self) -> bool {
+        self.0 == DRAIN_STOP_READING
+    }
+
+    /// Close at the first moment the session owes nothing.
+    pub(crate) fn ends_when_idle(self) -> bool {
+        self.0 == DRAIN_WHEN_IDLE
     }
 }

@@ -44,8 +44,17 @@ impl Session {
         redirect::follow(self, cx);
         self.out_bytes += self.cell.pop_ready(&mut self.out);
         self.record_samples();
-        self.slowlog_record();
-        self.deliver_mail();
+        let shared = &self.worker.shared;
+        let name = self.info.name.as_ref();
+        let ring = &self.worker.stats.slowlog;
+        self.slowlog.record(&shared.slowlog, ring, &self.cell, name);
+        let (resp3, subscribed) = (self.resp3(), self.subscribed_resp2());
+        crate::session::tracking::redirect::deliver_mail(
+            &self.client,
+            &self.cell,
+            resp3,
+            subscribed,
+        );
         let pushed = self.forward_pushes();
         self.out_bytes += pushed;
         self.worker.budget.add(pushed);
@@ -168,8 +177,8 @@ impl Session {
             }
             Poll::Ready(Ok(n)) => {
                 self.turn_bytes += n;
-                self.reset_timer(TimerKind::Idle);
-                self.slowlog_stamp_read();
+                self.timer.reset(TimerKind::Idle);
+                self.slowlog.stamp_read(&self.worker.shared.slowlog);
                 self.client.touch();
                 ReadOutcome::Data
             }
@@ -202,7 +211,7 @@ impl Session {
             match self.parser.parse(&mut self.read_buf) {
                 Ok(Progress::Done(Parsed::Request(req))) => {
                     crate::backend::bigbuf::retire(&mut self.read_buf, req.raw().len());
-                    self.reset_timer(TimerKind::RequestDeadline);
+                    self.timer.reset(TimerKind::RequestDeadline);
                     self.dispatch(req);
                 }
                 Ok(Progress::Done(Parsed::Noop)) => {}

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
-use crate::session::Session;
+use crate::config::LimitsConfig;
 
 /// Which limit the armed timer enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,54 +31,60 @@ pub(crate) struct Timer {
     armed: Option<(TimerKind, Pin<Box<Sleep>>)>,
 }
 
-// === impl Session (time limits) ===
+// === impl Timer ===
 
-impl Session {
-    /// Which limit applies right now, with its duration.
-    fn wanted_timer(&self) -> Option<(TimerKind, Duration)> {
-        let live = self.worker.live();
-        let limits = &live.config.limits;
-        if limits.request_deadline_ms > 0 && self.has_partial_request() {
-            return Some((
-                TimerKind::RequestDeadline,
-                Duration::from_millis(limits.request_deadline_ms),
-            ));
-        }
-        let idle = self.cell.in_flight() == 0 && self.out.is_empty() && self.pubsub.is_none();
-        (limits.idle_timeout_ms > 0 && idle).then(|| {
-            (
-                TimerKind::Idle,
-                Duration::from_millis(limits.idle_timeout_ms),
-            )
-        })
-    }
-
+impl Timer {
     /// Activity was seen (`Idle`) or a request completed (`RequestDeadline`): that timer
     /// starts over at the next arming.
-    pub(crate) fn reset_timer(&mut self, which: TimerKind) {
-        if matches!(&self.timer.armed, Some((kind, _)) if *kind == which) {
-            self.timer.armed = None;
+    pub(crate) fn reset(&mut self, which: TimerKind) {
+        if matches!(&self.armed, Some((kind, _)) if *kind == which) {
+            self.armed = None;
         }
     }
 
-    /// Before going to sleep: arm the timer that applies (keeping one already running for
-    /// the same limit), and report whether it has expired.
-    pub(crate) fn poll_limits(&mut self, cx: &mut Context<'_>) -> Poll<TimerKind> {
-        let wanted = self.wanted_timer();
-        match (&self.timer.armed, wanted) {
-            (_, None) => self.timer.armed = None,
+    /// Before the session sleeps: arm the timer for the limit that applies (`wanted`),
+    /// keeping one already running for the same limit, and report whether it has expired.
+    pub(crate) fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        wanted: Option<(TimerKind, Duration)>,
+    ) -> Poll<TimerKind> {
+        match (&self.armed, wanted) {
+            (_, None) => self.armed = None,
             (Some((kind, _)), Some((want, _))) if *kind == want => {}
             (_, Some((want, after))) => {
-                self.timer.armed = Some((
+                self.armed = Some((
                     want,
                     Box::pin(tokio::time::sleep_until(Instant::now() + after)),
                 ))
             }
         }
-        let Some((kind, sleep)) = self.timer.armed.as_mut() else {
+        let Some((kind, sleep)) = self.armed.as_mut() else {
             return Poll::Pending;
         };
         let kind = *kind;
         sleep.as_mut().poll(cx).map(|()| kind)
     }
+}
+
+/// Which limit applies now, with its duration: the request deadline while a request has
+/// started to arrive (`partial`), else the idle timeout while the client is `idle` (nothing
+/// in flight or to write, not subscribed).
+pub(crate) fn wanted(
+    limits: &LimitsConfig,
+    partial: bool,
+    idle: bool,
+) -> Option<(TimerKind, Duration)> {
+    if limits.request_deadline_ms > 0 && partial {
+        return Some((
+            TimerKind::RequestDeadline,
+            Duration::from_millis(limits.request_deadline_ms),
+        ));
+    }
+    (limits.idle_timeout_ms > 0 && idle).then(|| {
+        (
+            TimerKind::Idle,
+            Duration::from_millis(limits.idle_timeout_ms),
+        )
+    })
 }

@@ -225,12 +225,20 @@ impl Session {
             );
             return Poll::Ready(());
         }
-        let phase = self.drain_phase();
-        if self.poll_inner(cx).is_ready() || self.drain_done(phase) {
+        let phase = drain::Phase::now(&self.worker.shared);
+        if phase.stops_reading() {
+            self.draining = true;
+        }
+        if self.poll_inner(cx).is_ready() || (phase.ends_when_idle() && self.owes_nothing()) {
             return Poll::Ready(());
         }
         self.publish_state();
-        match self.poll_limits(cx) {
+        let wanted = {
+            let live = self.worker.live();
+            let idle = self.cell.in_flight() == 0 && self.out.is_empty() && self.pubsub.is_none();
+            limits::wanted(&live.config.limits, self.has_partial_request(), idle)
+        };
+        match self.timer.poll(cx, wanted) {
             Poll::Ready(kind) => {
                 tracing::debug!(
                     client.id = self.info.id,
@@ -242,6 +250,15 @@ impl Session {
             }
             Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// Every request read is answered and written, and no partial one is buffered (a
+    /// draining session closes then, `drain.rs`).
+    fn owes_nothing(&self) -> bool {
+        self.out.is_empty()
+            && self.cell.in_flight() == 0
+            && self.read_buf.is_empty()
+            && self.upload.is_none()
     }
 
     /// A request has started to arrive but is not complete.
@@ -300,9 +317,10 @@ impl Session {
         }
         self.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {
-            self.note_write(&route);
+            self.written.note(&route, &self.worker.topology().current());
         }
-        self.slowlog_arm(&req, command, matches!(route, Route::Refuse(_)));
+        let refused = matches!(route, Route::Refuse(_));
+        self.slowlog.arm(&self.cell, &req, command, refused);
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);
         }

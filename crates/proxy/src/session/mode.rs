@@ -83,7 +83,15 @@ impl Session {
                 self.reset();
                 self.reply_now(Bytes::from_static(b"+RESET\r\n"));
             }
-            Local::Wait => self.start_wait(req),
+            Local::Wait => {
+                let map = self.worker.topology().current();
+                let shared = &self.worker.shared;
+                match crate::session::wait::start(req, &mut self.written, &map, shared, &self.cell)
+                {
+                    Ok(()) => self.intake = crate::session::exclusive::Intake::Blocked,
+                    Err(e) => self.reply_now(e),
+                }
+            }
             Local::Ping => self.reply_now(subscribed_pong(req)),
             _ => {
                 let before = self.info.protocol;

@@ -36,6 +36,7 @@ use crate::route::PubSubTarget;
 use crate::session::exclusive::Held;
 use crate::session::keyspace::Keyspace;
 use crate::session::pubsub_frame::{confirmation, Confirmation};
+use crate::session::pubsub_frame::{is_sync, SYNC_PING};
 use crate::session::Session;
 
 /// A session's subscription connections and their last confirmed counts.
@@ -69,15 +70,6 @@ pub(crate) struct PubSub {
     pub(crate) keyspace: Option<Box<Keyspace>>,
     /// The notification part of the held (un)subscribe, and whether it subscribes.
     notification_part: Option<crate::route::keyspace::Part>,
-}
-
-/// The sync marker, and its answers in and out of RESP2 subscribed mode.
-pub(crate) const SYNC_PING: &[u8] = b"*2\r\n$4\r\nPING\r\n$13\r\nslotgate:sync\r\n";
-const SYNC_PONG: &[u8] = b"*2\r\n$4\r\npong\r\n$13\r\nslotgate:sync\r\n";
-const SYNC_BULK: &[u8] = b"$13\r\nslotgate:sync\r\n";
-
-pub(crate) fn is_sync(frame: &[u8]) -> bool {
-    frame == SYNC_PONG || frame == SYNC_BULK
 }
 
 // === impl PubSub ===
@@ -301,6 +293,14 @@ impl Session {
         self.reply_now(Bytes::from(text));
     }
 
+    /// `frame` as the client's protocol shows it (`push_shape.rs`).
+    fn in_client_protocol(&self, source: usize, frame: Bytes) -> Bytes {
+        match self.pubsub.as_ref() {
+            Some(p) => p.in_client_protocol(source, frame, self.resp3()),
+            None => frame,
+        }
+    }
+
     /// Move frames from the subscription connections to the client; end subscribed mode once
     /// every connection confirmed 0 subscriptions. Returns the bytes moved.
     pub(crate) fn forward_pushes(&mut self) -> usize {
@@ -339,7 +339,9 @@ impl Session {
                 if self.resubscribe_on_confirmation(&confirmed) {
                     continue;
                 }
-                frame = self.shard_total(&confirmed, frame);
+                if let Some(p) = self.pubsub.as_mut() {
+                    frame = p.shard_total(&confirmed, frame);
+                }
             } else if self.resubscribe_on_moved(source, &frame)
                 || self.resend_on_moved(source, &frame)
             {

@@ -1,6 +1,7 @@
 //! Reading the frames a subscription connection sends: subscribe/unsubscribe
-//! confirmations (whose counts decide when subscribed mode ends) and messages (whose channel
-//! or pattern decides whether a keyspace connection's frame reaches the client).
+//! confirmations (whose counts decide when subscribed mode ends), messages (whose channel
+//! or pattern decides whether a keyspace connection's frame reaches the client), and the
+//! sync marker the proxy sends itself to learn when a connection has caught up.
 
 use bytes::Bytes;
 
@@ -68,6 +69,15 @@ pub(crate) fn message_source(frame: &Bytes) -> Option<(Option<Bytes>, Bytes)> {
         (b"pmessage", 4) => Some((Some(bulk_text(&parts[1])?), bulk_text(&parts[2])?)),
         _ => None,
     }
+}
+
+/// The sync marker, and its answers in and out of RESP2 subscribed mode.
+pub(crate) const SYNC_PING: &[u8] = b"*2\r\n$4\r\nPING\r\n$13\r\nslotgate:sync\r\n";
+const SYNC_PONG: &[u8] = b"*2\r\n$4\r\npong\r\n$13\r\nslotgate:sync\r\n";
+const SYNC_BULK: &[u8] = b"$13\r\nslotgate:sync\r\n";
+
+pub(crate) fn is_sync(frame: &[u8]) -> bool {
+    frame == SYNC_PONG || frame == SYNC_BULK
 }
 
 #[cfg(test)]

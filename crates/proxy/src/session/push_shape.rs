@@ -7,16 +7,13 @@
 
 use bytes::{Bytes, BytesMut};
 
+use super::pubsub::PubSub;
 use super::pubsub_frame::Confirmation;
-use super::Session;
 
-impl Session {
+impl PubSub {
     /// A shard confirmation with the client's total count, as Redis counts it.
     pub(super) fn shard_total(&mut self, c: &Confirmation, frame: Bytes) -> Bytes {
-        let Some(p) = self.pubsub.as_mut() else {
-            return frame;
-        };
-        let known = &mut p.shard_confirmed;
+        let known = &mut self.shard_confirmed;
         match c.kind.as_ref() {
             b"ssubscribe" => {
                 known.insert(c.channel.clone());
@@ -39,14 +36,20 @@ impl Session {
         out.freeze()
     }
 
-    /// The frame with the array type of the client's protocol, when its connection speaks
-    /// the other one (only after a HELLO switched protocol while subscribed).
-    pub(super) fn in_client_protocol(&self, source: usize, frame: Bytes) -> Bytes {
-        let Some(p) = self.pubsub.as_ref().filter(|p| p.switched) else {
+    /// The frame with the array type of the client's protocol (`client_resp3`), when its
+    /// connection speaks the other one (only after a HELLO switched protocol while
+    /// subscribed).
+    pub(super) fn in_client_protocol(
+        &self,
+        source: usize,
+        frame: Bytes,
+        client_resp3: bool,
+    ) -> Bytes {
+        if !self.switched {
             return frame;
-        };
-        let from_resp3 = p.connection_resp3(source).unwrap_or(self.resp3());
-        let want = match (from_resp3, self.resp3()) {
+        }
+        let from_resp3 = self.connection_resp3(source).unwrap_or(client_resp3);
+        let want = match (from_resp3, client_resp3) {
             (true, false) if frame.first() == Some(&b'>') => b'*',
             (false, true) if frame.first() == Some(&b'*') => b'>',
             _ => return frame,

@@ -26,7 +26,6 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use crate::budget::Budget;
-use crate::session::slowlog::Mark;
 
 /// What one request waiting for its reply costs besides the reply: its `Entry`, the
 /// backend's bookkeeping and its share of the client's read buffer.
@@ -40,6 +39,13 @@ pub(crate) struct ReplyQueue {
     /// (sequence number, part) whose reply is a MOVED or ASK the session has not looked at yet.
     redirected: Vec<(u64, u32)>,
     closed: bool,
+}
+
+/// A request waiting for its reply, for SLOWLOG (`slowlog.rs`): when it was read, and its
+/// bytes (a refcount).
+pub(crate) struct Mark {
+    pub read_us: u64,
+    pub request: Bytes,
 }
 
 /// The part of a client that backends may touch: its reply queue and its task's waker.
@@ -360,7 +366,9 @@ mod deliver;
 mod entry;
 #[cfg(test)]
 use crate::backend::is_redirect;
-pub(crate) use entry::{Conn, Entry, Hold, Kind, Resend, Sent};
+pub(crate) use entry::{Conn, Entry, Kind, Resend, Sent};
+pub(crate) use hold::Hold;
+mod hold;
 mod ordering;
 mod partial;
 #[cfg(test)]

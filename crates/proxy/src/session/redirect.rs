@@ -35,54 +35,19 @@ use cluster::redirect::{parse_redirect, Redirect};
 use tokio::time::Instant;
 use topology::Backoff;
 
-use crate::backend::{Backend, Wire};
+use crate::backend::Backend;
 use crate::context::WorkerStats;
 use crate::session::fanout::Part;
 use crate::session::order::{Target, Waiting};
-use crate::session::queue::{Conn, Entry, Hold, Kind as EntryKind, Resend, Sent};
+use crate::session::queue::{Conn, Entry, Kind as EntryKind, Resend, Sent};
 use crate::session::Session;
 use crate::worker::Worker;
 
 mod hold;
+mod plan;
 mod transaction;
 
-/// What following a reply means.
-enum Kind {
-    Moved {
-        slot: u16,
-    },
-    Ask {
-        slot: u16,
-    },
-    /// TRYAGAIN: the node refused before running it (a multi-key command during a slot
-    /// migration); resend to the same node after this delay.
-    Retry(Duration),
-    /// CLUSTERDOWN, MASTERDOWN, READONLY, LOADING: not executed, and the slot's owner may be
-    /// changing (failover). Ask for a refresh, wait, then route by slot again.
-    Reroute(Duration),
-    /// Not a redirect: a second-round part (`Fanout::twice`), due now at its master.
-    Second,
-    /// Never reached its node: routed by slot again after this delay (`hold.rs`).
-    Held(Duration),
-}
-
-/// A redirect or retry the session decided to follow.
-struct Plan {
-    kind: Kind,
-    /// The slot to route by again (Reroute), when known.
-    slot: Option<u16>,
-    addr: String,
-    frame: Bytes,
-    map_version: u64,
-    /// The slot that orders the request among its client's (None: keyless).
-    key_slot: Option<u16>,
-    /// The protocol and database of the connection it was on, for its resend.
-    wire: Option<Wire>,
-    /// Replies before the one owed (a transaction's), dropped again on the resend.
-    skip: u32,
-    /// A MOVED or ASK past `PACED_AFTER` hops waits this long (and asks for a refresh).
-    pace: Option<Duration>,
-}
+use plan::{Hop, Kind, Plan};
 
 /// Hops followed at once; later ones are paced like retries (topology.md R13: nodes that
 /// bounce a request between them disagree until gossip or a failover settles, which takes
@@ -93,18 +58,6 @@ const PACED_AFTER: u8 = 2;
 /// doubling to 1 s, jittered): 1.6 to 3.3 s in all, enough to ride over a failover's
 /// CLUSTERDOWN window on loopback.
 const MAX_RETRIES: u8 = 9;
-
-/// The redirect-relevant fields of a request or of one part of a split request.
-struct Hop<'a> {
-    reply: &'a mut Option<Bytes>,
-    frame: Option<Bytes>,
-    sent_to: &'a Option<Rc<Backend>>,
-    hops: &'a mut u8,
-    retries: &'a mut u8,
-    hold: &'a mut Hold,
-    /// On one of the session's own connections (never held: `hold.rs`).
-    own: bool,
-}
 
 /// What deciding needs besides the request: the session's limits and counters.
 struct Rules<'a> {

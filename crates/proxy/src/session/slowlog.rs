@@ -14,14 +14,8 @@ use bytes::Bytes;
 use cluster::command::flags;
 use resp::Request;
 
-use crate::context::slowlog::Client;
-use crate::session::Session;
-
-/// A request waiting for its reply: when it was read, and its bytes (a refcount).
-pub(crate) struct Mark {
-    pub read_us: u64,
-    pub request: Bytes,
-}
+use crate::context::slowlog::{Client, Ring, Slowlog};
+use crate::session::queue::{ClientCell, Mark};
 
 /// Per-session state.
 pub(crate) struct Tracker {
@@ -47,65 +41,73 @@ impl Tracker {
             armed: false,
         }
     }
-}
 
-// === impl Session (slowlog) ===
-
-impl Session {
     /// Bytes just came in from the client: the requests they complete start now.
-    pub(crate) fn slowlog_stamp_read(&mut self) {
+    pub(crate) fn stamp_read(&mut self, log: &Slowlog) {
         // A reload may change the threshold; one relaxed load per read picks it up.
-        self.slowlog.threshold_us = self.worker.shared.slowlog.threshold();
-        if self.slowlog.threshold_us.is_some() {
-            self.slowlog.read_us = self.worker.shared.slowlog.now_us();
+        self.threshold_us = log.threshold();
+        if self.threshold_us.is_some() {
+            self.read_us = log.now_us();
         }
     }
 
-    /// Mark the entry `req` pushes next; none for what Redis never logs (refused requests,
-    /// unknown commands, EXEC and the other `skip_slowlog` commands).
-    pub(crate) fn slowlog_arm(&mut self, req: &Request, command: Option<usize>, refused: bool) {
-        if self.slowlog.threshold_us.is_none() {
+    /// Mark the entry `req` pushes next in `cell`; none for what Redis never logs (refused
+    /// requests, unknown commands, EXEC and the other `skip_slowlog` commands).
+    pub(crate) fn arm(
+        &mut self,
+        cell: &ClientCell,
+        req: &Request,
+        command: Option<usize>,
+        refused: bool,
+    ) {
+        if self.threshold_us.is_none() {
             return;
         }
         let skip = refused
             || command
                 .and_then(cluster::command::at_stats_index)
                 .is_none_or(|spec| spec.has(flags::SKIP_SLOWLOG));
-        self.slowlog.armed |= !skip;
+        self.armed |= !skip;
         let mark = (!skip).then(|| Mark {
-            read_us: self.slowlog.read_us,
+            read_us: self.read_us,
             request: req.raw().clone(),
         });
-        self.cell.arm_slowlog(mark);
+        cell.arm_slowlog(mark);
     }
 
-    /// Log the requests whose replies were just handed to the writer, if they were slow.
-    pub(crate) fn slowlog_record(&mut self) {
-        let threshold = match self.slowlog.threshold_us {
+    /// Log the requests of `cell` whose replies were just handed to the writer, if they
+    /// were slow, into `log` (and the worker's `ring`), under the client's `name`.
+    pub(crate) fn record(
+        &mut self,
+        log: &Slowlog,
+        ring: &Ring,
+        cell: &ClientCell,
+        name: Option<&Bytes>,
+    ) {
+        let threshold = match self.threshold_us {
             Some(threshold) => threshold,
             // Turned off since: drain what was armed, log nothing.
-            None if self.slowlog.armed => u64::MAX,
+            None if self.armed => u64::MAX,
             None => return,
         };
-        let mut marks = std::mem::take(&mut self.slowlog.scratch);
-        self.cell.take_answered_marks(&mut marks);
+        let mut marks = std::mem::take(&mut self.scratch);
+        cell.take_answered_marks(&mut marks);
         if !marks.is_empty() {
-            let log = &self.worker.shared.slowlog;
             let now = log.now_us();
             for mark in marks.drain(..) {
                 let duration = now.saturating_sub(mark.read_us);
                 if duration >= threshold {
                     let client = Client {
-                        peer: self.slowlog.peer,
-                        name: self.info.name.as_ref(),
+                        peer: self.peer,
+                        name,
                     };
-                    log.log(&self.worker.stats.slowlog, &mark.request, duration, client);
+                    log.log(ring, &mark.request, duration, client);
                 }
             }
         }
-        self.slowlog.scratch = marks;
-        if self.slowlog.threshold_us.is_none() {
-            self.slowlog.armed = self.cell.has_slow_marks();
+        self.scratch = marks;
+        if self.threshold_us.is_none() {
+            self.armed = cell.has_slow_marks();
         }
     }
 }

@@ -36,7 +36,7 @@ use crate::session::Session;
 
 mod hub;
 mod keys;
-mod redirect;
+pub(crate) mod redirect;
 
 /// A session's part in tracking.
 pub(crate) struct Tracking {
@@ -231,7 +231,8 @@ impl Session {
                 self.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
             Ask::On(prefixes, mode, redirect) => {
-                let redirect = match redirect.map(|id| self.recipient(id)) {
+                let redirect = match redirect.map(|id| redirect::recipient(&self.worker.shared, id))
+                {
                     Some(None) => return self.reply_now(error(NO_SUCH_CLIENT)),
                     found => found.flatten(),
                 };
@@ -347,8 +348,8 @@ impl Session {
                 }
             }
         };
-        if let Some(push) = push {
-            self.tracking_deliver(push);
+        if let (Some(push), Some(t)) = (push, self.tracking.as_ref()) {
+            redirect::deliver(t.redirect.as_ref(), push, self.resp3(), &self.cell);
         }
         Some(false)
     }

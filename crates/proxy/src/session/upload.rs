@@ -102,9 +102,9 @@ impl Session {
         WorkerStats::bump(&self.worker.stats.commands_processed);
         self.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {
-            self.note_write(&route); // a later WAIT must count this write (review S6)
+            self.written.note(&route, &self.worker.topology().current()); // a later WAIT must count this write (review S6)
         }
-        self.slowlog_arm(&tail.probe, command, false);
+        self.slowlog.arm(&self.cell, &tail.probe, command, false);
         let backend = self.dedicated_for(&addr);
         // Never resent until its last piece is out (then its pieces are, `finish_upload`).
         let mut sent = Sent::new(Resend::Never, &backend, Some(slot), Conn::Own);
@@ -178,7 +178,8 @@ impl Session {
         let Some(up) = self.upload.take() else {
             return Step::Done;
         };
-        self.reset_timer(crate::session::limits::TimerKind::RequestDeadline);
+        self.timer
+            .reset(crate::session::limits::TimerKind::RequestDeadline);
         if !good {
             self.abort_upload(up, resp::ProtocolError::MissingCrlfAfterBulk.to_resp());
             return Step::Close;
@@ -280,13 +281,4 @@ fn lost(backend: &Backend) -> Bytes {
         "-ERR slotgate: node {} connection lost while the request was arriving (not executed)\r\n",
         backend.addr
     ))
-}
-
-/// A streamed request's pieces as one frame, for the rare redirect that must resend it.
-pub(crate) fn join(parts: &[Bytes]) -> Bytes {
-    let mut all = bytes::BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
-    for p in parts {
-        all.extend_from_slice(p);
-    }
-    all.freeze()
 }

@@ -21,14 +21,17 @@
 //! writes of others: the answer can only err on the safe side). The session reads no
 //! further request until WAIT is answered, as Redis blocks the client.
 
+use std::rc::Rc;
+
 use bytes::Bytes;
+use cluster::slot_map::SlotMap;
 use resp::Request;
 
+use crate::context::Shared;
 use crate::reply::error;
 use crate::route::Route;
-use crate::session::queue::Entry;
+use crate::session::queue::{ClientCell, Entry};
 use crate::session::wait_probe::{probe, Probe};
-use crate::session::Session;
 
 /// Masters the client wrote to since it connected or last sent WAIT, as bits of their index
 /// in the map of `version`; `all` when that cannot be told (more masters than bits, a write
@@ -45,74 +48,75 @@ impl Written {
     pub(crate) fn note_unknown(&mut self) {
         self.all = true;
     }
-}
 
-// === impl Session (WAIT) ===
-
-impl Session {
-    /// Remember where a write command goes. O(1): one map load and a bit.
-    pub(crate) fn note_write(&mut self, route: &Route) {
+    /// Remember where a write command goes under `map`. O(1): a bit.
+    pub(crate) fn note(&mut self, route: &Route, map: &SlotMap) {
         let slot = match route {
             Route::Slot(slot) | Route::Read(slot) | Route::Exclusive(Some(slot)) => *slot,
             Route::Tx {
                 slot: Some(slot), ..
             } => *slot,
             Route::AnyNode | Route::Split { .. } | Route::Broadcast(_) | Route::Exclusive(None) => {
-                self.written.all = true;
+                self.all = true;
                 return;
             }
             _ => return,
         };
-        let map = self.worker.topology().current();
-        let w = &mut self.written;
-        if w.masters != 0 && w.version != map.version() {
-            w.all = true;
+        if self.masters != 0 && self.version != map.version() {
+            self.all = true;
         }
-        w.version = map.version();
+        self.version = map.version();
         match map.node_index(slot).filter(|i| *i < 128) {
-            Some(i) => w.masters |= 1u128 << i,
-            None => w.all = true,
+            Some(i) => self.masters |= 1u128 << i,
+            None => self.all = true,
         }
     }
+}
 
-    /// WAIT numreplicas timeout, once every earlier reply is in.
-    pub(crate) fn start_wait(&mut self, req: &Request) {
-        let Some(numreplicas) = parse_i64(req.arg(1)) else {
-            return self.reply_now(error("value is not an integer or out of range"));
-        };
-        let Some(timeout_ms) = parse_i64(req.arg(2)) else {
-            return self.reply_now(error("timeout is not an integer or out of range"));
-        };
-        if timeout_ms < 0 {
-            return self.reply_now(error("timeout is negative"));
-        }
-        let written = std::mem::take(&mut self.written);
-        let wrote = written.all || written.masters != 0;
-        let map = self.worker.topology().current();
-        let every = !wrote || written.all || written.version != map.version();
-        let masters: Vec<String> = map
-            .nodes()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| every || (*i < 128 && written.masters & (1u128 << i) != 0))
-            .map(|(_, n)| n.addr.clone())
-            .collect();
-        let plan = Probe {
-            masters,
-            wrote,
-            numreplicas,
-            timeout_ms: timeout_ms as u64,
-            auth: self.worker.shared.backend_auth.clone(),
-            tls: self.worker.shared.backend_tls.clone(),
-        };
-        let seq = self.cell.push(Entry::pending_local());
-        let cell = self.cell.clone();
-        tokio::task::spawn_local(async move {
-            let acked = probe(plan, &cell).await;
-            cell.deliver_local(seq, Bytes::from(format!(":{acked}\r\n")));
-        });
-        self.intake = crate::session::exclusive::Intake::Blocked;
+/// WAIT numreplicas timeout, once every earlier reply of `cell` is in: the writes noted
+/// since the last WAIT (taken from `written`) decide which masters of `map` are probed, and
+/// the answer goes to the entry pushed now. Err: WAIT's own error reply (bad arguments).
+pub(crate) fn start(
+    req: &Request,
+    written: &mut Written,
+    map: &SlotMap,
+    shared: &Shared,
+    cell: &Rc<ClientCell>,
+) -> Result<(), Bytes> {
+    let Some(numreplicas) = parse_i64(req.arg(1)) else {
+        return Err(error("value is not an integer or out of range"));
+    };
+    let Some(timeout_ms) = parse_i64(req.arg(2)) else {
+        return Err(error("timeout is not an integer or out of range"));
+    };
+    if timeout_ms < 0 {
+        return Err(error("timeout is negative"));
     }
+    let written = std::mem::take(written);
+    let wrote = written.all || written.masters != 0;
+    let every = !wrote || written.all || written.version != map.version();
+    let masters: Vec<String> = map
+        .nodes()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| every || (*i < 128 && written.masters & (1u128 << i) != 0))
+        .map(|(_, n)| n.addr.clone())
+        .collect();
+    let plan = Probe {
+        masters,
+        wrote,
+        numreplicas,
+        timeout_ms: timeout_ms as u64,
+        auth: shared.backend_auth.clone(),
+        tls: shared.backend_tls.clone(),
+    };
+    let seq = cell.push(Entry::pending_local());
+    let cell = cell.clone();
+    tokio::task::spawn_local(async move {
+        let acked = probe(plan, &cell).await;
+        cell.deliver_local(seq, Bytes::from(format!(":{acked}\r\n")));
+    });
+    Ok(())
 }
 
 /// Whether the command at `index` of the command table may write: its `write` flag,

@@ -29,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::backend::Outgoing;
 use crate::session::follow::{source_of, FollowTarget, Followers, Subscribers};
-use crate::session::pubsub::{is_sync, SYNC_PING};
+use crate::session::pubsub_frame::{is_sync, SYNC_PING};
 use crate::session::queue::ClientCell;
 use crate::worker::Worker;
 

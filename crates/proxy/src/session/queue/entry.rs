@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
+use super::hold::Hold;
 use crate::backend::Backend;
 use crate::session::fanout::Fanout;
 
@@ -49,16 +50,6 @@ pub(crate) struct Sent {
     pub conn: Conn,
     /// Held for a failover: it never reached its node.
     pub hold: Hold,
-}
-
-/// A request (or part) that never reached its node, because the node is down or cannot be
-/// dialled: held for the slot's next master, within `cluster.failover_hold_ms` of `since`.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Hold {
-    /// When it was first turned back; None while it is not held.
-    pub since: Option<std::time::Instant>,
-    /// Its latest answer is "not sent" (the session has not acted on it yet).
-    pub pending: bool,
 }
 
 /// The connection a whole request travels on.
@@ -108,7 +99,7 @@ impl Sent {
     pub(crate) fn resend_frame(&self) -> Option<Bytes> {
         match &self.resend {
             Resend::Frame(frame) => Some(frame.clone()),
-            Resend::Pieces(parts) => Some(crate::session::upload::join(parts)),
+            Resend::Pieces(parts) => Some(join(parts)),
             Resend::Transaction { frame, .. } => Some(frame.clone()),
             Resend::Never => None,
         }
@@ -173,4 +164,13 @@ impl Entry {
             Kind::Fanout(f) => f.parts.get(frag as usize).and_then(|p| p.slot),
         }
     }
+}
+
+/// A streamed request's pieces as one frame, for the rare redirect that must resend it.
+fn join(parts: &[Bytes]) -> Bytes {
+    let mut all = bytes::BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+    for p in parts {
+        all.extend_from_slice(p);
+    }
+    all.freeze()
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use topology::Backoff;
 
-use super::{Hop, Kind, Plan};
+use super::plan::{Hop, Kind, Plan};
 use crate::context::WorkerStats;
 use crate::session::queue::Hold;
 

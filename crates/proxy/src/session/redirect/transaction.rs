@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use super::Plan;
+use super::plan::Plan;
 use crate::backend::is_redirect;
 use crate::session::queue::{Resend, Sent};
 

@@ -10,9 +10,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::context::registry::{Mail, Recipient};
-use crate::session::queue::Entry;
-use crate::session::Session;
+use crate::context::registry::{ClientHandle, Mail, Recipient};
+use crate::context::Shared;
+use crate::session::queue::{ClientCell, Entry};
 
 /// Redis's answer to REDIRECT naming no connected client.
 pub(crate) const NO_SUCH_CLIENT: &str = "The client ID you want redirect to does not exist";
@@ -23,49 +23,49 @@ const PUSH_HEAD: &[u8] = b">2\r\n$10\r\ninvalidate\r\n";
 /// The head of the message a RESP2 subscriber gets.
 const MESSAGE_HEAD: &[u8] = b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n";
 
-impl Session {
-    /// The client `id`, on whichever worker serves it.
-    pub(crate) fn recipient(&self, id: u64) -> Option<Recipient> {
-        let workers = &self.worker.shared.workers;
-        workers.iter().find_map(|w| w.registry.recipient(id))
-    }
+/// The client `id`, on whichever worker serves it.
+pub(crate) fn recipient(shared: &Shared, id: u64) -> Option<Recipient> {
+    shared.workers.iter().find_map(|w| w.registry.recipient(id))
+}
 
-    /// Hand on an invalidation push (`>2 invalidate <keys|null>`), queued behind the
-    /// replies this client is owed.
-    pub(crate) fn tracking_deliver(&mut self, push: Bytes) {
-        let Some(t) = self.tracking.as_ref() else {
-            return;
-        };
-        let Some(to) = t.redirect.as_ref() else {
-            if self.resp3() {
-                self.cell.push(Entry::ready(push));
-            }
-            return;
-        };
-        if !to.post(mail_of(&push)) && self.resp3() {
-            let broken = format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{}\r\n", to.id);
-            self.cell.push(Entry::ready(Bytes::from(broken)));
+/// Hand on an invalidation push (`>2 invalidate <keys|null>`): to the client `redirect`
+/// names, else to this one (`cell`, queued behind the replies it is owed) if it speaks
+/// RESP3.
+pub(crate) fn deliver(redirect: Option<&Recipient>, push: Bytes, resp3: bool, cell: &ClientCell) {
+    let Some(to) = redirect else {
+        if resp3 {
+            cell.push(Entry::ready(push));
         }
+        return;
+    };
+    if !to.post(mail_of(&push)) && resp3 {
+        let broken = format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{}\r\n", to.id);
+        cell.push(Entry::ready(Bytes::from(broken)));
     }
+}
 
-    /// Write what other clients' tracking redirected here, as Redis would to this client.
-    pub(crate) fn deliver_mail(&mut self) {
-        let mut mail = Vec::new();
-        self.client.take_mail(&mut mail);
-        let resp3 = self.resp3();
-        if mail.is_empty() || !(resp3 || self.subscribed_resp2()) {
-            return;
+/// Write what other clients' tracking redirected to this client (`client`, `cell`), as
+/// Redis would to it: a push in RESP3, a message while subscribed in RESP2, else nothing.
+pub(crate) fn deliver_mail(
+    client: &ClientHandle,
+    cell: &ClientCell,
+    resp3: bool,
+    subscribed_resp2: bool,
+) {
+    let mut mail = Vec::new();
+    client.take_mail(&mut mail);
+    if mail.is_empty() || !(resp3 || subscribed_resp2) {
+        return;
+    }
+    for m in mail {
+        let mut frame = BytesMut::new();
+        frame.put_slice(if resp3 { PUSH_HEAD } else { MESSAGE_HEAD });
+        match &m {
+            Mail::Keys(keys) => frame.put_slice(keys),
+            Mail::Flush if resp3 => frame.put_slice(b"_\r\n"),
+            Mail::Flush => frame.put_slice(b"$-1\r\n"),
         }
-        for m in mail {
-            let mut frame = BytesMut::new();
-            frame.put_slice(if resp3 { PUSH_HEAD } else { MESSAGE_HEAD });
-            match &m {
-                Mail::Keys(keys) => frame.put_slice(keys),
-                Mail::Flush if resp3 => frame.put_slice(b"_\r\n"),
-                Mail::Flush => frame.put_slice(b"$-1\r\n"),
-            }
-            self.cell.push_frame(0, frame.freeze());
-        }
+        cell.push_frame(0, frame.freeze());
     }
 }
 
