@@ -8,98 +8,93 @@ use cluster::command::CommandSpec;
 use resp::Request;
 
 use crate::auth::{category, Denied, CATEGORIES};
+use crate::context::live::Live;
 use crate::reply::error;
-use crate::session::Session;
 
-// === impl Session (ACL) ===
-
-impl Session {
-    /// `ACL WHOAMI | CAT [category] | DRYRUN user command [arg …]`.
-    pub(crate) fn acl_command(&self, req: &Request) -> Bytes {
-        let sub = req.arg(1).to_ascii_lowercase();
-        match (sub.as_slice(), req.argc()) {
-            (b"whoami", 2) => {
-                let live = self.worker.live();
-                let name = self.user.and_then(|i| live.users.get(i));
-                let mut out = BytesMut::new();
-                resp::write_bulk(&mut out, name.map_or(b"default", |u| u.name.as_bytes()));
-                out.freeze()
-            }
-            (b"cat", 2) => {
-                let mut out = BytesMut::new();
-                resp::write_array_header(&mut out, CATEGORIES.len());
-                CATEGORIES
-                    .iter()
-                    .for_each(|(n, _)| resp::write_bulk(&mut out, n.as_bytes()));
-                out.freeze()
-            }
-            (b"cat", 3) => match category(&String::from_utf8_lossy(req.arg(2))) {
-                Some(bits) => commands_in(bits),
-                None => error(&format!(
-                    "Unknown category '{}'",
-                    String::from_utf8_lossy(&req.arg(2)[..req.arg(2).len().min(128)])
-                )),
-            },
-            (b"dryrun", n) if n >= 4 => self.dryrun(req),
-            _ => error(&format!(
-                "unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
-                String::from_utf8_lossy(&req.arg(1)[..req.arg(1).len().min(128)])
+/// `ACL WHOAMI | CAT [category] | DRYRUN user command [arg …]`, for a client
+/// authenticated as `user` (an index in `live.users`; None: the default user).
+pub(crate) fn command(req: &Request, live: &Live, user: Option<usize>) -> Bytes {
+    let sub = req.arg(1).to_ascii_lowercase();
+    match (sub.as_slice(), req.argc()) {
+        (b"whoami", 2) => {
+            let name = user.and_then(|i| live.users.get(i));
+            let mut out = BytesMut::new();
+            resp::write_bulk(&mut out, name.map_or(b"default", |u| u.name.as_bytes()));
+            out.freeze()
+        }
+        (b"cat", 2) => {
+            let mut out = BytesMut::new();
+            resp::write_array_header(&mut out, CATEGORIES.len());
+            CATEGORIES
+                .iter()
+                .for_each(|(n, _)| resp::write_bulk(&mut out, n.as_bytes()));
+            out.freeze()
+        }
+        (b"cat", 3) => match category(&String::from_utf8_lossy(req.arg(2))) {
+            Some(bits) => commands_in(bits),
+            None => error(&format!(
+                "Unknown category '{}'",
+                String::from_utf8_lossy(&req.arg(2)[..req.arg(2).len().min(128)])
             )),
-        }
+        },
+        (b"dryrun", n) if n >= 4 => dryrun(req, live),
+        _ => error(&format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+            String::from_utf8_lossy(&req.arg(1)[..req.arg(1).len().min(128)])
+        )),
     }
+}
 
-    /// `ACL DRYRUN user command [arg …]`: Redis's checks in its order, its texts.
-    fn dryrun(&self, req: &Request) -> Bytes {
-        let live = self.worker.live();
-        let name = req.arg(2);
-        let found = live
-            .users
-            .iter()
-            .find(|u| !u.is_removed() && u.name.as_bytes() == name);
-        let nopass_default = !live.config.auth_required() && name == b"default";
-        if found.is_none() && !nopass_default {
-            return error(&format!(
-                "User '{}' not found",
-                String::from_utf8_lossy(name)
-            ));
-        }
-        let argc = req.argc() - 3;
-        let arg = |i: usize| req.arg(i + 3);
-        let Some(spec) = lookup(argc, arg) else {
-            return error(&format!(
-                "Command '{}' not found",
-                String::from_utf8_lossy(req.arg(3))
-            ));
-        };
-        if !spec.arity_ok(argc) {
-            return error(&format!(
-                "wrong number of arguments for '{}' command",
-                spec.name
-            ));
-        }
-        let verdict = match found {
-            Some(user) => user.check(spec, argc, arg),
-            None => Ok(()),
-        };
-        let text = match verdict {
-            Ok(()) => return Bytes::from_static(b"+OK\r\n"),
-            Err(Denied::Command) => format!(
-                "This user has no permissions to run the '{}' command",
-                spec.name
-            ),
-            Err(Denied::Key(i)) => format!(
-                "This user has no permissions to access the '{}' key",
-                String::from_utf8_lossy(arg(i))
-            ),
-            Err(Denied::Channel(i)) => format!(
-                "This user has no permissions to access the '{}' channel",
-                String::from_utf8_lossy(arg(i))
-            ),
-        };
-        let mut out = BytesMut::new();
-        resp::write_bulk(&mut out, text.as_bytes());
-        out.freeze()
+/// `ACL DRYRUN user command [arg …]`: Redis's checks in its order, its texts.
+fn dryrun(req: &Request, live: &Live) -> Bytes {
+    let name = req.arg(2);
+    let found = live
+        .users
+        .iter()
+        .find(|u| !u.is_removed() && u.name.as_bytes() == name);
+    let nopass_default = !live.config.auth_required() && name == b"default";
+    if found.is_none() && !nopass_default {
+        return error(&format!(
+            "User '{}' not found",
+            String::from_utf8_lossy(name)
+        ));
     }
+    let argc = req.argc() - 3;
+    let arg = |i: usize| req.arg(i + 3);
+    let Some(spec) = lookup(argc, arg) else {
+        return error(&format!(
+            "Command '{}' not found",
+            String::from_utf8_lossy(req.arg(3))
+        ));
+    };
+    if !spec.arity_ok(argc) {
+        return error(&format!(
+            "wrong number of arguments for '{}' command",
+            spec.name
+        ));
+    }
+    let verdict = match found {
+        Some(user) => user.check(spec, argc, arg),
+        None => Ok(()),
+    };
+    let text = match verdict {
+        Ok(()) => return Bytes::from_static(b"+OK\r\n"),
+        Err(Denied::Command) => format!(
+            "This user has no permissions to run the '{}' command",
+            spec.name
+        ),
+        Err(Denied::Key(i)) => format!(
+            "This user has no permissions to access the '{}' key",
+            String::from_utf8_lossy(arg(i))
+        ),
+        Err(Denied::Channel(i)) => format!(
+            "This user has no permissions to access the '{}' channel",
+            String::from_utf8_lossy(arg(i))
+        ),
+    };
+    let mut out = BytesMut::new();
+    resp::write_bulk(&mut out, text.as_bytes());
+    out.freeze()
 }
 
 /// Redis's `lookupCommand`: a container with subcommands needs a known one.

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::auth::Denied;
+use crate::context::live::Live;
 use crate::route::Route;
 use crate::session::local::Hello;
 use crate::session::Session;
@@ -20,6 +21,107 @@ const HELLO_NOAUTH: &[u8] = b"-NOAUTH HELLO must be called with the client alrea
 
 /// Most bytes an unauthenticated client may have buffered (Redis: 1 MiB).
 pub(crate) const PRE_AUTH_BUFFER: usize = 1024 * 1024;
+
+/// Who the client is: what AUTH, HELLO … AUTH and RESET change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Login {
+    /// The proxy requires a password and none was given yet: only AUTH, HELLO and QUIT run.
+    Required,
+    /// No password is required: Redis's `nopass` default user, unrestricted.
+    Default,
+    /// Authenticated as the user at this index of `Live::users`.
+    User(usize),
+}
+
+impl Login {
+    /// A new connection's (or a RESET one's).
+    pub(crate) fn at_connect(auth_required: bool) -> Login {
+        match auth_required {
+            true => Login::Required,
+            false => Login::Default,
+        }
+    }
+
+    pub(crate) fn authenticated(self) -> bool {
+        self != Login::Required
+    }
+
+    /// The user's index in `Live::users`; None for the default user (and before AUTH).
+    pub(crate) fn user(self) -> Option<usize> {
+        match self {
+            Login::User(index) => Some(index),
+            Login::Required | Login::Default => None,
+        }
+    }
+
+    /// Whether a reload removed this user: then the client is closed, as Redis's ACL
+    /// DELUSER closes its clients (the reload wakes every session to look).
+    pub(crate) fn removed(self, live: &Live) -> bool {
+        self.user()
+            .and_then(|index| live.users.get(index))
+            .is_some_and(|u| u.is_removed())
+    }
+
+    /// For a restricted user: the set-up that makes the session's own connections run as
+    /// the user's mirror on the nodes (`auth/mirror.rs`); None for an unrestricted one.
+    pub(crate) fn acting_setup(self, live: &Live) -> Option<Bytes> {
+        let user = live.users.get(self.user()?)?;
+        if user.unrestricted {
+            return None;
+        }
+        let secret = &live.config.cluster.backend_password;
+        Some(crate::auth::mirror::setup(&user.name, &user.acl, secret))
+    }
+
+    /// Where a restricted user's script or function call runs: on the session's own
+    /// connection, as its mirror user, so the node checks every key and command inside it
+    /// as Redis would (review S2). `Some(slot)` (None: any master) for such a call.
+    pub(crate) fn mirror_slot(
+        self,
+        live: &Live,
+        req: &Request,
+        route: &Route,
+    ) -> Option<Option<u16>> {
+        let index = self.user()?;
+        let slot = match route {
+            Route::Slot(slot) | Route::Read(slot) => Some(*slot),
+            Route::AnyNode => None,
+            _ => return None,
+        };
+        if live.users.get(index)?.unrestricted {
+            return None;
+        }
+        let spec = cluster::lookup(req.arg(0))?;
+        spec.runs_code().then_some(slot)
+    }
+
+    /// For a restricted user: the NOPERM reply if `req` may not run, else None. A user
+    /// that cannot be found (a reload in between) may run nothing.
+    pub(crate) fn denied(self, live: &Live, req: &Request) -> Option<Bytes> {
+        let index = self.user()?;
+        let Some(user) = live.users.get(index) else {
+            let name = &req.arg(0)[..req.arg(0).len().min(128)];
+            return Some(Denied::Command.reply(&String::from_utf8_lossy(name)));
+        };
+        if user.unrestricted {
+            return None;
+        }
+        let arg = |i: usize| req.arg(i);
+        // An unknown command or subcommand, or a wrong arity, is answered first (`route`),
+        // as Redis checks them before permissions.
+        let spec = cluster::lookup(req.arg(0))?.resolve(req.argc(), arg);
+        if !spec.subcommands.is_empty() || !spec.arity_ok(req.argc()) {
+            return None;
+        }
+        if let Err(denied) = user.check(spec, req.argc(), arg) {
+            return Some(denied.reply(spec.name));
+        }
+        match spec.name {
+            "sort" | "sort_ro" if !user.all_keys() => sort_patterns_denied(req),
+            _ => None,
+        }
+    }
+}
 
 // === impl Session (authentication) ===
 
@@ -68,7 +170,7 @@ impl Session {
                 return reply;
             }
         }
-        if !self.authenticated {
+        if !self.login.authenticated() {
             return Bytes::from_static(HELLO_NOAUTH);
         }
         let id = self.worker.shared.identity.current();
@@ -79,7 +181,8 @@ impl Session {
     /// failure it keeps the user it had (if any). With no client password configured,
     /// Redis's default user is `nopass`: any password is right for it, and only for it.
     pub(crate) fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> Bytes {
-        let live = self.worker.live();
+        // A snapshot, not a borrow: dropping connections below may look at the live config.
+        let live = std::sync::Arc::clone(&self.worker.live());
         if !live.config.auth_required() {
             return match user {
                 b"default" => Bytes::from_static(b"+OK\r\n"),
@@ -90,17 +193,15 @@ impl Session {
             .users
             .iter()
             .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
-        drop(live);
         match found {
             Some(idx) => {
-                let acting_before = self.acting_setup();
-                if self.user.is_some_and(|old| old != idx) {
+                let acting_before = self.login.acting_setup(&live);
+                if self.login.user().is_some_and(|old| old != idx) {
                     // Its own connections run as the old user's mirror (`acting_setup`).
                     self.drop_dedicated();
                 }
-                self.authenticated = true;
-                self.user = Some(idx);
-                if self.acting_setup() != acting_before {
+                self.login = Login::User(idx);
+                if self.login.acting_setup(&live) != acting_before {
                     // A WATCH's connection runs as the former user (its mirror, or the
                     // backend user): an EXEC there would run the new user's transaction
                     // with the old rights. The WATCH is dropped, so EXEC answers nil, as
@@ -114,78 +215,6 @@ impl Session {
                 tracing::debug!(client.id = self.info.id, "authentication failed");
                 Bytes::from_static(WRONGPASS)
             }
-        }
-    }
-
-    /// Whether a reload removed this session's user: then it is closed, as Redis's ACL
-    /// DELUSER closes its clients (the reload wakes every session to look).
-    pub(crate) fn user_removed(&self) -> bool {
-        let Some(index) = self.user else {
-            return false;
-        };
-        self.worker
-            .live()
-            .users
-            .get(index)
-            .is_some_and(|u| u.is_removed())
-    }
-
-    /// For a restricted user: the set-up that makes the session's own connections run as
-    /// the user's mirror on the nodes (`auth/mirror.rs`); None for an unrestricted one.
-    pub(crate) fn acting_setup(&self) -> Option<Bytes> {
-        let live = self.worker.live();
-        let user = live.users.get(self.user?)?;
-        if user.unrestricted {
-            return None;
-        }
-        let secret = &live.config.cluster.backend_password;
-        Some(crate::auth::mirror::setup(&user.name, &user.acl, secret))
-    }
-
-    /// Where a restricted user's script or function call runs: on the session's own
-    /// connection, as its mirror user, so the node checks every key and command inside it
-    /// as Redis would (review S2). `Some(slot)` (None: any master) for such a call.
-    pub(crate) fn mirror_slot(&self, req: &Request, route: &Route) -> Option<Option<u16>> {
-        // On every routed request: a session with no user pays one compare.
-        let index = self.user?;
-        let slot = match route {
-            Route::Slot(slot) | Route::Read(slot) => Some(*slot),
-            Route::AnyNode => None,
-            _ => return None,
-        };
-        let live = self.worker.live();
-        if live.users.get(index)?.unrestricted {
-            return None;
-        }
-        let spec = cluster::lookup(req.arg(0))?;
-        spec.runs_code().then_some(slot)
-    }
-
-    /// For a restricted user: the NOPERM reply if `req` may not run, else None. A user
-    /// that cannot be found (a reload in between) may run nothing.
-    pub(crate) fn denied(&self, req: &Request) -> Option<Bytes> {
-        let live = self.worker.live();
-        let index = self.user?;
-        let Some(user) = live.users.get(index) else {
-            let name = &req.arg(0)[..req.arg(0).len().min(128)];
-            return Some(Denied::Command.reply(&String::from_utf8_lossy(name)));
-        };
-        if user.unrestricted {
-            return None;
-        }
-        let arg = |i: usize| req.arg(i);
-        // An unknown command or subcommand, or a wrong arity, is answered first (`route`),
-        // as Redis checks them before permissions.
-        let spec = cluster::lookup(req.arg(0))?.resolve(req.argc(), arg);
-        if !spec.subcommands.is_empty() || !spec.arity_ok(req.argc()) {
-            return None;
-        }
-        if let Err(denied) = user.check(spec, req.argc(), arg) {
-            return Some(denied.reply(spec.name));
-        }
-        match spec.name {
-            "sort" | "sort_ro" if !user.all_keys() => sort_patterns_denied(req),
-            _ => None,
         }
     }
 }

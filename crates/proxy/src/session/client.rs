@@ -117,7 +117,7 @@ impl Session {
         let multi = self.tx.as_ref().map_or(0, |tx| tx.len() as u32 + 1);
         live.multi.store(multi, Relaxed);
         live.user
-            .store(self.user.map_or(0, |u| u as u32 + 1), Relaxed);
+            .store(self.login.user().map_or(0, |u| u as u32 + 1), Relaxed);
         live.resp.store(u32::from(self.info.protocol), Relaxed);
         live.db.store(u32::from(self.info.db), Relaxed);
     }

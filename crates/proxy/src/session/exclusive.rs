@@ -215,7 +215,8 @@ impl Session {
             }
             d.close();
         }
-        let backend = self.worker.new_backend_as(addr, wire, self.acting_setup());
+        let acting = self.login.acting_setup(&self.worker.live());
+        let backend = self.worker.new_backend_as(addr, wire, acting);
         self.dedicated = Some(backend.clone());
         backend
     }

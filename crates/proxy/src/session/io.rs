@@ -238,7 +238,7 @@ impl Session {
 
     /// Reserve exactly once for a big request, and enforce the query buffer limit.
     pub(super) fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
-        let limit = match self.authenticated {
+        let limit = match self.login.authenticated() {
             true => self.worker.live().config.limits.max_query_buffer_bytes,
             false => crate::session::auth::PRE_AUTH_BUFFER,
         };

@@ -30,6 +30,7 @@ use crate::backend::Backend;
 use crate::context::registry::ClientHandle;
 use crate::context::WorkerStats;
 use crate::route::{self, Local, Route};
+use crate::session::auth::Login;
 use crate::session::exclusive::{Held, Intake};
 use crate::session::fanout::Fanout;
 use crate::session::pubsub::PubSub;
@@ -125,10 +126,8 @@ pub(crate) struct Session {
     pub(crate) push_scratch: Vec<(usize, Bytes)>,
     /// Idle timeout or request deadline, armed only when it can fire.
     pub(crate) timer: crate::session::limits::Timer,
-    /// False until AUTH succeeds, when the proxy requires authentication.
-    pub(crate) authenticated: bool,
-    /// Index of the authenticated user in `Shared::users`.
-    pub(crate) user: Option<usize>,
+    /// Who the client is (`auth.rs`).
+    pub(crate) login: Login,
     /// Reused buffer for finished latency samples.
     sample_scratch: Vec<(u16, std::time::Instant)>,
     /// Bytes read and written in the current poll: past `proxy.turn_quantum_bytes` the session
@@ -204,8 +203,7 @@ impl Session {
             reset_drain: None,
             push_scratch: Vec::new(),
             timer: Default::default(),
-            authenticated: !auth_required,
-            user: None,
+            login: Login::at_connect(auth_required),
             sample_scratch: Vec::new(),
             turn_bytes: 0,
             slowlog,
@@ -218,7 +216,9 @@ impl Session {
 
     /// Ready(()) when the session is over.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.client.killed() || self.user_removed() {
+        // A session with no user pays one compare.
+        let removed = self.login.user().is_some() && self.login.removed(&self.worker.live());
+        if self.client.killed() || removed {
             tracing::debug!(
                 client.id = self.info.id,
                 "closing client (CLIENT KILL, or its user removed)"
@@ -294,15 +294,16 @@ impl Session {
 
     fn dispatch(&mut self, req: Request) {
         WorkerStats::bump(&self.worker.stats.commands_processed);
-        let req = match self.authenticated {
+        let req = match self.login.authenticated() {
             true => req,
             false => match self.gate_unauthenticated(req) {
                 Some(req) => req,
                 None => return,
             },
         };
-        if self.user.is_some() {
-            if let Some(noperm) = self.denied(&req) {
+        if self.login.user().is_some() {
+            let noperm = self.login.denied(&self.worker.live(), &req);
+            if let Some(noperm) = noperm {
                 // Refused at queue time, as Redis refuses it: EXEC then answers EXECABORT.
                 if let Some(tx) = self.tx.as_mut() {
                     tx.abort();
@@ -340,7 +341,12 @@ impl Session {
         if let Some(target) = self.own_publish(&req) {
             return self.hold(Held::PubSub(req.raw().clone(), target));
         }
-        if let Some(slot) = self.mirror_slot(&req, &route) {
+        // On every routed request: a session with no user pays one compare.
+        let mirror = match self.login.user() {
+            Some(_) => self.login.mirror_slot(&self.worker.live(), &req, &route),
+            None => None,
+        };
+        if let Some(slot) = mirror {
             return self.hold(Held::script(req, slot));
         }
         match route {
@@ -382,7 +388,7 @@ impl Session {
                 self.reply_now(reply);
             }
             Local::Acl => {
-                let reply = self.acl_command(req);
+                let reply = acl::command(req, &self.worker.live(), self.login.user());
                 self.reply_now(reply);
             }
             cmd => {

@@ -13,6 +13,7 @@ use resp::Request;
 
 use super::Session;
 use crate::route::{Local, Route};
+use crate::session::auth::Login;
 use crate::session::exclusive::{Held, Intake};
 use crate::session::local::SessionInfo;
 
@@ -116,8 +117,7 @@ impl Session {
         self.info = SessionInfo::new(self.info.id);
         self.registry_reset();
         let auth_required = self.worker.live().config.auth_required();
-        self.authenticated = !auth_required;
-        self.user = None;
+        self.login = Login::at_connect(auth_required);
         self.parser.set_unauthenticated(auth_required);
     }
 

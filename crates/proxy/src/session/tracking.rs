@@ -318,7 +318,8 @@ impl Session {
         let live = std::sync::Arc::clone(&self.worker.live());
         // A user confined to some keys hears of those only: BCAST would name every key.
         let confined = self
-            .user
+            .login
+            .user()
             .and_then(|i| live.users.get(i))
             .filter(|u| !u.all_keys());
         let t = self.tracking.as_mut()?;

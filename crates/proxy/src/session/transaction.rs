@@ -232,7 +232,7 @@ impl Session {
     /// else the dedicated one if it leads there, else a new one.
     pub(crate) fn watch_connection(&mut self, addr: &str) -> Rc<Backend> {
         let wire = self.wire();
-        let acting = self.acting_setup();
+        let acting = self.login.acting_setup(&self.worker.live());
         let Some(w) = self.watch.as_mut() else {
             return self.dedicated_for(addr);
         };

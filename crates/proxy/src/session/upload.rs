@@ -32,6 +32,7 @@ use bytes::Bytes;
 use crate::backend::{Backend, Outgoing};
 use crate::context::WorkerStats;
 use crate::route::Route;
+use crate::session::auth::Login;
 use crate::session::exclusive::Intake;
 use crate::session::queue::{Conn, Entry, Kind, Resend, Sent};
 use crate::session::Session;
@@ -139,8 +140,7 @@ impl Session {
 
     /// The conditions under which streaming keeps the client's order and checks intact.
     fn may_stream(&self) -> bool {
-        self.authenticated
-            && self.user.is_none()
+        self.login == Login::Default
             && self.tx.is_none()
             && self.watch.is_none()
             && self.pubsub.is_none()
