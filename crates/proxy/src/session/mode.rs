@@ -13,9 +13,9 @@ use resp::Request;
 
 use super::Session;
 use crate::route::{Local, Route};
-use crate::session::auth::Login;
 use crate::session::exclusive::{Held, Intake};
 use crate::session::local::SessionInfo;
+use crate::session::login::Login;
 
 /// RESET, sent on each subscription connection: the node drops its subscriptions at once
 /// and without a confirmation each, as for the client's own RESET.

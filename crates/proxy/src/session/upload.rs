@@ -32,8 +32,8 @@ use bytes::Bytes;
 use crate::backend::{Backend, Outgoing};
 use crate::context::WorkerStats;
 use crate::route::Route;
-use crate::session::auth::Login;
 use crate::session::exclusive::Intake;
+use crate::session::login::Login;
 use crate::session::queue::{Conn, Entry, Kind, Resend, Sent};
 use crate::session::Session;
 
