@@ -20,14 +20,14 @@ use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::Ordering::{self, Relaxed};
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use resp::{Request, RequestParser};
 
 use crate::backend::Backend;
-use crate::context::registry::ClientHandle;
+use crate::context::registry::{flag, ClientHandle};
 use crate::context::WorkerStats;
 use crate::route::{self, Local, Route};
 use crate::session::exclusive::{Held, Intake};
@@ -262,6 +262,32 @@ impl Session {
             && self.upload.is_none()
     }
 
+    /// Publish what CLIENT LIST shows (`client.rs`): a few relaxed stores, once per
+    /// wake-up.
+    pub(crate) fn publish_state(&self) {
+        let live = &self.client.live;
+        live.qbuf.store(self.read_buf.len() as u64, Relaxed);
+        live.rbs.store(self.read_buf.capacity() as u64, Relaxed);
+        let omem = self.out_bytes + self.cell.queued_bytes();
+        live.omem.store(omem as u64, Relaxed);
+        live.oll.store(self.out.len() as u64, Relaxed);
+        let bit = |on: bool, f: u32| if on { f } else { 0 };
+        let flags = bit(self.pubsub.is_some(), flag::PUBSUB)
+            | bit(self.tx.is_some(), flag::MULTI)
+            | bit(matches!(self.intake, Intake::Blocked), flag::BLOCKED)
+            | bit(!self.out.is_empty(), flag::WRITABLE);
+        live.flags.store(flags, Relaxed);
+        let (sub, ssub) = self.pubsub.as_ref().map_or((0, 0), |p| p.counts());
+        live.sub.store(sub, Relaxed);
+        live.ssub.store(ssub, Relaxed);
+        let multi = self.tx.as_ref().map_or(0, |tx| tx.len() as u32 + 1);
+        live.multi.store(multi, Relaxed);
+        let user = self.login.user().map_or(0, |u| u as u32 + 1);
+        live.user.store(user, Relaxed);
+        live.resp.store(u32::from(self.info.protocol), Relaxed);
+        live.db.store(u32::from(self.info.db), Relaxed);
+    }
+
     /// A request has started to arrive but is not complete.
     pub(crate) fn has_partial_request(&self) -> bool {
         (!self.read_buf.is_empty() || self.upload.is_some()) && !self.input_stalled
@@ -381,7 +407,19 @@ impl Session {
                 self.client_caching(req)
             }
             Local::Client => {
-                let reply = self.client_command(req);
+                self.publish_state();
+                let resp3 = self.resp3();
+                let live = std::sync::Arc::clone(&self.worker.live());
+                let shared = self.worker.shared.clone();
+                let mut asker = client::Asker {
+                    shared: &shared,
+                    users: &live.users,
+                    client: &self.client,
+                    cell: &self.cell,
+                    info: &mut self.info,
+                    resp3,
+                };
+                let reply = client::command(req, &mut asker);
                 self.reply_now(reply);
             }
             Local::Auth => {

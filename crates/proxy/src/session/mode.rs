@@ -100,7 +100,7 @@ impl Session {
                 if let Some(p) = self.pubsub.as_mut() {
                     p.switched |= self.info.protocol != before;
                 }
-                self.sync_name();
+                crate::session::client::sync_name(&self.client, &self.info);
                 self.reply_now(reply);
             }
         }
@@ -115,7 +115,7 @@ impl Session {
         self.tx = None;
         self.forget_watch();
         self.info = SessionInfo::new(self.info.id);
-        self.registry_reset();
+        crate::session::client::registry_reset(&self.client, &self.cell, &self.info);
         let auth_required = self.worker.live().config.auth_required();
         self.login = Login::at_connect(auth_required);
         self.parser.set_unauthenticated(auth_required);
