@@ -19,25 +19,20 @@ fn run(args: &[&str]) -> Value {
     bench::run::run_quiet(&cli.run, false).expect("run").0
 }
 
-/// A fresh redis-server, or `None` (test skipped) when it is not installed.
-fn redis() -> Option<(Proc, String)> {
+/// A fresh redis-server. A test that cannot run fails: `make test` installs redis-server.
+fn redis() -> (Proc, String) {
     match bench::procs::redis(None) {
         Ok(p) => {
             let addr = p.addr().to_string();
-            Some((p, addr))
+            (p, addr)
         }
-        Err(e) => {
-            eprintln!("redis-server not available ({e}); skipping");
-            None
-        }
+        Err(e) => panic!("redis-server not available ({e}): run `make deps`"),
     }
 }
 
 #[test]
 fn closed_loop_counts_and_json_shape() {
-    let Some((_redis, target)) = redis() else {
-        return;
-    };
+    let (_redis, target) = redis();
     let v = run(&[
         "--target",
         &target,
@@ -70,9 +65,7 @@ fn closed_loop_counts_and_json_shape() {
 
 #[test]
 fn error_replies_are_counted_by_kind() {
-    let Some((_redis, target)) = redis() else {
-        return;
-    };
+    let (_redis, target) = redis();
     // A wrong-type command on about half the requests: counted, not hidden.
     let v = run(&[
         "--target",
@@ -94,9 +87,7 @@ fn error_replies_are_counted_by_kind() {
 
 #[test]
 fn verified_replies_never_cross_and_open_loop_paces() {
-    let Some((_redis, target)) = redis() else {
-        return;
-    };
+    let (_redis, target) = redis();
     let v = run(&[
         "--target",
         &target,
@@ -139,10 +130,8 @@ fn cluster_routing_against_a_real_cluster() {
         replicas: 0,
         ..Default::default()
     };
-    let Ok(mut cluster) = devcluster::Cluster::start(&opts) else {
-        eprintln!("cannot start a cluster (redis-server missing?); skipping");
-        return;
-    };
+    let mut cluster = devcluster::Cluster::start(&opts)
+        .expect("a local cluster starts (redis-server missing? run `make deps`)");
     let seed = cluster.seed().to_string();
     // Slot-routed: every request reaches its owner.
     let v = run(&[
@@ -184,10 +173,8 @@ fn redirects_are_followed_while_slots_migrate() {
         replicas: 0,
         ..Default::default()
     };
-    let Ok(mut cluster) = devcluster::Cluster::start(&opts) else {
-        eprintln!("cannot start a cluster (redis-server missing?); skipping");
-        return;
-    };
+    let mut cluster = devcluster::Cluster::start(&opts)
+        .expect("a local cluster starts (redis-server missing? run `make deps`)");
     let seed = cluster.seed().to_string();
     let load = std::thread::spawn(move || {
         run(&[

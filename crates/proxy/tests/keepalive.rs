@@ -43,8 +43,10 @@ fn every_backend_connection_has_keepalive() {
     assert_eq!(text(&c.call(&["SET", "k", "v"])), "OK");
     // The fake node does not know BLPOP: it answers at once, on the dedicated connection.
     let _ = c.call(&["BLPOP", "k", "0"]);
-    std::thread::sleep(Duration::from_millis(500));
-    let timers = timers_towards(node.addr().port());
+    // The topology thread's kept connection, the shared one and the dedicated one.
+    let port = node.addr().port();
+    testkit::wait_until(Duration::from_secs(20), || timers_towards(port).len() >= 3);
+    let timers = timers_towards(port);
     // The topology thread's kept connection, the shared one and the dedicated one.
     assert!(timers.len() >= 3, "connections to the node: {timers:?}");
     assert!(

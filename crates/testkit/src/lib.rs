@@ -10,6 +10,9 @@
 
 pub mod relay;
 pub mod reply;
+mod wait;
+
+pub use wait::wait_until;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};

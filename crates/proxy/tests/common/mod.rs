@@ -213,20 +213,8 @@ pub fn scrape(addr: SocketAddr) -> String {
     scrape_path(addr, "/metrics")
 }
 
-/// Poll `condition` (every 20 ms) until it holds; panics, at the caller's line, if `ceiling`
-/// passes first. Returns how long it took. For tests: wait for a state, never for a time.
-#[track_caller]
-pub fn wait_until(ceiling: Duration, mut condition: impl FnMut() -> bool) -> Duration {
-    let started = std::time::Instant::now();
-    while !condition() {
-        assert!(
-            started.elapsed() < ceiling,
-            "condition still false after {ceiling:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    started.elapsed()
-}
+/// Wait for a state, never for a time (`testkit::wait_until`).
+pub use testkit::wait_until;
 
 /// Calls of `cmdstat_<name>` summed over the masters (what reached the nodes).
 pub fn calls_on_masters(h: &Harness, name: &str) -> u64 {
