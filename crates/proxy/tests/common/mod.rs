@@ -214,6 +214,7 @@ pub fn scrape(addr: SocketAddr) -> String {
 }
 
 /// Wait for a state, never for a time (`testkit::wait_until`).
+#[allow(unused_imports)] // not every test binary waits
 pub use testkit::wait_until;
 
 /// Calls of `cmdstat_<name>` summed over the masters (what reached the nodes).
