@@ -136,10 +136,11 @@ fuzz-hostile: deps release
 	./target/release/slotgate bench hostile --seconds $(HOSTILE_SECONDS) --shrink-tries $(HOSTILE_SHRINK) --ping-ms $(HOSTILE_PING_MS) $(if $(HOSTILE_SEED),--seed $(HOSTILE_SEED)) $(if $(HOSTILE_CASE),--case $(HOSTILE_CASE)) $(if $(HOSTILE_SKIP),--skip $(HOSTILE_SKIP))
 
 # What CI checks besides the tests.
-lint:
+lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) xtask cycles
+	python3 -m ruff check scripts/*.py scripts/bench-scale scripts/slotgate_tools compat/python
 
 fmt:
 	$(CARGO) fmt --all

@@ -65,6 +65,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 
+from slotgate_tools.ports import free_port, port_is_free
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SLOTGATE = os.path.join(REPO, "target", "release", "slotgate")
 BENCHMARKS_MD = os.path.join(REPO, "BENCHMARKS.md")
@@ -224,21 +226,6 @@ def rss_mib(pid):
 
 
 # ---------------------------------------------------------------------------- ports, RESP
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_is_free(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def free_cluster_base(count):

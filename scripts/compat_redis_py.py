@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ import threading
 import time
 import traceback
 import warnings
+
+from slotgate_tools.ports import free_port
 
 try:
     import redis
@@ -66,12 +67,6 @@ def _on_term(signum, frame):
 
 # --------------------------------------------------------------------------------------
 # Environment: cluster, proxy, clients.
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def split_addr(addr):
@@ -260,7 +255,7 @@ def compare(g, env, tag, steps, proxy=None):
     env.clean(tag)
     got = run_steps(proxy, steps)
     env.clean(tag)
-    for (label, _), w, p in zip(steps, want, got):
+    for (label, _), w, p in zip(steps, want, got, strict=False):
         g.eq(label, p, w)
 
 
@@ -360,23 +355,23 @@ def hashes(g, env):
 @group("lists")
 def lists(g, env):
     t = "{list}"
-    l, d = t + "l", t + "d"
+    lk, d = t + "l", t + "d"
     steps = [
-        ("RPUSH", lambda c: c.rpush(l, "a", "b", "c", "d")),
-        ("LPUSH", lambda c: c.lpush(l, "z")),
-        ("LRANGE", lambda c: c.lrange(l, 0, -1)),
-        ("LLEN", lambda c: c.llen(l)),
-        ("LINDEX", lambda c: c.lindex(l, 2)),
-        ("LINSERT", lambda c: c.linsert(l, "BEFORE", "c", "bb")),
-        ("LSET", lambda c: c.lset(l, 0, "zz")),
-        ("LSET out of range (error)", lambda c: c.lset(l, 99, "x")),
-        ("LPOS", lambda c: c.lpos(l, "c")),
-        ("LREM", lambda c: c.lrem(l, 0, "bb")),
-        ("LPOP", lambda c: c.lpop(l)),
-        ("RPOP count", lambda c: c.rpop(l, 2)),
-        ("LMOVE same slot", lambda c: c.lmove(l, d, "LEFT", "RIGHT")),
-        ("RPOPLPUSH same slot", lambda c: c.rpoplpush(l, d)),
-        ("LMPOP same slot", lambda c: c.lmpop(2, l, d, direction="LEFT")),
+        ("RPUSH", lambda c: c.rpush(lk, "a", "b", "c", "d")),
+        ("LPUSH", lambda c: c.lpush(lk, "z")),
+        ("LRANGE", lambda c: c.lrange(lk, 0, -1)),
+        ("LLEN", lambda c: c.llen(lk)),
+        ("LINDEX", lambda c: c.lindex(lk, 2)),
+        ("LINSERT", lambda c: c.linsert(lk, "BEFORE", "c", "bb")),
+        ("LSET", lambda c: c.lset(lk, 0, "zz")),
+        ("LSET out of range (error)", lambda c: c.lset(lk, 99, "x")),
+        ("LPOS", lambda c: c.lpos(lk, "c")),
+        ("LREM", lambda c: c.lrem(lk, 0, "bb")),
+        ("LPOP", lambda c: c.lpop(lk)),
+        ("RPOP count", lambda c: c.rpop(lk, 2)),
+        ("LMOVE same slot", lambda c: c.lmove(lk, d, "LEFT", "RIGHT")),
+        ("RPOPLPUSH same slot", lambda c: c.rpoplpush(lk, d)),
+        ("LMPOP same slot", lambda c: c.lmpop(2, lk, d, direction="LEFT")),
         ("LTRIM", lambda c: c.ltrim(d, 0, 0)),
         ("LRANGE dest", lambda c: c.lrange(d, 0, -1)),
         ("LPOP missing", lambda c: c.lpop(t + "none")),
@@ -608,8 +603,8 @@ def crossslot(g, env):
         ("SUNIONSTORE", lambda c: c.sunionstore("cs:c", [a, b])),
     ]
     for label, fn in cases:
-        want = errtext(lambda: fn(m))  # Redis Cluster's own answer, from any master
-        g.eq(f"{label} across slots", errtext(lambda: fn(p)), want)
+        want = errtext(lambda fn=fn: fn(m))  # Redis Cluster's own answer, from any master
+        g.eq(f"{label} across slots", errtext(lambda fn=fn: fn(p)), want)
         g.check(is_crossslot(want), f"{label}: reference said {want}")
     g.eq("MSETNX wrote nothing", p.exists(a, b), 0)
     ta, tb = "{cs}a", "{cs}b"
@@ -647,7 +642,7 @@ def pipeline(g, env):
     got = ["WRONGTYPE" if isinstance(x, redis.ResponseError) and "WRONGTYPE" in str(x)
            else x for x in got]
     g.eq("reply count", len(got), len(want))
-    bad = [(i, x, y) for i, (x, y) in enumerate(zip(got, want)) if x != y]
+    bad = [(i, x, y) for i, (x, y) in enumerate(zip(got, want, strict=False)) if x != y]
     g.check(not bad, f"{len(bad)} replies out of place, first: {short(bad[:3])}")
     g.eq("1000 commands", len(want), 1000)
     p.delete(*[f"pl:{i}" for i in range(250)])
@@ -656,11 +651,11 @@ def pipeline(g, env):
 @group("transactions")
 def transactions(g, env):
     t = "{tx}"
-    a, l = t + "a", t + "l"
+    a, lk = t + "a", t + "l"
 
     def tx_ok(c):
         pipe = c.pipeline(transaction=True)
-        pipe.set(a, 1).incr(a).get(a).lpush(l, "x", "y").lrange(l, 0, -1)
+        pipe.set(a, 1).incr(a).get(a).lpush(lk, "x", "y").lrange(lk, 0, -1)
         return pipe.execute()
 
     def tx_runtime_error(c):
@@ -1117,12 +1112,12 @@ def errors(g, env):
                  ("OBJECT", "NOSUCHSUB"), ("SCRIPT", "NOSUCHSUB"), ("XINFO", "NOSUCHSUB"),
                  ("PING", "a", "b"), ("FCALL", "nosuchfn", "x"),
                  ("CLUSTER", "NOSUCHSUB"), ("CLIENT", "NOSUCHSUB")):
-        want = outcome(lambda: m.execute_command(*args))
-        g.eq(" ".join(args), outcome(lambda: p.execute_command(*args)), want)
+        want = outcome(lambda args=args: m.execute_command(*args))
+        g.eq(" ".join(args), outcome(lambda args=args: p.execute_command(*args)), want)
     for args in (("CONFIG", "SET", "maxmemory", "0"), ("CONFIG", "GET", "maxmemory"),
                  ("DEBUG", "SLEEP", "0"), ("CLIENT", "PAUSE", "10"),
                  ("FUNCTION", "STATS")):
-        e = errtext(lambda: p.execute_command(*args))
+        e = errtext(lambda args=args: p.execute_command(*args))
         g.check(e is not None and e[2].startswith("slotgate:"),
                 f"{' '.join(args)} not refused with 'slotgate:': {short(e)}")
     g.eq("proxy alive after refusals", p.ping(), True)
@@ -1137,14 +1132,14 @@ def malformed(g, env):
     bad = {}
     for args in cases:
         p = env.proxy_client()  # a fresh connection each time: it may land on any worker
-        e = errtext(lambda: p.execute_command(*args))
+        e = errtext(lambda p=p, args=args: p.execute_command(*args))
         ok = e is not None and e[1] != "ConnectionError" and (
             "wrong number of arguments for 'mset'" in e[2] or is_crossslot(e))
         if not ok:
             bad[" ".join(args)] = e
     for args, e in bad.items():
         g.check(False, f"{args}: expected Redis's arity error (or CROSSSLOT), got {short(e)}"
-                f" (Redis: {short(errtext(lambda: m.execute_command(*args.split())))})")
+                f" (Redis: {short(errtext(lambda args=args: m.execute_command(*args.split())))})")
     alive = 0
     for _ in range(8):
         try:

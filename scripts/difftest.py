@@ -41,6 +41,8 @@ import traceback
 
 import faultinject
 
+from slotgate_tools.ports import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SLOTGATE_BIN", os.path.join(ROOT, "target", "debug", "slotgate"))
 CRLF = b"\r\n"
@@ -270,7 +272,7 @@ def equal_frames(key, ctx, a, b):
     """a, b: parsed frames of one reply of command `key` (ctx: queued commands for EXEC)."""
     if key == "EXEC" and ctx and a[0] == b[0] == "*" and a[1] is not None and b[1] is not None:
         return len(a[1]) == len(b[1]) and all(
-            equal_frames(c.key, None, x, y) for c, x, y in zip(ctx, a[1], b[1]))
+            equal_frames(c.key, None, x, y) for c, x, y in zip(ctx, a[1], b[1], strict=False))
     if key == "PUBLISH" and "publish-count" in RELAXED and a[0] == b[0] == ":":
         return True
     if key in TOLERANCE and a[0] == b[0] == ":":
@@ -1355,7 +1357,7 @@ def classify(ref, prx):
     if (ref.cmd.name in UNSUBSCRIBE_ALL and len(ref.cmd.args) == 1 and len(ref.frames) > 1
             and same_unsubscribe_all([f for f, _ in ref.frames], [f for f, _ in prx.frames])):
         return None
-    for (a, _), (b, _) in zip(ref.frames, prx.frames):
+    for (a, _), (b, _) in zip(ref.frames, prx.frames, strict=False):
         if equal_frames(ref.cmd.key, ref.ctx, a, b):
             continue
         if b[0] in "-!$+" and b"slotgate" in (b[1] or b""):
@@ -2015,26 +2017,6 @@ class Chaos(threading.Thread):
 def split_addr(addr):
     host, port = addr.rsplit(":", 1)
     return host, int(port)
-
-
-_PICKED = set()
-
-
-def free_port():
-    """A port in 20000-32000 that binds now (below the kernel's ephemeral range)."""
-    rng = random.SystemRandom()
-    for _ in range(500):
-        p = rng.randint(20000, 32000)
-        if p in _PICKED:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                continue
-        _PICKED.add(p)
-        return p
-    raise RuntimeError("no free port in 20000-32000")
 
 
 def wait_ping(addr, proc, what, seconds=20):

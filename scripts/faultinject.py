@@ -67,7 +67,7 @@ def proc_stats(pid):
     try:
         fds = len(os.listdir(f"/proc/{pid}/fd"))
         with open(f"/proc/{pid}/status") as st:
-            rss = next(int(l.split()[1]) for l in st if l.startswith("VmRSS:"))
+            rss = next(int(line.split()[1]) for line in st if line.startswith("VmRSS:"))
         return fds, rss
     except (OSError, StopIteration, ValueError):
         return -1, -1

@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from slotgate_tools.ports import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "crates", "cluster", "src", "command", "table.rs")
 
@@ -142,11 +144,6 @@ class Conn:
 
 
 # ---------------------------------------------------------- server control
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(binary):
@@ -345,7 +342,7 @@ def fetch(conn):
 
 
 def as_map_info(text):
-    return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
 
 def main():

@@ -18,11 +18,12 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from slotgate_tools.ports import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JAVA = os.path.join(ROOT, "compat", "java")
@@ -32,12 +33,6 @@ if not os.path.exists(BIN) and os.environ.get("CARGO_TARGET_DIR"):
     BIN = os.path.join(os.environ["CARGO_TARGET_DIR"], "debug", "slotgate")
 MEMBERS = 3
 RUN_TIMEOUT_S = 180
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def redis_cli(addr, *args):

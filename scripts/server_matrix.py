@@ -172,10 +172,10 @@ def check_zones(name, path, seed, nodes):
         proxy = subprocess.Popen([BIN, "proxy", "--config", conf.name],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_for("the proxy", lambda: call(pport, "PING") == "PONG")
+            wait_for("the proxy", lambda pport=pport: call(pport, "PING") == "PONG")
             # The sampler publishes each round whole: once it judged every replica usable,
             # the same round chose each shard's nearest node.
-            wait_for("the replicas sampled", lambda: call(pport, "INFO", "backends")
+            wait_for("the replicas sampled", lambda pport=pport: call(pport, "INFO", "backends")
                      .count("state=up") == len(nodes) // 2)
             before = info_fields(call(pport, "INFO", "stats"))
             for i in range(30):
@@ -273,7 +273,7 @@ def check_server(name, path):
                     "CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", "16383")
             by_slot = sorted(entries, key=lambda e: e[0])
             got = call(pport, "CLUSTER", "SLOT-STATS", "SLOTSRANGE", "0", "16383")
-            top = sorted(entries, key=lambda e: (-dict(zip(e[1][::2], e[1][1::2]))["key-count"],
+            top = sorted(entries, key=lambda e: (-dict(zip(e[1][::2], e[1][1::2], strict=False))["key-count"],
                                                  e[0]))[:10]
             got_top = call(pport, "CLUSTER", "SLOT-STATS", "ORDERBY", "key-count", "LIMIT", "10")
             if got != by_slot or got_top != top:
@@ -290,7 +290,7 @@ def check_server(name, path):
             if want.get(field) != got.get(field):
                 failures.append(f"INFO {field}: node {want.get(field)!r}, proxy {got.get(field)!r}")
         hello = call(pport, "HELLO", "3")
-        hello = dict(zip(hello[::2], hello[1:][::2])) if isinstance(hello, list) else hello
+        hello = dict(zip(hello[::2], hello[1:][::2], strict=False)) if isinstance(hello, list) else hello
         node_hello = node.call("HELLO", "3")
         for field in ("server", "version"):
             if hello.get(field) != node_hello.get(field):

@@ -15,7 +15,7 @@ def case_handshake(c, ctx):
         eq("CLIENT SETNAME", c.client_setname("compat-py"), True)
         eq("CLIENT GETNAME", c.client_getname(), "compat-py")
     hello = c.execute_command("HELLO", ctx.proto, **node)
-    hello = hello if isinstance(hello, dict) else dict(zip(hello[::2], hello[1::2]))
+    hello = hello if isinstance(hello, dict) else dict(zip(hello[::2], hello[1::2], strict=True))
     eq("HELLO proto", hello.get("proto"), ctx.proto)
 
 
@@ -131,7 +131,7 @@ def case_multi_exec(c, ctx):
     try:
         p = c.pipeline(transaction=True)
     except Exception as e:  # noqa: BLE001
-        raise Skip(f"no transactions in this client: {e}")
+        raise Skip(f"no transactions in this client: {e}") from e
     p.set(k + "a", 1)
     p.incr(k + "a")
     p.get(k + "a")
