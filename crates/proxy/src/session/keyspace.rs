@@ -29,7 +29,8 @@ use bytes::Bytes;
 
 use crate::route::keyspace::{is_notification, may_match_notification, Part};
 use crate::session::pubsub_frame::{message_source, Confirmation};
-use crate::session::Session;
+use crate::session::queue::ClientCell;
+use crate::worker::Worker;
 
 mod hub;
 
@@ -127,83 +128,55 @@ impl Keyspace {
             None => false,
         }
     }
-}
 
-// === impl Session (keyspace notifications) ===
-
-impl Session {
-    /// A classic (un)subscribe whose notification part is `part`: held on (or released
-    /// from) the hub first, then `home` to the bus once every master caught up. Returns
-    /// `home` when it may go at once.
-    pub(crate) fn send_with_keyspace(&mut self, part: Part, home: Bytes) -> Option<Bytes> {
-        self.follow_masters();
-        let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
-            return Some(home);
-        };
-        let Some(ticket) = ks.apply(&part) else {
-            return Some(home);
-        };
-        if ks.hub.caught_up(ticket) {
-            return Some(home);
-        }
-        ks.pending_home = Some((home, ticket));
-        None
-    }
-
-    /// A frame from `source`: None if that is not the hub's, else whether the frame goes to
-    /// the client (a notification the client subscribed to, from a master but its home).
-    pub(crate) fn keyspace_frame(&mut self, source: usize, frame: &Bytes) -> Option<bool> {
-        let p = self.pubsub.as_ref()?;
-        let ks = p.keyspace.as_ref()?;
-        let addr = ks.hub.addr_of(source)?;
-        Some(p.bus_addr().as_deref() != Some(&*addr) && ks.delivers(frame))
-    }
-
-    /// Send the bus its command once the hub caught up with its ticket.
-    fn release_pending_home(&mut self) {
-        let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
-            return;
-        };
-        let Some((_, ticket)) = ks.pending_home.as_ref() else {
-            return;
-        };
-        if !ks.hub.caught_up(*ticket) {
-            return;
-        }
-        if let Some((home, _)) = ks.pending_home.take() {
-            self.send_home(home);
-        }
-    }
-
-    /// Join the worker's keyspace hub (this session's first notification subscription).
-    pub(crate) fn start_keyspace(&mut self) {
-        let resp3 = self.resp3();
-        let Some(p) = self.pubsub.as_mut() else {
-            return;
-        };
-        if p.keyspace.is_some() {
-            return;
-        }
+    /// A session's first notification subscription: it joins the worker's hub, in its
+    /// protocol, as the client `cell`.
+    pub(crate) fn start(resp3: bool, cell: &Rc<ClientCell>) -> Box<Keyspace> {
         let hub = KeyspaceHub::of_this_worker(resp3);
-        hub.subscribe(&self.cell);
-        p.keyspace = Some(Box::new(Keyspace {
+        hub.subscribe(cell);
+        Box::new(Keyspace {
             hub,
             channels: HashSet::new(),
             patterns: HashSet::new(),
             held: HashSet::new(),
             pending_home: None,
-        }));
+        })
     }
 
-    /// Keep the hub's connections matched to the masters, and send a waiting home command
-    /// once they caught up.
-    pub(crate) fn follow_masters(&mut self) {
-        // Every poll of every session comes here: nothing more than this check without
-        // keyspace notifications.
-        let Some(ks) = self.pubsub.as_ref().and_then(|p| p.keyspace.as_ref()) else {
-            return;
+    /// A classic (un)subscribe whose notification part is `part`: held on (or released
+    /// from) the hub first, then `home` to the bus once every master caught up. Returns
+    /// `home` when it may go at once.
+    pub(crate) fn hold_home(&mut self, part: &Part, home: Bytes) -> Option<Bytes> {
+        let Some(ticket) = self.apply(part) else {
+            return Some(home);
         };
-        ks.hub.clone().follow(&self.worker);
-        self.release_pending_home();
+        if self.hub.caught_up(ticket) {
+            return Some(home);
+        }
+        self.pending_home = Some((home, ticket));
+        None
+    }
+
+    /// Whether `source` is one of the hub's connections: then whether its `frame` goes to
+    /// the client (a notification it subscribed to, from a master other than `home`).
+    pub(crate) fn frame_from(
+        &self,
+        source: usize,
+        frame: &Bytes,
+        home: Option<&str>,
+    ) -> Option<bool> {
+        let addr = self.hub.addr_of(source)?;
+        Some(home != Some(&*addr) && self.delivers(frame))
+    }
+
+    /// Keep the hub's connections matched to the masters (`follow.rs`); the bus's waiting
+    /// command, once they caught up with its ticket.
+    pub(crate) fn follow(&mut self, worker: &Worker) -> Option<Bytes> {
+        self.hub.clone().follow(worker);
+        let (_, ticket) = self.pending_home.as_ref()?;
+        if !self.hub.caught_up(*ticket) {
+            return None;
+        }
+        self.pending_home.take().map(|(home, _)| home)
     }
 }

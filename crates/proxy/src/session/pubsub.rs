@@ -206,9 +206,18 @@ impl Session {
             return self.send_home_on(&bus, frame);
         };
         if part.subscribe {
-            self.start_keyspace();
+            let resp3 = self.resp3();
+            if let Some(p) = self.pubsub.as_mut().filter(|p| p.keyspace.is_none()) {
+                p.keyspace = Some(Keyspace::start(resp3, &self.cell));
+            }
         }
-        if let Some(frame) = self.send_with_keyspace(part, frame.clone()) {
+        self.follow_masters();
+        let ks = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut());
+        let home = match ks {
+            Some(ks) => ks.hold_home(&part, frame.clone()),
+            None => Some(frame.clone()),
+        };
+        if let Some(frame) = home {
             self.send_home_on(&bus, frame);
         }
     }
@@ -293,6 +302,18 @@ impl Session {
         self.reply_now(Bytes::from(text));
     }
 
+    /// Keep the keyspace hub's connections matched to the masters, and send the bus a
+    /// command that waited for them (`keyspace.rs`). Every poll of every session comes
+    /// here: nothing more than this check without keyspace notifications.
+    pub(crate) fn follow_masters(&mut self) {
+        let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
+            return;
+        };
+        if let Some(home) = ks.follow(&self.worker) {
+            self.send_home(home);
+        }
+    }
+
     /// `frame` as the client's protocol shows it (`push_shape.rs`).
     fn in_client_protocol(&self, source: usize, frame: Bytes) -> Bytes {
         match self.pubsub.as_ref() {
@@ -310,7 +331,12 @@ impl Session {
         self.follow_tracking();
         let mut bytes = 0;
         for (source, frame) in frames.drain(..) {
-            let side = self.keyspace_frame(source, &frame);
+            let side = self.pubsub.as_ref().and_then(|p| {
+                let home = p.bus_addr();
+                p.keyspace
+                    .as_ref()?
+                    .frame_from(source, &frame, home.as_deref())
+            });
             match side.or_else(|| self.tracking_frame(source, &frame)) {
                 Some(false) => continue,
                 Some(true) => {
