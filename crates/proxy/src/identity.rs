@@ -16,7 +16,7 @@
 //! command table comes from.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use arc_swap::ArcSwap;
 
@@ -143,20 +143,43 @@ pub fn bare_unknown_command() -> bool {
 
 /// The identity in force, shared by the topology thread (writer) and the workers.
 #[derive(Default)]
-pub struct Identity(ArcSwap<ServerIdentity>);
+pub struct Identity {
+    current: ArcSwap<ServerIdentity>,
+    /// Set once the sampler's first round is over (whether or not a master answered):
+    /// the proxy serves no client before, so none sees the default identity or a command
+    /// table without what the servers added (`Identity::wait_first_round`).
+    first_round: (Mutex<bool>, Condvar),
+}
 
 impl Identity {
     pub fn current(&self) -> Arc<ServerIdentity> {
-        self.0.load_full()
+        self.current.load_full()
     }
 
     /// Store `id` if it differs (a reader then sees the new one on its next load).
     pub fn publish(&self, id: ServerIdentity) {
-        if *self.0.load_full() != id {
+        if *self.current.load_full() != id {
             tracing::info!(server = %id.name, version = %id.version(), "nodes' identity");
             BARE_UNKNOWN.store(id.bare_unknown_command(), Ordering::Relaxed);
-            self.0.store(Arc::new(id));
+            self.current.store(Arc::new(id));
         }
+    }
+
+    /// The sampler's first round is over.
+    pub(crate) fn first_round_done(&self) {
+        let (done, wake) = &self.first_round;
+        *done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        wake.notify_all();
+    }
+
+    /// Wait until the first round is over, `ceiling` at most; whether it was.
+    pub(crate) fn wait_first_round(&self, ceiling: std::time::Duration) -> bool {
+        let (done, wake) = &self.first_round;
+        let guard = done.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = wake
+            .wait_timeout_while(guard, ceiling, |done| !*done)
+            .unwrap_or_else(|e| e.into_inner());
+        *guard
     }
 }
 

@@ -299,6 +299,9 @@ impl Tls {
     }
 }
 
+/// How long the start waits for the identity sampler's first round (`identity.rs`).
+const FIRST_ROUND_CEILING: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The topology refresher, the group's health checks and one worker per listener, all stopped by
 /// the same shutdown channel.
 fn spawn_threads(
@@ -318,6 +321,14 @@ fn spawn_threads(
     )
     .map_err(StartError::Thread)?];
     threads.push(group::spawn(shared.clone(), rx.clone()).map_err(StartError::Thread)?);
+    // No client is served before the nodes' identity and commands are known: one that came
+    // first would see the default identity (HELLO, INFO server) and miss the commands the
+    // servers added. Clients that connect meanwhile wait in the listeners' backlog.
+    if !shared.identity.wait_first_round(FIRST_ROUND_CEILING) {
+        tracing::warn!(
+            "no node answered INFO and COMMAND INFO within {FIRST_ROUND_CEILING:?}: serving with the default identity until one does"
+        );
+    }
     for (i, (listener, stats)) in listeners.into_iter().zip(workers).enumerate() {
         threads.push(spawn_worker(
             i,

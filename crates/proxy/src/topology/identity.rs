@@ -33,6 +33,7 @@ pub(crate) async fn run_sampler(
     // Each master's `cluster-databases`, with the `run_id` it was read under (immutable
     // config: a node changes it only by restarting).
     let mut databases: HashMap<String, (String, u32)> = HashMap::new();
+    let mut first = true;
     loop {
         let map = topology.current();
         let mut lowest: Option<ServerIdentity> = None;
@@ -93,6 +94,9 @@ pub(crate) async fn run_sampler(
             }
             None => FIRST,
         };
+        if std::mem::take(&mut first) {
+            identity.first_round_done();
+        }
         tokio::time::sleep(pause).await;
     }
 }
