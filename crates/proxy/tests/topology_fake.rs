@@ -341,15 +341,20 @@ fn moved_to_a_node_outside_the_map_is_remembered() {
 /// server matrix's differential test on Valkey 9.1, once) was told the wrong server.
 #[test]
 fn the_first_client_sees_the_nodes_identity() {
-    let node = FakeNode::start(|args, _| match testkit::command_name(args).as_str() {
+    let node = FakeNode::start(|args, _| {
+        match testkit::command_name(args).as_str() {
         "INFO" => Reply::Bytes(reply::bulk(
             b"# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.4\r\nrun_id:0123456789012345678901234567890123456789\r\n",
         )),
         _ => Reply::Default,
+    }
     });
     sole_owner(&node);
     let proxy = proxy_for(&[&node]);
     let hello = text(&Client::connect(proxy.local_addr()).call(&["HELLO", "3"]));
-    assert!(hello.contains("valkey") && hello.contains("8.1.4"), "{hello}");
+    assert!(
+        hello.contains("valkey") && hello.contains("8.1.4"),
+        "{hello}"
+    );
     proxy.shutdown();
 }

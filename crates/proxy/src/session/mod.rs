@@ -127,7 +127,7 @@ pub(crate) struct Session {
     pub(crate) push_scratch: Vec<(usize, Bytes)>,
     /// Idle timeout or request deadline, armed only when it can fire.
     pub(crate) timer: crate::session::limits::Timer,
-    /// Who the client is (`auth.rs`).
+    /// Who the client is (`login.rs`).
     pub(crate) login: Login,
     /// Reused buffer for finished latency samples.
     sample_scratch: Vec<(u16, std::time::Instant)>,
