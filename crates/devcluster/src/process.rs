@@ -100,14 +100,15 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     !matches!(state, Some('Z') | Some('X') | None)
 }
 
-/// True if `pid` is a redis-server we started for this node: its working
-/// directory is the node dir (redis chdirs to `dir`), or its process title
-/// names our port.
+/// True if `pid` is a server we started for this node: a Redis or Valkey
+/// binary (Valkey's process title is its path, `…/valkey-9.1/server
+/// 127.0.0.1:port [cluster]`, without "redis") whose working directory is the
+/// node dir (the server chdirs to `dir`) or whose process title names our port.
 pub(crate) fn pid_is_our_node(pid: u32, port: u16, node_dir: &Path) -> bool {
     let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
         .unwrap_or_default();
-    if !cmdline.contains("redis") {
+    if !(cmdline.contains("redis") || cmdline.contains("valkey")) {
         return false;
     }
     let cwd = fs::read_link(format!("/proc/{pid}/cwd")).ok();
@@ -153,4 +154,40 @@ pub(crate) fn log_tail(node_dir: &Path, lines: usize) -> String {
     let text = fs::read_to_string(log_path(node_dir)).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for a node: `sleep` copied to `bin`, run in `cwd`.
+    fn stand_in(bin: &Path, cwd: &Path) -> Child {
+        fs::create_dir_all(bin.parent().unwrap()).unwrap();
+        fs::copy("/bin/sleep", bin).unwrap();
+        Command::new(bin)
+            .arg("30")
+            .current_dir(cwd)
+            .spawn()
+            .unwrap()
+    }
+
+    /// `slotgate cluster down` once left every Valkey node running: the check wanted "redis" in
+    /// the process title, and a Valkey node's title is its binary's path.
+    #[test]
+    fn a_valkey_node_in_its_dir_is_ours_and_a_stranger_is_not() {
+        let root = std::env::temp_dir().join(format!("devcluster-pid-{}", std::process::id()));
+        let node_dir = root.join("node");
+        fs::create_dir_all(&node_dir).unwrap();
+        let mut valkey = stand_in(&root.join("valkey-9.1/server"), &node_dir);
+        let mut stranger = stand_in(&root.join("other/server"), &node_dir);
+        let ours = pid_is_our_node(valkey.id(), 1, &node_dir);
+        let theirs = pid_is_our_node(stranger.id(), 1, &node_dir);
+        for child in [&mut valkey, &mut stranger] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&root);
+        assert!(ours, "a Valkey binary running in the node dir is the node");
+        assert!(!theirs, "a process that is neither Redis nor Valkey is not");
+    }
 }
