@@ -8,9 +8,9 @@
 use bytes::Bytes;
 use resp::Request;
 
+use crate::session::client::Client;
 use crate::session::local::Hello;
 use crate::session::login::Login;
-use crate::session::Session;
 
 const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
 const WRONGPASS: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
@@ -19,98 +19,101 @@ const HELLO_NOAUTH: &[u8] = b"-NOAUTH HELLO must be called with the client alrea
 /// Most bytes an unauthenticated client may have buffered (Redis: 1 MiB).
 pub(crate) const PRE_AUTH_BUFFER: usize = 1024 * 1024;
 
-// === impl Session (authentication) ===
+/// What a successful login changed, for the session to act on: its own connections run as
+/// the former user, and a WATCH's connection too (`Session::logged_in`).
+#[derive(Default)]
+pub(crate) struct LoggedIn {
+    /// The client was another user: its dedicated connection runs as that user's mirror.
+    pub(crate) other_user: bool,
+    /// The connections it opens now run with other rights (`Login::acting_setup`).
+    pub(crate) other_acting: bool,
+}
 
-impl Session {
-    /// What an unauthenticated client may do. Returns the request back when it may run
-    /// (QUIT, and HELLO, which checks its own AUTH option when it runs: `hello`).
-    pub(crate) fn gate_unauthenticated(&mut self, req: Request) -> Option<Request> {
-        let name = req.arg(0).to_ascii_lowercase();
-        match name.as_slice() {
-            b"auth" => {
-                let reply = self.auth_command(&req);
-                self.cell.push_ready(reply);
-                None
-            }
-            b"hello" | b"quit" => Some(req),
-            _ => {
-                self.cell.push_ready(Bytes::from_static(NOAUTH));
-                None
-            }
+/// What an unauthenticated client may send.
+pub(crate) enum Gate {
+    /// QUIT, and HELLO, which checks its own AUTH option when it runs (`hello`).
+    Run(Request),
+    /// AUTH: answered at once (`command`).
+    Auth(Request),
+    /// Anything else, answered `-NOAUTH`.
+    Refused(Bytes),
+}
+
+/// What an unauthenticated client may do with this request.
+pub(crate) fn gate(req: Request) -> Gate {
+    let name = req.arg(0).to_ascii_lowercase();
+    match name.as_slice() {
+        b"auth" => Gate::Auth(req),
+        b"hello" | b"quit" => Gate::Run(req),
+        _ => Gate::Refused(Bytes::from_static(NOAUTH)),
+    }
+}
+
+/// `AUTH [user] password`, before or after a first login, as Redis answers it: a right
+/// pair switches the connection to that user, a wrong one leaves it as it was.
+pub(crate) fn command(client: &mut Client, req: &Request) -> Result<LoggedIn, Bytes> {
+    match req.argc() {
+        2 if !client.worker.live().config.auth_required() => Err(crate::reply::error(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        )),
+        2 => authenticate(client, b"default", req.arg(1)),
+        3 => authenticate(client, req.arg(1), req.arg(2)),
+        _ => Err(crate::reply::error("syntax error")),
+    }
+}
+
+/// HELLO, once everything before it is answered: its arguments checked first, then its
+/// AUTH option (as AUTH), then, if the connection is authenticated, the switch. The reply,
+/// and what its AUTH option changed.
+pub(crate) fn hello(client: &mut Client, req: &Request) -> (Bytes, Option<LoggedIn>) {
+    let hello = match Hello::parse(req) {
+        Ok(hello) => hello,
+        Err(reply) => return (reply, None),
+    };
+    let mut logged_in = None;
+    if let Some((user, pass)) = &hello.auth {
+        match authenticate(client, user, pass) {
+            Ok(done) => logged_in = Some(done),
+            Err(reply) => return (reply, None),
         }
     }
-
-    /// `AUTH [user] password`, before or after a first login, as Redis answers it: a right
-    /// pair switches the connection to that user, a wrong one leaves it as it was.
-    pub(crate) fn auth_command(&mut self, req: &Request) -> Bytes {
-        match req.argc() {
-            2 if !self.worker.live().config.auth_required() => crate::reply::error(
-                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-            ),
-            2 => self.authenticate(b"default", req.arg(1)),
-            3 => self.authenticate(req.arg(1), req.arg(2)),
-            _ => crate::reply::error("syntax error"),
-        }
+    if !client.login.authenticated() {
+        return (Bytes::from_static(HELLO_NOAUTH), logged_in);
     }
+    let id = client.worker.shared.identity.current();
+    (hello.apply(&mut client.info, &id), logged_in)
+}
 
-    /// HELLO, once everything before it is answered: its arguments checked first, then its
-    /// AUTH option (as AUTH), then, if the connection is authenticated, the switch.
-    pub(crate) fn hello(&mut self, req: &Request) -> Bytes {
-        let hello = match Hello::parse(req) {
-            Ok(hello) => hello,
-            Err(reply) => return reply,
+/// Check a user's password; on success the client is authenticated as that user, on
+/// failure it keeps the user it had (if any) and gets the error. With no client password
+/// configured, Redis's default user is `nopass`: any password is right for it, and only
+/// for it.
+pub(crate) fn authenticate(
+    client: &mut Client,
+    user: &[u8],
+    pass: &[u8],
+) -> Result<LoggedIn, Bytes> {
+    let live = std::sync::Arc::clone(&client.worker.live());
+    if !live.config.auth_required() {
+        return match user {
+            b"default" => Ok(LoggedIn::default()),
+            _ => Err(Bytes::from_static(WRONGPASS)),
         };
-        if let Some((user, pass)) = &hello.auth {
-            let reply = self.authenticate(user, pass);
-            if reply.first() == Some(&b'-') {
-                return reply;
-            }
-        }
-        if !self.login.authenticated() {
-            return Bytes::from_static(HELLO_NOAUTH);
-        }
-        let id = self.worker.shared.identity.current();
-        hello.apply(&mut self.info, &id)
     }
-
-    /// Check a user's password; on success the session is authenticated as that user, on
-    /// failure it keeps the user it had (if any). With no client password configured,
-    /// Redis's default user is `nopass`: any password is right for it, and only for it.
-    pub(crate) fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> Bytes {
-        // A snapshot, not a borrow: dropping connections below may look at the live config.
-        let live = std::sync::Arc::clone(&self.worker.live());
-        if !live.config.auth_required() {
-            return match user {
-                b"default" => Bytes::from_static(b"+OK\r\n"),
-                _ => Bytes::from_static(WRONGPASS),
-            };
-        }
-        let found = live
-            .users
-            .iter()
-            .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
-        match found {
-            Some(idx) => {
-                let acting_before = self.login.acting_setup(&live);
-                if self.login.user().is_some_and(|old| old != idx) {
-                    // Its own connections run as the old user's mirror (`acting_setup`).
-                    self.drop_dedicated();
-                }
-                self.login = Login::User(idx);
-                if self.login.acting_setup(&live) != acting_before {
-                    // A WATCH's connection runs as the former user (its mirror, or the
-                    // backend user): an EXEC there would run the new user's transaction
-                    // with the old rights. The WATCH is dropped, so EXEC answers nil, as
-                    // when a watched key was touched, and nothing runs.
-                    self.lose_watch();
-                }
-                self.parser.set_unauthenticated(false);
-                Bytes::from_static(b"+OK\r\n")
-            }
-            None => {
-                tracing::debug!(client.id = self.info.id, "authentication failed");
-                Bytes::from_static(WRONGPASS)
-            }
-        }
-    }
+    let found = live
+        .users
+        .iter()
+        .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
+    let Some(idx) = found else {
+        tracing::debug!(client.id = client.info.id, "authentication failed");
+        return Err(Bytes::from_static(WRONGPASS));
+    };
+    let acting_before = client.login.acting_setup(&live);
+    let other_user = client.login.user().is_some_and(|old| old != idx);
+    client.login = Login::User(idx);
+    let other_acting = client.login.acting_setup(&live) != acting_before;
+    Ok(LoggedIn {
+        other_user,
+        other_acting,
+    })
 }

@@ -4,8 +4,9 @@
 
 use bytes::{Bytes, BytesMut};
 
+use super::client::Client;
+use super::io::Io;
 use super::queue::ClientCell;
-use super::Session;
 use crate::budget::{Evictable, COMPACT_MAX, MIN_CANDIDATE};
 use crate::context::WorkerStats;
 
@@ -30,46 +31,45 @@ impl Evictable for ClientCell {
 /// Query buffers above this are charged to the budget (four read chunks).
 const QUERY_CHARGE_FROM: usize = 256 * 1024;
 
-impl Session {
+impl Io {
     /// Once half the share is used, a client whose socket is full (replies wait in `out`
     /// after a write) reads nothing more: what it holds is not drained by anyone, so the
     /// condition lasts, and the slow readers stay stopped instead of refilling the backends
     /// each time the count dips. Near the share, a client with a request in flight reads
     /// nothing either: everyone goes one request at a time.
-    pub(crate) fn budget_allows_read(&self) -> bool {
-        let budget = &self.worker.budget;
+    pub(crate) fn budget_allows_read(&self, client: &Client) -> bool {
+        let budget = &client.worker.budget;
         if !self.out.is_empty() && budget.half_used() {
             return false;
         }
-        !budget.pressed() || (self.cell.in_flight() == 0 && self.out.is_empty())
+        !budget.pressed() || (client.cell.in_flight() == 0 && self.out.is_empty())
     }
 
     /// After each write attempt: copy out replies waiting for a full socket, report this
     /// client's size, evict the largest client when over the share. True when this session
     /// was evicted and must close.
-    pub(crate) fn enforce_budget(&mut self) -> bool {
+    pub(crate) fn enforce_budget(&mut self, client: &Client, queued: usize) -> bool {
         if !self.out.is_empty() {
             self.compact_out();
         }
-        self.charge_held_input();
-        let budget = &self.worker.budget;
+        self.charge_held_input(client);
+        let budget = &client.worker.budget;
         budget.publish();
         if budget.share == 0 {
             return false;
         }
-        let queued = self.tx.as_ref().map_or(0, |tx| tx.bytes());
-        let mine = self.out_bytes + self.cell.charged() + queued + self.held_charged;
-        if mine >= MIN_CANDIDATE || self.cell.candidate.get() {
-            budget.note(&self.cell, mine);
+        let mine = self.out_bytes + client.cell.charged() + queued + self.held_charged;
+        if mine >= MIN_CANDIDATE || client.cell.candidate.get() {
+            budget.note(&client.cell, mine);
         }
         if budget.over() {
             budget.evict_largest();
         }
-        let Some(held) = self.cell.evicted() else {
+        let Some(held) = client.cell.evicted() else {
             return false;
         };
         tracing::warn!(
-            client.id = self.info.id,
+            client.id = client.info.id,
             held,
             worker_bytes = budget.used(),
             share = budget.share,
@@ -101,12 +101,12 @@ impl Session {
     /// name: Redis does not bound its length, and a thousand clients with 10 MiB names hold
     /// 10 GB. Small buffers and names are left out, so an ordinary client pays a few
     /// compares per poll.
-    fn charge_held_input(&mut self) {
+    fn charge_held_input(&mut self, client: &Client) {
         let big = |n: usize| if n > QUERY_CHARGE_FROM { n } else { 0 };
-        let name = self.info.name.as_ref().map_or(0, Bytes::len);
+        let name = client.info.name.as_ref().map_or(0, Bytes::len);
         let now = big(self.read_buf.capacity()) + big(name);
         if now != self.held_charged {
-            let budget = &self.worker.budget;
+            let budget = &client.worker.budget;
             budget.release(self.held_charged);
             budget.add(now);
             self.held_charged = now;
@@ -115,17 +115,16 @@ impl Session {
 
     /// The session is over: its unwritten replies leave the count, and so does its place
     /// among the candidates and, if it was evicted, among the bytes being released.
-    pub(crate) fn leave_budget(&mut self) {
-        // A transaction's queue releases its charge as it goes.
-        self.tx = None;
-        let budget = &self.worker.budget;
+    /// (The caller drops a transaction's queue first: it releases its charge as it goes.)
+    pub(crate) fn leave_budget(&mut self, client: &Client) {
+        let budget = &client.worker.budget;
         budget.release(std::mem::take(&mut self.held_charged));
         budget.release(std::mem::take(&mut self.out_bytes));
         self.out.clear();
-        if self.cell.candidate.get() {
-            budget.note(&self.cell, 0);
+        if client.cell.candidate.get() {
+            budget.note(&client.cell, 0);
         }
-        if let Some(held) = self.cell.evicted() {
+        if let Some(held) = client.cell.evicted() {
             budget
                 .releasing
                 .set(budget.releasing.get().saturating_sub(held));

@@ -18,12 +18,10 @@
 //! that carries a WATCH is kept apart (`transaction.rs`), so a blocking command to another
 //! node cannot close it and lose the WATCH.
 
-use std::rc::Rc;
-
 use bytes::Bytes;
 use resp::Request;
 
-use crate::backend::{Backend, Outgoing};
+use crate::backend::Outgoing;
 use crate::route::Local;
 use crate::route::PubSubTarget;
 use crate::session::queue::{Conn, Entry, Resend, Sent};
@@ -130,7 +128,7 @@ impl Session {
 
     /// Whether every earlier request is answered and every pub/sub command confirmed.
     fn settled(&self) -> bool {
-        self.cell.in_flight() == 0 && !self.pubsub_syncing()
+        self.client.cell.in_flight() == 0 && !self.pubsub_syncing()
     }
 
     /// Run the held request if nothing is in flight any more; also ends serial mode. True
@@ -161,71 +159,48 @@ impl Session {
     }
 
     fn run_exclusive(&mut self, mut ex: Exclusive) {
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         let addr = match ex.slot {
             Some(slot) => map.node_of(slot).map(|n| n.addr.clone()),
             None => map.nodes().first().map(|n| n.addr.clone()),
         };
         let Some(addr) = addr else {
-            self.cell.push(Entry::ready(Bytes::from_static(
+            self.client.cell.push(Entry::ready(Bytes::from_static(
                 b"-CLUSTERDOWN Hash slot not served\r\n",
             )));
             return;
         };
         let backend = match ex.via {
             Via::Watch => {
-                let conn = self.watch_connection(&addr);
-                self.switch_first(&conn, &mut ex);
+                let conn = self.tx.watch_connection(&mut self.client, &addr);
+                crate::session::transaction::switch_first(&self.client, &conn, &mut ex);
                 conn
             }
-            Via::Dedicated => self.dedicated_for(&addr),
-            Via::WatchedExec => match self.watched_exec_connection(&addr) {
+            Via::Dedicated => self.client.dedicated_for(&addr),
+            Via::WatchedExec => match self.tx.watched_exec_connection(&mut self.client, &addr) {
                 Some(conn) => {
-                    self.switch_first(&conn, &mut ex);
+                    crate::session::transaction::switch_first(&self.client, &conn, &mut ex);
                     conn
                 }
                 None => {
-                    let nil = self.exec_aborted();
-                    self.cell.push(Entry::ready(nil));
+                    let nil = crate::session::transaction::exec_aborted(&self.client);
+                    self.client.cell.push(Entry::ready(nil));
                     return;
                 }
             },
         };
         let mut sent = Sent::new(ex.resend, &backend, ex.slot, Conn::Own);
         sent.map_version = map.version();
-        let seq = self.cell.push(Entry::sent(sent));
+        let seq = self.client.cell.push(Entry::sent(sent));
         let out = Outgoing {
             skip: ex.skip,
-            ..Outgoing::new(ex.frame, self.cell.clone(), seq)
+            ..Outgoing::new(ex.frame, self.client.cell.clone(), seq)
         };
         backend.send(out);
         self.intake = match ex.blocks {
             true => Intake::Blocked,
             false => Intake::Serial,
         };
-    }
-
-    /// The session's dedicated connection to `addr`, opening it (and closing one to another
-    /// node) as needed.
-    pub(crate) fn dedicated_for(&mut self, addr: &str) -> Rc<Backend> {
-        let wire = self.wire();
-        if let Some(d) = &self.dedicated {
-            if &*d.addr == addr && d.wire() == wire {
-                return d.clone();
-            }
-            d.close();
-        }
-        let acting = self.login.acting_setup(&self.worker.live());
-        let backend = self.worker.new_backend_as(addr, wire, acting);
-        self.dedicated = Some(backend.clone());
-        backend
-    }
-
-    /// Close the dedicated connection (session end, RESET).
-    pub(crate) fn drop_dedicated(&mut self) {
-        if let Some(d) = self.dedicated.take() {
-            d.close();
-        }
     }
 
     /// True while an exclusive request waits or runs, a pub/sub command is not yet
@@ -235,7 +210,9 @@ impl Session {
         let waiting = match self.intake {
             Intake::Open => false,
             Intake::Held(_) => true,
-            Intake::Serial | Intake::Blocked | Intake::UploadWaiting => self.cell.in_flight() > 0,
+            Intake::Serial | Intake::Blocked | Intake::UploadWaiting => {
+                self.client.cell.in_flight() > 0
+            }
         };
         waiting || self.pubsub_syncing()
     }

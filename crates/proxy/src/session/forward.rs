@@ -26,14 +26,19 @@ const CHARGED_REQUEST: usize = 64 * 1024;
 impl Session {
     /// Send to the master of `slot` (or any master).
     pub(super) fn forward(&mut self, req: Request, slot: Option<u16>) {
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         let stamp = map.stamp();
         let backend = match slot {
-            Some(slot) => self.worker.backend_for_slot(&map, slot, self.wire()),
-            None => self.worker.any_backend(&map, self.wire()),
+            Some(slot) => self
+                .client
+                .worker
+                .backend_for_slot(&map, slot, self.client.wire()),
+            None => self.client.worker.any_backend(&map, self.client.wire()),
         };
         let Some(backend) = backend else {
-            return self.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
+            return self
+                .client
+                .reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
         };
         self.send_routed(req, slot, (&map, stamp), &backend, 0);
     }
@@ -44,14 +49,15 @@ impl Session {
         if policy == ReadPolicy::Master {
             return self.forward(req, Some(slot));
         }
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         let stamp = map.stamp();
-        let spread = self.info.id as usize;
-        let (choice, generation) = self
-            .worker
-            .read_choice(&map, slot, policy, spread, self.wire());
+        let spread = self.client.info.id as usize;
+        let (choice, generation) =
+            self.client
+                .worker
+                .read_choice(&map, slot, policy, spread, self.client.wire());
         // An `Rc` (not the stats' `Arc`): no atomic reference count per read.
-        let worker = self.worker.clone();
+        let worker = self.client.worker.clone();
         let stats = &worker.stats;
         let backend = match choice {
             ReadChoice::Replica(backend) => backend,
@@ -61,7 +67,7 @@ impl Session {
             }
             ReadChoice::Refuse => {
                 stats.reads.refused();
-                return self.reply_now(no_usable_replica(slot));
+                return self.client.reply_now(no_usable_replica(slot));
             }
         };
         // Never 0 (the master's): the view generation and the policy, as `RouteKey::via`.
@@ -78,11 +84,11 @@ impl Session {
 
     /// The read policy of this client now.
     fn read_policy(&self) -> ReadPolicy {
-        if self.watch.is_some() {
+        if self.tx.watch.is_some() {
             return ReadPolicy::Master;
         }
-        let proxy = self.worker.live().config.cluster.read_policy;
-        proxy.for_client(self.info.readonly)
+        let proxy = self.client.worker.live().config.cluster.read_policy;
+        proxy.for_client(self.client.info.readonly)
     }
 
     /// Queue the request's entry and send it to `backend`; false when it must wait for its
@@ -97,7 +103,7 @@ impl Session {
     ) -> bool {
         let stable = crate::session::order::stable(stamp, map);
         let admit = match slot {
-            Some(slot) if self.worker.is_migrating(slot, map) && multi_key(&req) => {
+            Some(slot) if self.client.worker.is_migrating(slot, map) && multi_key(&req) => {
                 self.admit_alone(stable, slot, backend, via)
             }
             _ => self.admit(stable, slot, backend, via),
@@ -105,13 +111,13 @@ impl Session {
         let frame = req.raw().clone();
         let mut sent = Sent::new(Resend::Frame(frame.clone()), backend, slot, Conn::Shared);
         sent.map_version = map.version();
-        let seq = self.cell.push(Entry::sent(sent));
+        let seq = self.client.cell.push(Entry::sent(sent));
         if frame.len() > CHARGED_REQUEST {
             // The hostile fuzzer's PUBLISH of a 10 MiB channel: 3 GiB queued for a node
             // in 6 s, counted nowhere.
-            self.cell.charge_request(frame.len());
+            self.client.cell.charge_request(frame.len());
         }
-        let out = Outgoing::new(frame, self.cell.clone(), seq);
+        let out = Outgoing::new(frame, self.client.cell.clone(), seq);
         let patience = crate::patience::Patience::of_request(&req);
         self.send_admitted(admit, out, backend, slot, patience);
         admit != crate::session::order::Admit::Wait

@@ -16,26 +16,26 @@
 //! waiting, the session stops reading its socket (TCP pushes back on the client) while the
 //! backends keep being read for everyone.
 
-use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::{self, Relaxed};
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use resp::{Request, RequestParser};
 
-use crate::backend::Backend;
 use crate::context::registry::{flag, ClientHandle};
 use crate::context::WorkerStats;
 use crate::route::{self, Local, Route};
+use crate::session::client::Client;
 use crate::session::exclusive::{Held, Intake};
 use crate::session::fanout::Fanout;
+use crate::session::io::Io;
 use crate::session::login::Login;
 use crate::session::pubsub::PubSub;
-use crate::session::queue::{ClientCell, Entry};
-use crate::session::transaction::Transaction;
+use crate::session::queue::ClientCell;
+use crate::session::transaction::Transactions;
 use crate::tls::Stream;
 use crate::worker::Worker;
 use local::SessionInfo;
@@ -44,6 +44,7 @@ pub(crate) mod acl;
 pub(crate) mod auth;
 pub(crate) mod budget;
 pub(crate) mod client;
+pub(crate) mod client_command;
 mod close;
 mod drain;
 pub(crate) mod exclusive;
@@ -66,6 +67,7 @@ pub(crate) mod resubscribe;
 pub(crate) mod slowlog;
 pub(crate) mod tracking;
 pub(crate) mod transaction;
+mod turn;
 pub(crate) mod upload;
 pub(crate) mod wait;
 pub(crate) mod wait_probe;
@@ -85,79 +87,55 @@ pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worke
     }
     let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(client.id = id, client.addr = %peer, "client connected");
-    let client = crate::session::client::register(&worker, id, peer, &stream).await;
+    let client = crate::session::client_command::register(&worker, id, peer, &stream).await;
     let mut session = Session::new(stream, peer, worker, client);
     poll_fn(|cx| session.poll(cx)).await;
-    close::goodbye(&mut session.stream).await;
+    close::goodbye(&mut session.io.stream).await;
     tracing::debug!(client.id = id, "client closed");
 }
 
+/// One client connection: its socket side, the client as every feature sees it, and the
+/// state of each feature in use (None until first used, so a plain session stays small).
 pub(crate) struct Session {
-    stream: Stream,
-    pub(crate) worker: Rc<Worker>,
-    pub(crate) cell: Rc<ClientCell>,
-    pub(crate) parser: RequestParser,
-    pub(crate) read_buf: BytesMut,
-    pub(crate) out: VecDeque<Bytes>,
-    pub(crate) out_bytes: usize,
-    /// How many buffers at the front of `out` are the session's own copies (`budget.rs`).
-    pub(crate) out_owned: usize,
-    /// The big query buffer and big client name charged to the memory budget (`budget.rs`).
-    pub(crate) held_charged: usize,
-    pub(crate) info: SessionInfo,
-    pub(crate) redirected: Vec<(u64, u32)>,
-    /// No more requests will be read (EOF, QUIT, protocol error); finish what is in flight.
-    pub(crate) draining: bool,
-    /// Parsing stopped for backpressure or an exclusive request while `read_buf` may still
-    /// hold complete requests: parse them before reading the socket again.
-    pub(crate) input_stalled: bool,
-    /// This session's own connection, for blocking commands and transactions.
-    pub(crate) dedicated: Option<Rc<Backend>>,
+    /// The socket, its buffers and the turn's byte count (`io.rs`).
+    io: Io,
+    /// The worker, the reply queue, who the client is (`client.rs`).
+    client: Client,
     /// What happens to the requests the client sends next (`exclusive.rs`).
-    pub(crate) intake: Intake,
-    /// MULTI in progress.
-    pub(crate) tx: Option<Transaction>,
-    /// The WATCH in force, if any, and the connection that carries it.
-    pub(crate) watch: Option<crate::session::transaction::Watch>,
+    intake: Intake,
+    /// MULTI and WATCH (`transaction.rs`).
+    tx: Transactions,
     /// Subscription connections, while the client has subscriptions.
-    pub(crate) pubsub: Option<PubSub>,
+    pubsub: Option<PubSub>,
     /// A RESET waiting for its subscription connections to drop their subscriptions.
-    pub(crate) reset_drain: Option<mode::ResetDrain>,
+    reset_drain: Option<mode::ResetDrain>,
     /// Reused buffer for frames taken from the subscription connections.
-    pub(crate) push_scratch: Vec<(usize, Bytes)>,
-    /// Idle timeout or request deadline, armed only when it can fire.
-    pub(crate) timer: crate::session::limits::Timer,
-    /// Who the client is (`login.rs`).
-    pub(crate) login: Login,
+    push_scratch: Vec<(usize, Bytes)>,
     /// Reused buffer for finished latency samples.
     sample_scratch: Vec<(u16, std::time::Instant)>,
-    /// Bytes read and written in the current poll: past `proxy.turn_quantum_bytes` the session
-    /// yields to its worker's other clients (ARCHITECTURE.md, "Fairness").
-    turn_bytes: usize,
-    /// SLOWLOG stamps and marks (see slowlog_session.rs).
-    pub(crate) slowlog: crate::session::slowlog::Tracker,
-    /// This client's entry in the worker's registry (CLIENT LIST/KILL); dropped on close.
-    pub(crate) client: ClientHandle,
     /// A big request being streamed to its node as it arrives (`upload.rs`).
-    pub(crate) upload: Option<crate::session::upload::Upload>,
-    /// The masters written to since connect or the last WAIT (`wait.rs`).
-    pub(crate) written: crate::session::wait::Written,
+    upload: Option<crate::session::upload::Upload>,
     /// CLIENT TRACKING's connections, while it is on (`tracking.rs`).
-    pub(crate) tracking: Option<Box<crate::session::tracking::Tracking>>,
+    tracking: Option<Box<crate::session::tracking::Tracking>>,
 }
 
 /// The session's end, however it ends: also when its task panics (the unwinding drops it),
 /// so the client count, the budget's charges and the node connections are never leaked.
 impl Drop for Session {
     fn drop(&mut self) {
-        self.cell.close();
-        self.leave_budget();
-        self.drop_dedicated();
-        self.forget_watch();
+        self.client.cell.close();
+        self.tx.open = None;
+        self.io.leave_budget(&self.client);
+        self.client.drop_dedicated();
+        self.tx.forget_watch();
         self.leave_pubsub();
         self.tracking_off();
-        self.worker.shared.clients.fetch_sub(1, Ordering::Relaxed);
-        WorkerStats::bump(&self.worker.stats.connections_closed);
+        self.client
+            .worker
+            .shared
+            .clients
+            .fetch_sub(1, Ordering::Relaxed);
+        WorkerStats::bump(&self.client.worker.stats.connections_closed);
     }
 }
 
@@ -183,34 +161,25 @@ impl Session {
         // The address accept(2) returned: asking the socket again is a getpeername per client.
         let slowlog = crate::session::slowlog::Tracker::new(threshold, Some(peer));
         Session {
-            stream,
-            cell: ClientCell::with_budget(worker.budget.clone()),
-            worker,
-            parser,
-            read_buf: BytesMut::with_capacity(io::READ_CHUNK),
-            out: VecDeque::new(),
-            out_bytes: 0,
-            out_owned: 0,
-            held_charged: 0,
-            info: SessionInfo::new(id),
-            redirected: Vec::new(),
-            draining: false,
-            input_stalled: false,
-            dedicated: None,
+            io: Io::new(stream, parser),
+            client: Client {
+                cell: ClientCell::with_budget(worker.budget.clone()),
+                worker,
+                info: SessionInfo::new(id),
+                login: Login::at_connect(auth_required),
+                handle: client,
+                slowlog,
+                written: Default::default(),
+                redirected: Vec::new(),
+                dedicated: None,
+            },
             intake: Intake::Open,
-            tx: None,
-            watch: None,
+            tx: Transactions::default(),
             pubsub: None,
             reset_drain: None,
             push_scratch: Vec::new(),
-            timer: Default::default(),
-            login: Login::at_connect(auth_required),
             sample_scratch: Vec::new(),
-            turn_bytes: 0,
-            slowlog,
-            client,
             upload: None,
-            written: Default::default(),
             tracking: None,
         }
     }
@@ -218,35 +187,38 @@ impl Session {
     /// Ready(()) when the session is over.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         // A session with no user pays one compare.
-        let removed = self.login.user().is_some() && self.login.removed(&self.worker.live());
-        if self.client.killed() || removed {
+        let removed = self.client.login.user().is_some()
+            && self.client.login.removed(&self.client.worker.live());
+        if self.client.handle.killed() || removed {
             tracing::debug!(
-                client.id = self.info.id,
+                client.id = self.client.info.id,
                 "closing client (CLIENT KILL, or its user removed)"
             );
             return Poll::Ready(());
         }
-        let phase = drain::Phase::now(&self.worker.shared);
+        let phase = drain::Phase::now(&self.client.worker.shared);
         if phase.stops_reading() {
-            self.draining = true;
+            self.io.draining = true;
         }
         if self.poll_inner(cx).is_ready() || (phase.ends_when_idle() && self.owes_nothing()) {
             return Poll::Ready(());
         }
         self.publish_state();
         let wanted = {
-            let live = self.worker.live();
-            let idle = self.cell.in_flight() == 0 && self.out.is_empty() && self.pubsub.is_none();
+            let live = self.client.worker.live();
+            let idle = self.client.cell.in_flight() == 0
+                && self.io.out.is_empty()
+                && self.pubsub.is_none();
             limits::wanted(&live.config.limits, self.has_partial_request(), idle)
         };
-        match self.timer.poll(cx, wanted) {
+        match self.io.timer.poll(cx, wanted) {
             Poll::Ready(kind) => {
                 tracing::debug!(
-                    client.id = self.info.id,
+                    client.id = self.client.info.id,
                     ?kind,
                     "closing client on a time limit"
                 );
-                WorkerStats::bump(&self.worker.stats.limit_disconnects);
+                WorkerStats::bump(&self.client.worker.stats.limit_disconnects);
                 Poll::Ready(())
             }
             Poll::Pending => Poll::Pending,
@@ -256,46 +228,47 @@ impl Session {
     /// Every request read is answered and written, and no partial one is buffered (a
     /// draining session closes then, `drain.rs`).
     fn owes_nothing(&self) -> bool {
-        self.out.is_empty()
-            && self.cell.in_flight() == 0
-            && self.read_buf.is_empty()
+        self.io.out.is_empty()
+            && self.client.cell.in_flight() == 0
+            && self.io.read_buf.is_empty()
             && self.upload.is_none()
     }
 
     /// Publish what CLIENT LIST shows (`client.rs`): a few relaxed stores, once per
     /// wake-up.
     pub(crate) fn publish_state(&self) {
-        let live = &self.client.live;
-        live.qbuf.store(self.read_buf.len() as u64, Relaxed);
-        live.rbs.store(self.read_buf.capacity() as u64, Relaxed);
-        let omem = self.out_bytes + self.cell.queued_bytes();
+        let live = &self.client.handle.live;
+        live.qbuf.store(self.io.read_buf.len() as u64, Relaxed);
+        live.rbs.store(self.io.read_buf.capacity() as u64, Relaxed);
+        let omem = self.io.out_bytes + self.client.cell.queued_bytes();
         live.omem.store(omem as u64, Relaxed);
-        live.oll.store(self.out.len() as u64, Relaxed);
+        live.oll.store(self.io.out.len() as u64, Relaxed);
         let bit = |on: bool, f: u32| if on { f } else { 0 };
         let flags = bit(self.pubsub.is_some(), flag::PUBSUB)
-            | bit(self.tx.is_some(), flag::MULTI)
+            | bit(self.tx.open.is_some(), flag::MULTI)
             | bit(matches!(self.intake, Intake::Blocked), flag::BLOCKED)
-            | bit(!self.out.is_empty(), flag::WRITABLE);
+            | bit(!self.io.out.is_empty(), flag::WRITABLE);
         live.flags.store(flags, Relaxed);
         let (sub, ssub) = self.pubsub.as_ref().map_or((0, 0), |p| p.counts());
         live.sub.store(sub, Relaxed);
         live.ssub.store(ssub, Relaxed);
-        let multi = self.tx.as_ref().map_or(0, |tx| tx.len() as u32 + 1);
+        let multi = self.tx.open.as_ref().map_or(0, |tx| tx.len() as u32 + 1);
         live.multi.store(multi, Relaxed);
-        let user = self.login.user().map_or(0, |u| u as u32 + 1);
+        let user = self.client.login.user().map_or(0, |u| u as u32 + 1);
         live.user.store(user, Relaxed);
-        live.resp.store(u32::from(self.info.protocol), Relaxed);
-        live.db.store(u32::from(self.info.db), Relaxed);
+        live.resp
+            .store(u32::from(self.client.info.protocol), Relaxed);
+        live.db.store(u32::from(self.client.info.db), Relaxed);
     }
 
     /// A request has started to arrive but is not complete.
     pub(crate) fn has_partial_request(&self) -> bool {
-        (!self.read_buf.is_empty() || self.upload.is_some()) && !self.input_stalled
+        (!self.io.read_buf.is_empty() || self.upload.is_some()) && !self.io.input_stalled
     }
 
     fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        self.cell.register(cx.waker());
-        self.turn_bytes = 0;
+        self.client.cell.register(cx.waker());
+        self.io.turn_bytes = 0;
         loop {
             if let Some(done) = self.pump_output(cx) {
                 return done;
@@ -306,49 +279,44 @@ impl Session {
         }
     }
 
-    /// Whether this client speaks RESP3 (HELLO 3): its requests go to RESP3 connections.
-    pub(crate) fn resp3(&self) -> bool {
-        self.info.protocol == 3
-    }
-
-    /// The protocol and database of the connections its requests go to.
-    pub(crate) fn wire(&self) -> crate::backend::Wire {
-        crate::backend::Wire {
-            resp3: self.resp3(),
-            db: self.info.db,
-        }
-    }
-
     fn dispatch(&mut self, req: Request) {
-        WorkerStats::bump(&self.worker.stats.commands_processed);
-        let req = match self.login.authenticated() {
+        WorkerStats::bump(&self.client.worker.stats.commands_processed);
+        let req = match self.client.login.authenticated() {
             true => req,
-            false => match self.gate_unauthenticated(req) {
-                Some(req) => req,
-                None => return,
+            false => match auth::gate(req) {
+                auth::Gate::Run(req) => req,
+                auth::Gate::Auth(req) => {
+                    let reply = self.auth(&req);
+                    return self.client.cell.push_ready(reply);
+                }
+                auth::Gate::Refused(reply) => return self.client.cell.push_ready(reply),
             },
         };
-        if self.login.user().is_some() {
-            let noperm = self.login.denied(&self.worker.live(), &req);
+        if self.client.login.user().is_some() {
+            let noperm = self.client.login.denied(&self.client.worker.live(), &req);
             if let Some(noperm) = noperm {
                 // Refused at queue time, as Redis refuses it: EXEC then answers EXECABORT.
-                if let Some(tx) = self.tx.as_mut() {
+                if let Some(tx) = self.tx.open.as_mut() {
                     tx.abort();
                 }
-                return self.reply_now(noperm);
+                return self.client.reply_now(noperm);
             }
         }
-        let allow_admin = self.worker.live().config.proxy.allow_admin_commands;
+        let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
         if self.tracking.is_some() {
             self.track_request(&req);
         }
         self.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {
-            self.written.note(&route, &self.worker.topology().current());
+            self.client
+                .written
+                .note(&route, &self.client.worker.topology().current());
         }
         let refused = matches!(route, Route::Refuse(_));
-        self.slowlog.arm(&self.cell, &req, command, refused);
+        self.client
+            .slowlog
+            .arm(&self.client.cell, &req, command, refused);
         if self.subscribed_resp2() {
             return self.dispatch_subscribed(req, route);
         }
@@ -357,8 +325,8 @@ impl Session {
             route,
             Route::Tx { .. } | Route::Local(Local::Quit | Local::Reset)
         );
-        if self.tx.is_some() && !tx_bypass {
-            return self.queue_in_transaction(req, route);
+        if self.tx.open.is_some() && !tx_bypass {
+            return self.tx.queue(&self.client, req, route);
         }
         self.dispatch_routed(req, route);
     }
@@ -369,21 +337,28 @@ impl Session {
             return self.hold(Held::PubSub(req.raw().clone(), target));
         }
         // On every routed request: a session with no user pays one compare.
-        let mirror = match self.login.user() {
-            Some(_) => self.login.mirror_slot(&self.worker.live(), &req, &route),
+        let mirror = match self.client.login.user() {
+            Some(_) => self
+                .client
+                .login
+                .mirror_slot(&self.client.worker.live(), &req, &route),
             None => None,
         };
         if let Some(slot) = mirror {
             return self.hold(Held::script(req, slot));
         }
         match route {
-            Route::Tx { cmd, slot } => self.transaction_command(cmd, req, slot),
+            Route::Tx { cmd, slot } => {
+                if let Some(held) = self.tx.command(&self.client, cmd, req, slot) {
+                    self.hold(held);
+                }
+            }
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
             Route::Scan => self.scan(&req),
             Route::PubSub(target) => self.pubsub_command(req, target),
             Route::Local(cmd) if Self::is_mode_change(cmd) => self.hold_mode_change(req, cmd),
             Route::Local(cmd) => self.run_local(&req, cmd),
-            Route::Refuse(reply) => self.reply_now(reply),
+            Route::Refuse(reply) => self.client.reply_now(reply),
             Route::Slot(slot) => self.forward(req, Some(slot)),
             Route::Read(slot) => self.forward_read(req, slot),
             Route::AnyNode => self.forward(req, None),
@@ -408,32 +383,32 @@ impl Session {
             }
             Local::Client => {
                 self.publish_state();
-                let resp3 = self.resp3();
-                let live = std::sync::Arc::clone(&self.worker.live());
-                let shared = self.worker.shared.clone();
-                let mut asker = client::Asker {
+                let resp3 = self.client.resp3();
+                let live = std::sync::Arc::clone(&self.client.worker.live());
+                let shared = self.client.worker.shared.clone();
+                let mut asker = client_command::Asker {
                     shared: &shared,
                     users: &live.users,
-                    client: &self.client,
-                    cell: &self.cell,
-                    info: &mut self.info,
+                    client: &self.client.handle,
+                    cell: &self.client.cell,
+                    info: &mut self.client.info,
                     resp3,
                 };
-                let reply = client::command(req, &mut asker);
-                self.reply_now(reply);
+                let reply = client_command::command(req, &mut asker);
+                self.client.reply_now(reply);
             }
             Local::Auth => {
-                let reply = self.auth_command(req);
-                self.reply_now(reply);
+                let reply = self.auth(req);
+                self.client.reply_now(reply);
             }
             Local::Acl => {
-                let reply = acl::command(req, &self.worker.live(), self.login.user());
-                self.reply_now(reply);
+                let reply = acl::command(req, &self.client.worker.live(), self.client.login.user());
+                self.client.reply_now(reply);
             }
             cmd => {
-                let shared = self.worker.shared.clone();
-                let reply = local::run(cmd, req, &mut self.info, &shared);
-                self.reply_now(reply);
+                let shared = self.client.worker.shared.clone();
+                let reply = local::run(cmd, req, &mut self.client.info, &shared);
+                self.client.reply_now(reply);
             }
         }
     }
@@ -441,32 +416,57 @@ impl Session {
     /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
     pub(crate) fn count_command(&mut self, command: Option<usize>) {
         let Some(command) = command else {
-            return self.cell.arm_sample(None);
+            return self.client.cell.arm_sample(None);
         };
-        self.client.note_command(command);
-        let stats = &self.worker.stats;
+        self.client.handle.note_command(command);
+        let stats = &self.client.worker.stats;
         stats.commands.call(command);
         let tick = stats.sample_tick.fetch_add(1, Ordering::Relaxed);
         let sampled = tick.is_multiple_of(u64::from(crate::context::cmdstats::SAMPLE_EVERY));
-        self.cell
+        self.client
+            .cell
             .arm_sample(sampled.then(|| (command as u16, std::time::Instant::now())));
     }
 
     /// Record the latency of sampled requests whose replies were just handed to the writer.
     fn record_samples(&mut self) {
-        self.cell.take_finished(&mut self.sample_scratch);
+        self.client.cell.take_finished(&mut self.sample_scratch);
         if self.sample_scratch.is_empty() {
             return;
         }
         let now = std::time::Instant::now();
         for (command, started) in self.sample_scratch.drain(..) {
             let ns = now.duration_since(started).as_nanos() as u64;
-            self.worker.stats.commands.sample(usize::from(command), ns);
+            self.client
+                .worker
+                .stats
+                .commands
+                .sample(usize::from(command), ns);
         }
     }
 
-    /// Queue a reply the proxy made itself, in order behind everything before it.
-    pub(crate) fn reply_now(&mut self, reply: Bytes) {
-        self.cell.push(Entry::ready(reply));
+    /// AUTH: the reply, after acting on what the login changed.
+    fn auth(&mut self, req: &Request) -> Bytes {
+        match auth::command(&mut self.client, req) {
+            Ok(done) => {
+                self.logged_in(done);
+                Bytes::from_static(b"+OK\r\n")
+            }
+            Err(reply) => reply,
+        }
+    }
+
+    /// A login succeeded: connections that run as the former user go. A WATCH's connection
+    /// runs as the former user (its mirror, or the backend user): an EXEC there would run
+    /// the new user's transaction with the old rights, so the WATCH is lost and EXEC answers
+    /// nil, as when a watched key was touched, and nothing runs.
+    pub(crate) fn logged_in(&mut self, done: auth::LoggedIn) {
+        if done.other_user {
+            self.client.drop_dedicated();
+        }
+        if done.other_acting {
+            self.tx.lose_watch();
+        }
+        self.io.parser.set_unauthenticated(false);
     }
 }

@@ -71,9 +71,9 @@ impl Session {
     pub(crate) fn run_mode_change(&mut self, req: &Request, cmd: Local) {
         match cmd {
             Local::Quit => {
-                self.info.quit = true;
-                self.draining = true;
-                self.reply_now(Bytes::from_static(b"+OK\r\n"));
+                self.client.info.quit = true;
+                self.io.draining = true;
+                self.client.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
             Local::Reset if self.reset_drain.is_none() && self.send_to_all_pubsub(Some(RESET)) => {
                 // Answered once the nodes dropped the subscriptions: `reset_swallows`.
@@ -82,26 +82,34 @@ impl Session {
             }
             Local::Reset => {
                 self.reset();
-                self.reply_now(Bytes::from_static(b"+RESET\r\n"));
+                self.client.reply_now(Bytes::from_static(b"+RESET\r\n"));
             }
             Local::Wait => {
-                let map = self.worker.topology().current();
-                let shared = &self.worker.shared;
-                match crate::session::wait::start(req, &mut self.written, &map, shared, &self.cell)
-                {
+                let map = self.client.worker.topology().current();
+                let shared = &self.client.worker.shared;
+                match crate::session::wait::start(
+                    req,
+                    &mut self.client.written,
+                    &map,
+                    shared,
+                    &self.client.cell,
+                ) {
                     Ok(()) => self.intake = crate::session::exclusive::Intake::Blocked,
-                    Err(e) => self.reply_now(e),
+                    Err(e) => self.client.reply_now(e),
                 }
             }
-            Local::Ping => self.reply_now(subscribed_pong(req)),
+            Local::Ping => self.client.reply_now(subscribed_pong(req)),
             _ => {
-                let before = self.info.protocol;
-                let reply = self.hello(req);
-                if let Some(p) = self.pubsub.as_mut() {
-                    p.switched |= self.info.protocol != before;
+                let before = self.client.info.protocol;
+                let (reply, logged_in) = crate::session::auth::hello(&mut self.client, req);
+                if let Some(done) = logged_in {
+                    self.logged_in(done);
                 }
-                crate::session::client::sync_name(&self.client, &self.info);
-                self.reply_now(reply);
+                if let Some(p) = self.pubsub.as_mut() {
+                    p.switched |= self.client.info.protocol != before;
+                }
+                crate::session::client_command::sync_name(&self.client.handle, &self.client.info);
+                self.client.reply_now(reply);
             }
         }
     }
@@ -112,13 +120,17 @@ impl Session {
     fn reset(&mut self) {
         self.leave_pubsub(); // also ends `reset_drain`
         self.tracking_off();
-        self.tx = None;
-        self.forget_watch();
-        self.info = SessionInfo::new(self.info.id);
-        crate::session::client::registry_reset(&self.client, &self.cell, &self.info);
-        let auth_required = self.worker.live().config.auth_required();
-        self.login = Login::at_connect(auth_required);
-        self.parser.set_unauthenticated(auth_required);
+        self.tx.open = None;
+        self.tx.forget_watch();
+        self.client.info = SessionInfo::new(self.client.info.id);
+        crate::session::client_command::registry_reset(
+            &self.client.handle,
+            &self.client.cell,
+            &self.client.info,
+        );
+        let auth_required = self.client.worker.live().config.auth_required();
+        self.client.login = Login::at_connect(auth_required);
+        self.io.parser.set_unauthenticated(auth_required);
     }
 
     /// RESP2 subscribed mode: QUIT and RESET are answered here, everything else Redis allows
@@ -132,7 +144,7 @@ impl Session {
                 self.hold_mode_change(req, cmd)
             }
             Route::PubSub(target) => self.pubsub_command(req, target),
-            Route::Refuse(err) => self.reply_now(err),
+            Route::Refuse(err) => self.client.reply_now(err),
             _ => {
                 let name = full_name(&req);
                 self.refuse_subscribed(&name);

@@ -117,7 +117,7 @@ impl PubSub {
 impl Session {
     /// True while a RESP2 client is in subscribed mode: every command goes to the bus.
     pub(crate) fn subscribed_resp2(&self) -> bool {
-        self.pubsub.is_some() && !self.resp3()
+        self.pubsub.is_some() && !self.client.resp3()
     }
 
     /// A pub/sub command: after the requests before it are answered and the pub/sub commands
@@ -141,7 +141,7 @@ impl Session {
     /// so a message it sends itself arrives before the reply, as from one Redis (which
     /// writes the message while running the command). None: route it as usual.
     pub(crate) fn own_publish(&self, req: &Request) -> Option<PubSubTarget> {
-        if self.pubsub.is_none() || !self.resp3() || req.argc() != 3 {
+        if self.pubsub.is_none() || !self.client.resp3() || req.argc() != 3 {
             return None;
         }
         let name = req.arg(0);
@@ -167,7 +167,7 @@ impl Session {
             for bytes in frame.into_iter().chain([SYNC_PING]) {
                 conn.send(Outgoing::stream(
                     Bytes::from_static(bytes),
-                    self.cell.clone(),
+                    self.client.cell.clone(),
                 ));
             }
         }
@@ -190,7 +190,7 @@ impl Session {
         for backend in targets {
             p.syncs += 1;
             for bytes in [frame.clone(), Bytes::from_static(SYNC_PING)] {
-                backend.send(Outgoing::stream(bytes, self.cell.clone()));
+                backend.send(Outgoing::stream(bytes, self.client.cell.clone()));
             }
         }
     }
@@ -206,9 +206,9 @@ impl Session {
             return self.send_home_on(&bus, frame);
         };
         if part.subscribe {
-            let resp3 = self.resp3();
+            let resp3 = self.client.resp3();
             if let Some(p) = self.pubsub.as_mut().filter(|p| p.keyspace.is_none()) {
-                p.keyspace = Some(Keyspace::start(resp3, &self.cell));
+                p.keyspace = Some(Keyspace::start(resp3, &self.client.cell));
             }
         }
         self.follow_masters();
@@ -230,7 +230,7 @@ impl Session {
 
     fn send_home_on(&self, bus: &Rc<Backend>, frame: Bytes) {
         for bytes in [frame, Bytes::from_static(SYNC_PING)] {
-            bus.send(Outgoing::stream(bytes, self.cell.clone()));
+            bus.send(Outgoing::stream(bytes, self.client.cell.clone()));
         }
     }
 
@@ -258,7 +258,7 @@ impl Session {
         }
         // Classic pub/sub's home (`PUBSUB_HOME_SLOT`), where PUBLISH goes too; any master
         // while slot 0 has none (its messages still arrive over the cluster bus).
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         let home = map
             .node_of(crate::route::PUBSUB_HOME_SLOT)
             .or(map.nodes().first());
@@ -269,7 +269,14 @@ impl Session {
     }
 
     pub(crate) fn shard_connection(&mut self, slot: u16) -> Option<Rc<Backend>> {
-        let addr = self.worker.topology().current().node_of(slot)?.addr.clone();
+        let addr = self
+            .client
+            .worker
+            .topology()
+            .current()
+            .node_of(slot)?
+            .addr
+            .clone();
         let pubsub = self.pubsub.get_or_insert_with(PubSub::default);
         if let Some(conn) = pubsub.shards.iter().find(|c| *c.addr == *addr) {
             return Some(conn.clone());
@@ -283,8 +290,8 @@ impl Session {
     }
 
     pub(crate) fn stream_connection(&self, addr: &str) -> Rc<Backend> {
-        let conn = self.worker.new_backend(addr, self.resp3());
-        conn.stream_to(self.cell.clone());
+        let conn = self.client.worker.new_backend(addr, self.client.resp3());
+        conn.stream_to(self.client.cell.clone());
         conn
     }
 
@@ -299,7 +306,7 @@ impl Session {
             "exec" => format!("-EXECABORT Transaction discarded because of: {why}\r\n"),
             _ => format!("-ERR {why}\r\n"),
         };
-        self.reply_now(Bytes::from(text));
+        self.client.reply_now(Bytes::from(text));
     }
 
     /// Keep the keyspace hub's connections matched to the masters, and send the bus a
@@ -309,7 +316,7 @@ impl Session {
         let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
             return;
         };
-        if let Some(home) = ks.follow(&self.worker) {
+        if let Some(home) = ks.follow(&self.client.worker) {
             self.send_home(home);
         }
     }
@@ -317,7 +324,7 @@ impl Session {
     /// `frame` as the client's protocol shows it (`push_shape.rs`).
     fn in_client_protocol(&self, source: usize, frame: Bytes) -> Bytes {
         match self.pubsub.as_ref() {
-            Some(p) => p.in_client_protocol(source, frame, self.resp3()),
+            Some(p) => p.in_client_protocol(source, frame, self.client.resp3()),
             None => frame,
         }
     }
@@ -326,7 +333,7 @@ impl Session {
     /// every connection confirmed 0 subscriptions. Returns the bytes moved.
     pub(crate) fn forward_pushes(&mut self) -> usize {
         let mut frames = std::mem::take(&mut self.push_scratch);
-        self.cell.take_pushes(&mut frames);
+        self.client.cell.take_pushes(&mut frames);
         self.follow_masters();
         self.follow_tracking();
         let mut bytes = 0;
@@ -342,7 +349,7 @@ impl Session {
                 Some(true) => {
                     let frame = self.in_client_protocol(source, frame);
                     bytes += frame.len();
-                    self.out.push_back(frame);
+                    self.io.out.push_back(frame);
                     continue;
                 }
                 None => {}
@@ -375,7 +382,7 @@ impl Session {
             }
             let frame = self.in_client_protocol(source, frame);
             bytes += frame.len();
-            self.out.push_back(frame);
+            self.io.out.push_back(frame);
         }
         self.push_scratch = frames;
         if self.pubsub.as_ref().is_some_and(|p| {
@@ -414,7 +421,7 @@ impl Session {
                 conn.close();
             }
             if let Some(mut ks) = p.keyspace {
-                ks.close(&self.cell);
+                ks.close(&self.client.cell);
             }
         }
     }

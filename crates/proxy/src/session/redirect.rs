@@ -77,53 +77,55 @@ struct Rules<'a> {
 /// normally ends it; the bound is a safety net.
 pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
     for _ in 0..8 {
-        let mut pending = std::mem::take(&mut session.redirected);
-        session.cell.take_redirected(&mut pending);
+        let mut pending = std::mem::take(&mut session.client.redirected);
+        session.client.cell.take_redirected(&mut pending);
         if !pending.is_empty() {
             // Before any reply is cleared below: what has none now is what is in flight.
-            session.cell.start_ordering();
+            session.client.cell.start_ordering();
         }
         for &(seq, frag) in &pending {
             follow_one(session, seq, frag);
         }
         pending.clear();
-        session.redirected = pending;
+        session.client.redirected = pending;
         session.release_waiting(cx);
-        if !session.cell.has_redirected() {
+        if !session.client.cell.has_redirected() {
             return;
         }
     }
 }
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
-    let (max_redirects, hold_ms) = session.worker.redirect_limits();
-    let map = session.worker.topology().current();
+    let (max_redirects, hold_ms) = session.client.worker.redirect_limits();
+    let map = session.client.worker.topology().current();
     let rules = Rules {
         max_redirects,
         hold_limit: Duration::from_millis(hold_ms),
-        stats: &session.worker.stats,
+        stats: &session.client.worker.stats,
         map: &map,
     };
     let Some(Some(plan)) = session
+        .client
         .cell
         .with_entry(seq, |e| plan_entry(e, frag, &rules))
     else {
         return;
     };
-    count_and_learn(&session.worker, &plan);
+    count_and_learn(&session.client.worker, &plan);
     if matches!(plan.kind, Kind::Ask { .. }) {
         // The request runs on a node the map does not give its slot: a later WAIT cannot
         // tell which master to ask, so it asks every one (review S6).
-        session.written.note_unknown();
+        session.client.written.note_unknown();
     }
     let pinned = session
+        .client
         .cell
         .with_entry(
             seq,
             |e| matches!(&e.kind, EntryKind::Sent(s) if s.conn == Conn::Own),
         )
         .unwrap_or(false);
-    let wire = plan.wire.unwrap_or(session.wire());
+    let wire = plan.wire.unwrap_or(session.client.wire());
     let (target, delay) = match plan.kind {
         Kind::Moved { .. } | Kind::Ask { .. } => (Target::Node(plan.addr.into()), plan.pace),
         Kind::Second => (Target::Node(plan.addr.into()), None),
@@ -137,7 +139,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
             (Target::Owner { fallback }, Some(delay))
         }
     };
-    session.cell.wait(Waiting {
+    session.client.cell.wait(Waiting {
         seq,
         frag,
         slot: plan.key_slot,

@@ -56,7 +56,7 @@ impl Session {
         };
         match c.kind.as_ref() {
             b"sunsubscribe" if p.wanted.contains(&c.channel) => {
-                self.worker.topology().request_refresh_now();
+                self.client.worker.topology().request_refresh_now();
                 let slot = cluster::key_slot(&c.channel);
                 if let Some(conn) = self.shard_connection(slot) {
                     conn.send(self.ssubscribe(&[&c.channel]));
@@ -111,8 +111,11 @@ impl Session {
             .filter(|(ch, to)| cluster::key_slot(ch) == slot && Some(*to) == from.as_ref())
             .map(|(ch, _)| ch.clone())
             .collect();
-        let version = self.worker.topology().current().version();
-        self.worker.topology().learn_moved(slot, &addr, version);
+        let version = self.client.worker.topology().current().version();
+        self.client
+            .worker
+            .topology()
+            .learn_moved(slot, &addr, version);
         if again.is_empty() {
             return true; // already sent where this MOVED points
         }
@@ -134,7 +137,7 @@ impl Session {
         else {
             return false;
         };
-        let max = self.worker.live().config.cluster.max_redirects;
+        let max = self.client.worker.live().config.cluster.max_redirects;
         let Some(p) = self.pubsub.as_mut().filter(|p| p.moved_resends < max) else {
             // The hop budget is spent: the client gets the node's MOVED, never a hot loop.
             return false;
@@ -145,8 +148,11 @@ impl Session {
         let Some((slot, addr)) = self.moved_target(frame, from.as_deref()) else {
             return false;
         };
-        let version = self.worker.topology().current().version();
-        self.worker.topology().learn_moved(slot, &addr, version);
+        let version = self.client.worker.topology().current().version();
+        self.client
+            .worker
+            .topology()
+            .learn_moved(slot, &addr, version);
         self.send_pubsub(sent, PubSubTarget::Shard(Some(slot)));
         true
     }
@@ -162,13 +168,13 @@ impl Session {
         let Some(Redirect::Moved { slot, to }) = parse_redirect(line) else {
             return None;
         };
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         let addr = match (to.host, from) {
             (Host::Same, None) => None,
             (_, from) => map.redirect_addr(to, from.unwrap_or_default()),
         };
         if addr.is_none() {
-            self.worker.topology().request_refresh_now();
+            self.client.worker.topology().request_refresh_now();
         }
         Some((slot, addr?))
     }
@@ -178,7 +184,7 @@ impl Session {
         let mut args: Vec<&[u8]> = vec![b"SSUBSCRIBE"];
         args.extend_from_slice(channels);
         resp::encode_command(&mut frame, &args);
-        let client = self.cell.clone();
+        let client = self.client.cell.clone();
         crate::backend::Outgoing::stream(frame.freeze(), client)
     }
 }

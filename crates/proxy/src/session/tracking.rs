@@ -225,17 +225,17 @@ impl Session {
             .as_ref()
             .map(|t| t.keys.as_ref().map(KeyTable::mode));
         match parse(req, current) {
-            Ask::Refuse(err) => self.reply_now(err),
+            Ask::Refuse(err) => self.client.reply_now(err),
             Ask::Off => {
                 self.tracking_off();
-                self.reply_now(Bytes::from_static(b"+OK\r\n"));
+                self.client.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
             Ask::On(prefixes, mode, redirect) => {
-                let redirect = match redirect.map(|id| redirect::recipient(&self.worker.shared, id))
-                {
-                    Some(None) => return self.reply_now(error(NO_SUCH_CLIENT)),
-                    found => found.flatten(),
-                };
+                let redirect =
+                    match redirect.map(|id| redirect::recipient(&self.client.worker.shared, id)) {
+                        Some(None) => return self.client.reply_now(error(NO_SUCH_CLIENT)),
+                        found => found.flatten(),
+                    };
                 match self.tracking.is_some() {
                     true => self.tracking_again(prefixes, mode, redirect),
                     false => self.tracking_on(prefixes, mode, redirect),
@@ -251,13 +251,13 @@ impl Session {
         redirect: Option<Recipient>,
     ) {
         if let Err(e) = check_prefixes(&[], &prefixes) {
-            return self.reply_now(e);
+            return self.client.reply_now(e);
         }
         let mut prefixes = prefixes;
         prefixes.sort_unstable();
-        let seq = self.cell.push(Entry::pending_local());
+        let seq = self.client.cell.push(Entry::pending_local());
         let hub = TrackingHub::of_this_worker();
-        hub.subscribe(&self.cell);
+        hub.subscribe(&self.client.cell);
         self.tracking = Some(Box::new(Tracking {
             hub,
             prefixes,
@@ -282,7 +282,7 @@ impl Session {
         };
         if t.keys.is_none() {
             if let Err(e) = check_prefixes(&t.prefixes, &prefixes) {
-                return self.reply_now(e);
+                return self.client.reply_now(e);
             }
             t.prefixes.extend(prefixes);
             t.prefixes.sort_unstable();
@@ -291,14 +291,14 @@ impl Session {
         if let (Some(keys), Some(mode)) = (t.keys.as_mut(), mode) {
             keys.set_mode(mode);
         }
-        self.reply_now(Bytes::from_static(b"+OK\r\n"));
+        self.client.reply_now(Bytes::from_static(b"+OK\r\n"));
     }
 
     /// Leave the hub (CLIENT TRACKING OFF, RESET, the session's end); the last session to
     /// leave closes its connections.
     pub(crate) fn tracking_off(&mut self) {
         if let Some(t) = self.tracking.take() {
-            t.hub.unsubscribe(&self.cell);
+            t.hub.unsubscribe(&self.client.cell);
         }
     }
 
@@ -308,16 +308,17 @@ impl Session {
         let Some(t) = self.tracking.as_ref() else {
             return;
         };
-        t.hub.follow(&self.worker);
+        t.hub.follow(&self.client.worker);
         self.answer_tracking();
     }
 
     /// A frame from `source`: None if that is not the hub's, else whether the frame goes to
     /// the client as it is (an invalidation it is owed whole).
     pub(crate) fn tracking_frame(&mut self, source: usize, frame: &Bytes) -> Option<bool> {
-        let live = std::sync::Arc::clone(&self.worker.live());
+        let live = std::sync::Arc::clone(&self.client.worker.live());
         // A user confined to some keys hears of those only: BCAST would name every key.
         let confined = self
+            .client
             .login
             .user()
             .and_then(|i| live.users.get(i))
@@ -335,7 +336,7 @@ impl Session {
                 // Sorted: BCAST without PREFIX (the empty prefix) comes first.
                 let every = t.prefixes.first().is_some_and(|p| p.is_empty());
                 if every && confined.is_none() {
-                    if t.redirect.is_none() && self.info.protocol == 3 {
+                    if t.redirect.is_none() && self.client.info.protocol == 3 {
                         // BCAST of every key to the client itself: as it comes.
                         return Some(true);
                     }
@@ -350,7 +351,12 @@ impl Session {
             }
         };
         if let (Some(push), Some(t)) = (push, self.tracking.as_ref()) {
-            redirect::deliver(t.redirect.as_ref(), push, self.resp3(), &self.cell);
+            redirect::deliver(
+                t.redirect.as_ref(),
+                push,
+                self.client.resp3(),
+                &self.client.cell,
+            );
         }
         Some(false)
     }
@@ -372,7 +378,7 @@ impl Session {
                 refused
             }
         };
-        self.cell.deliver_local(seq, reply);
+        self.client.cell.deliver_local(seq, reply);
     }
 }
 
@@ -386,18 +392,21 @@ impl Session {
             Some(None) => KeyTable::new(Mode::All).caching(arg),
             Some(Some(keys)) => keys.caching(arg),
         };
-        self.reply_now(answer.map_or_else(|e| e, |()| Bytes::from_static(b"+OK\r\n")));
+        self.client
+            .reply_now(answer.map_or_else(|e| e, |()| Bytes::from_static(b"+OK\r\n")));
     }
 
     /// A request of a client tracking in the default mode: remember the keys it reads.
     pub(crate) fn track_request(&mut self, req: &Request) {
-        let in_tx = self.tx.is_some() || req.arg(0).eq_ignore_ascii_case(b"multi");
+        let in_tx = self.tx.open.is_some() || req.arg(0).eq_ignore_ascii_case(b"multi");
         let Some(keys) = self.tracking.as_mut().and_then(|t| t.keys.as_mut()) else {
             return;
         };
         let gone = keys.note_request(req, in_tx);
         if !gone.is_empty() {
-            self.cell.push(Entry::ready(keys::invalidation(&gone)));
+            self.client
+                .cell
+                .push(Entry::ready(keys::invalidation(&gone)));
         }
     }
 }

@@ -24,9 +24,9 @@ use crate::backend::Backend;
 use crate::budget::Budget;
 use crate::reply::error;
 use crate::route::{Local, Route, TxCommand};
+use crate::session::client::Client;
 use crate::session::exclusive::{Exclusive, Held, Via};
 use crate::session::queue::{Entry, Resend};
-use crate::session::Session;
 
 /// A MULTI in progress.
 #[derive(Default)]
@@ -82,60 +82,84 @@ impl Transaction {
     }
 }
 
-// === impl Session (transactions) ===
+/// The client's transaction state: the MULTI in progress and the WATCH in force, each
+/// None until used.
+#[derive(Default)]
+pub(crate) struct Transactions {
+    /// MULTI in progress.
+    pub(crate) open: Option<Transaction>,
+    /// The WATCH in force, if any, and the connection that carries it.
+    pub(crate) watch: Option<Watch>,
+}
 
-impl Session {
+/// EXEC's reply when a watched key was (or may have been) touched.
+pub(crate) fn exec_aborted(client: &Client) -> Bytes {
+    match client.resp3() {
+        true => Bytes::from_static(b"_\r\n"),
+        false => Bytes::from_static(b"*-1\r\n"),
+    }
+}
+
+impl Transactions {
     /// MULTI, EXEC, DISCARD, WATCH or UNWATCH. `slot` is WATCH's keys' slot.
-    pub(crate) fn transaction_command(&mut self, cmd: TxCommand, req: Request, slot: Option<u16>) {
-        let reply: &'static [u8] = match (cmd, self.tx.is_some()) {
+    /// Returns the request to hold when one must run alone (EXEC, WATCH).
+    pub(crate) fn command(
+        &mut self,
+        client: &Client,
+        cmd: TxCommand,
+        req: Request,
+        slot: Option<u16>,
+    ) -> Option<Held> {
+        let reply: &'static [u8] = match (cmd, self.open.is_some()) {
             (TxCommand::Multi | TxCommand::Watch, true) => {
                 let name = if cmd == TxCommand::Multi {
                     "multi"
                 } else {
                     "watch"
                 };
-                let id = self.worker.shared.identity.current();
+                let id = client.worker.shared.identity.current();
                 if id.inside_multi_aborts() {
-                    if let Some(tx) = self.tx.as_mut() {
+                    if let Some(tx) = self.open.as_mut() {
                         tx.abort();
                     }
                 }
                 let text = id.inside_multi_error(name);
-                self.cell.push(Entry::ready(Bytes::from(text)));
-                return;
+                client.cell.push(Entry::ready(Bytes::from(text)));
+                return None;
             }
             (TxCommand::Multi, false) => {
                 let mut tx = Transaction::default();
                 tx.slot = self.watch.as_ref().map(|w| w.slot);
-                self.tx = Some(tx);
+                self.open = Some(tx);
                 b"+OK\r\n"
             }
             (TxCommand::Exec, false) => b"-ERR EXEC without MULTI\r\n",
-            (TxCommand::Exec, true) => return self.exec(),
+            (TxCommand::Exec, true) => return self.exec(client),
             (TxCommand::Discard, false) => b"-ERR DISCARD without MULTI\r\n",
             (TxCommand::Discard, true) => {
-                self.tx = None;
+                self.open = None;
                 self.forget_watch();
                 b"+OK\r\n"
             }
-            (TxCommand::Watch, false) => return self.watch(req, slot),
+            (TxCommand::Watch, false) => return self.watch_command(client, req, slot),
             (TxCommand::Unwatch, _) => {
                 self.forget_watch();
                 b"+OK\r\n"
             }
         };
-        self.cell.push(Entry::ready(Bytes::from_static(reply)));
+        client.cell.push(Entry::ready(Bytes::from_static(reply)));
+        None
     }
 
     /// A command between MULTI and EXEC: check it as the node would, then queue it.
-    pub(crate) fn queue_in_transaction(&mut self, req: Request, route: Route) {
-        let limit = self.worker.live().config.limits.max_query_buffer_bytes;
-        let Some(tx) = self.tx.as_mut() else { return };
+    pub(crate) fn queue(&mut self, client: &Client, req: Request, route: Route) {
+        let limit = client.worker.live().config.limits.max_query_buffer_bytes;
+        let Some(tx) = self.open.as_mut() else { return };
         if tx.bytes + req.raw().len() > limit {
             // Held until EXEC, the queue would otherwise grow without bound.
             tx.aborted = true;
             let err = error("slotgate: transaction larger than limits.max_query_buffer_bytes");
-            return self.cell.push_ready(err);
+            return client.cell.push_ready(err);
         }
         let reply = match route {
             Route::Refuse(err) => Some(err),
@@ -158,25 +182,29 @@ impl Session {
         match reply {
             Some(err) => {
                 tx.aborted = true;
-                self.cell.push(Entry::ready(err));
+                client.cell.push(Entry::ready(err));
             }
             None => {
                 tx.bytes += req.raw().len();
-                let budget = tx.budget.get_or_insert_with(|| self.worker.budget.clone());
+                let budget = tx
+                    .budget
+                    .get_or_insert_with(|| client.worker.budget.clone());
                 budget.add(req.raw().len());
                 tx.queued.push(req);
-                self.cell
+                client
+                    .cell
                     .push(Entry::ready(Bytes::from_static(b"+QUEUED\r\n")));
             }
         }
     }
 
-    fn exec(&mut self) {
-        let Some(tx) = self.tx.take() else { return };
+    fn exec(&mut self, client: &Client) -> Option<Held> {
+        let tx = self.open.take()?;
         if tx.aborted {
             self.forget_watch();
             let abort = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
-            return self.cell.push_ready(Bytes::from_static(abort));
+            client.cell.push_ready(Bytes::from_static(abort));
+            return None;
         }
         let mut frame = BytesMut::new();
         resp::encode_command(&mut frame, &[b"MULTI"]);
@@ -195,23 +223,25 @@ impl Session {
             skip,
             watched: via == Via::WatchedExec,
         };
-        self.hold(Held::Exclusive(Exclusive {
+        Some(Held::Exclusive(Exclusive {
             frame,
             blocks: false,
             skip,
             slot: tx.slot,
             resend,
             via,
-        }));
+        }))
     }
 
-    fn watch(&mut self, req: Request, slot: Option<u16>) {
+    fn watch_command(&mut self, client: &Client, req: Request, slot: Option<u16>) -> Option<Held> {
         let Some(slot) = slot else {
-            return self.cell.push_ready(Bytes::from_static(CROSSSLOT));
+            client.cell.push_ready(Bytes::from_static(CROSSSLOT));
+            return None;
         };
         match &self.watch {
             Some(w) if w.slot != slot => {
-                return self.cell.push_ready(Bytes::from_static(CROSSSLOT))
+                client.cell.push_ready(Bytes::from_static(CROSSSLOT));
+                return None;
             }
             Some(_) => {}
             None => {
@@ -225,16 +255,16 @@ impl Session {
         }
         let mut ex = Exclusive::one(req, Some(slot), false);
         ex.via = Via::Watch;
-        self.hold(Held::Exclusive(ex));
+        Some(Held::Exclusive(ex))
     }
 
     /// The connection for a WATCH to `addr`: the one already holding this session's WATCH,
     /// else the dedicated one if it leads there, else a new one.
-    pub(crate) fn watch_connection(&mut self, addr: &str) -> Rc<Backend> {
-        let wire = self.wire();
-        let acting = self.login.acting_setup(&self.worker.live());
+    pub(crate) fn watch_connection(&mut self, client: &mut Client, addr: &str) -> Rc<Backend> {
+        let wire = client.wire();
+        let acting = client.login.acting_setup(&client.worker.live());
         let Some(w) = self.watch.as_mut() else {
-            return self.dedicated_for(addr);
+            return client.dedicated_for(addr);
         };
         if let Some(conn) = &w.conn {
             if &*conn.addr == addr {
@@ -246,11 +276,11 @@ impl Session {
             conn.close();
             w.lost = true;
         }
-        let conn = match self.dedicated.take() {
+        let conn = match client.dedicated.take() {
             Some(d) if &*d.addr == addr && d.wire() == wire => d,
             other => {
-                self.dedicated = other;
-                self.worker.new_backend_as(addr, wire, acting)
+                client.dedicated = other;
+                client.worker.new_backend_as(addr, wire, acting)
             }
         };
         conn.keep_state();
@@ -261,7 +291,11 @@ impl Session {
 
     /// The connection for EXEC after WATCH, if the WATCH still holds there; it becomes the
     /// dedicated connection (EXEC unwatches). None: the WATCH was lost, EXEC answers nil.
-    pub(crate) fn watched_exec_connection(&mut self, addr: &str) -> Option<Rc<Backend>> {
+    pub(crate) fn watched_exec_connection(
+        &mut self,
+        client: &mut Client,
+        addr: &str,
+    ) -> Option<Rc<Backend>> {
         let w = self.watch.take()?;
         let conn = w.conn?;
         let holds = !w.lost && &*conn.addr == addr && conn.breaks() == w.breaks;
@@ -269,44 +303,12 @@ impl Session {
             conn.close();
             return None;
         }
-        if let Some(old) = self.dedicated.replace(conn.clone()) {
+        if let Some(old) = client.dedicated.replace(conn.clone()) {
             if !Rc::ptr_eq(&old, &conn) {
                 old.close();
             }
         }
         Some(conn)
-    }
-
-    /// A WATCH, or MULTI…EXEC after WATCH, for a WATCH connection opened in another
-    /// protocol or database (the client switched with HELLO or SELECT since): HELLO and
-    /// SELECT go first on it, so the reply comes in the client's protocol, the commands run
-    /// in its database, and the WATCH holds (neither unwatches). Their replies are skipped.
-    pub(crate) fn switch_first(&self, conn: &Backend, ex: &mut Exclusive) {
-        let (now, want) = (conn.wire(), self.wire());
-        if now == want {
-            return;
-        }
-        let mut frame = BytesMut::new();
-        if now.resp3 != want.resp3 {
-            let proto: &[u8] = if want.resp3 { b"3" } else { b"2" };
-            resp::encode_command(&mut frame, &[b"HELLO", proto]);
-            ex.skip += 1;
-        }
-        if now.db != want.db {
-            resp::encode_command(&mut frame, &[b"SELECT", want.db.to_string().as_bytes()]);
-            ex.skip += 1;
-        }
-        frame.extend_from_slice(&ex.frame);
-        ex.frame = frame.freeze();
-        conn.switched(want);
-    }
-
-    /// EXEC's reply when a watched key was (or may have been) touched.
-    pub(crate) fn exec_aborted(&self) -> Bytes {
-        match self.resp3() {
-            true => Bytes::from_static(b"_\r\n"),
-            false => Bytes::from_static(b"*-1\r\n"),
-        }
     }
 
     /// The WATCH can no longer be trusted: EXEC will answer nil. Its connection closes.
@@ -325,4 +327,28 @@ impl Session {
             conn.close();
         }
     }
+}
+
+/// A WATCH, or MULTI…EXEC after WATCH, for a WATCH connection opened in another
+/// protocol or database (the client switched with HELLO or SELECT since): HELLO and
+/// SELECT go first on it, so the reply comes in the client's protocol, the commands run
+/// in its database, and the WATCH holds (neither unwatches). Their replies are skipped.
+pub(crate) fn switch_first(client: &Client, conn: &Backend, ex: &mut Exclusive) {
+    let (now, want) = (conn.wire(), client.wire());
+    if now == want {
+        return;
+    }
+    let mut frame = BytesMut::new();
+    if now.resp3 != want.resp3 {
+        let proto: &[u8] = if want.resp3 { b"3" } else { b"2" };
+        resp::encode_command(&mut frame, &[b"HELLO", proto]);
+        ex.skip += 1;
+    }
+    if now.db != want.db {
+        resp::encode_command(&mut frame, &[b"SELECT", want.db.to_string().as_bytes()]);
+        ex.skip += 1;
+    }
+    frame.extend_from_slice(&ex.frame);
+    ex.frame = frame.freeze();
+    conn.switched(want);
 }

@@ -78,10 +78,10 @@ impl Session {
         if !self.may_stream() {
             return Start::No;
         }
-        let Some(tail) = self.parser.pending_tail(&self.read_buf, UPLOAD_MIN) else {
+        let Some(tail) = self.io.parser.pending_tail(&self.io.read_buf, UPLOAD_MIN) else {
             return Start::No;
         };
-        let allow_admin = self.worker.live().config.proxy.allow_admin_commands;
+        let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = crate::route::route_counted(&tail.probe, allow_admin);
         let (Route::Slot(slot) | Route::Read(slot)) = route else {
             return Start::No;
@@ -89,29 +89,36 @@ impl Session {
         if !value_is_not_routed(&tail.probe, slot, allow_admin) {
             return Start::No;
         }
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         let Some(addr) = map.node_of(slot).map(|n| n.addr.clone()) else {
             return Start::No;
         };
-        if self.cell.in_flight() > 0 {
+        if self.client.cell.in_flight() > 0 {
             // Framing it instead would let the next big request wait for this one in turn:
             // stop reading until the requests before it are answered (`exclusive_busy`).
             self.intake = Intake::UploadWaiting;
-            self.input_stalled = true;
+            self.io.input_stalled = true;
             return Start::Wait;
         }
-        WorkerStats::bump(&self.worker.stats.commands_processed);
+        WorkerStats::bump(&self.client.worker.stats.commands_processed);
         self.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {
-            self.written.note(&route, &self.worker.topology().current()); // a later WAIT must count this write (review S6)
+            self.client
+                .written
+                .note(&route, &self.client.worker.topology().current()); // a later WAIT must count this write (review S6)
         }
-        self.slowlog.arm(&self.cell, &tail.probe, command, false);
-        let backend = self.dedicated_for(&addr);
+        self.client
+            .slowlog
+            .arm(&self.client.cell, &tail.probe, command, false);
+        let backend = self.client.dedicated_for(&addr);
         // Never resent until its last piece is out (then its pieces are, `finish_upload`).
         let mut sent = Sent::new(Resend::Never, &backend, Some(slot), Conn::Own);
         sent.map_version = map.version();
-        let seq = self.cell.push(Entry::sent(sent));
-        let head = self.parser.take_head(&mut self.read_buf, tail.head_len);
+        let seq = self.client.cell.push(Entry::sent(sent));
+        let head = self
+            .io
+            .parser
+            .take_head(&mut self.io.read_buf, tail.head_len);
         self.upload = Some(Upload {
             backend,
             seq,
@@ -140,12 +147,12 @@ impl Session {
 
     /// The conditions under which streaming keeps the client's order and checks intact.
     fn may_stream(&self) -> bool {
-        self.login == Login::Default
-            && self.tx.is_none()
-            && self.watch.is_none()
+        self.client.login == Login::Default
+            && self.tx.open.is_none()
+            && self.tx.watch.is_none()
             && self.pubsub.is_none()
             && !matches!(self.intake, Intake::Held(_))
-            && !self.draining
+            && !self.io.draining
     }
 
     /// Forward what arrived of the body. Call whenever `read_buf` may hold more of it.
@@ -154,12 +161,12 @@ impl Session {
             return Step::Done;
         };
         if up.left > 0 {
-            let n = up.left.min(self.read_buf.len());
+            let n = up.left.min(self.io.read_buf.len());
             if n == 0 {
                 return self.wait_or_give_up();
             }
             up.left -= n;
-            let piece = self.read_buf.split_to(n).freeze();
+            let piece = self.io.read_buf.split_to(n).freeze();
             self.send_piece(piece, true);
             if self.upload.as_ref().is_some_and(|up| up.left > 0) {
                 return Step::Wait;
@@ -170,15 +177,16 @@ impl Session {
 
     /// The value is in: check its CRLF, then send the last piece, owed the reply.
     fn finish_upload(&mut self) -> Step {
-        let Some(crlf) = self.read_buf.get(..2) else {
+        let Some(crlf) = self.io.read_buf.get(..2) else {
             return self.wait_or_give_up();
         };
         let good = crlf == b"\r\n";
-        let _ = self.read_buf.split_to(2);
+        let _ = self.io.read_buf.split_to(2);
         let Some(up) = self.upload.take() else {
             return Step::Done;
         };
-        self.timer
+        self.io
+            .timer
             .reset(crate::session::limits::TimerKind::RequestDeadline);
         if !good {
             self.abort_upload(up, resp::ProtocolError::MissingCrlfAfterBulk.to_resp());
@@ -195,7 +203,7 @@ impl Session {
         let last = Bytes::from_static(b"\r\n");
         let mut parts = up.parts;
         parts.push(last.clone());
-        self.cell.with_entry(up.seq, |e| {
+        self.client.cell.with_entry(up.seq, |e| {
             if let Kind::Sent(sent) = &mut e.kind {
                 sent.resend = Resend::Pieces(parts.into_boxed_slice());
             }
@@ -204,14 +212,14 @@ impl Session {
         // Nothing else may run before its reply. Wait as a waiting upload does, reading
         // only a little, so that a big request right behind it is streamed too.
         self.intake = Intake::UploadWaiting;
-        self.input_stalled = true;
+        self.io.input_stalled = true;
         Step::Done
     }
 
     /// Wait for more of the body, unless the client has stopped sending (EOF): then the
     /// request can never complete, and the node must not keep its beginning.
     fn wait_or_give_up(&mut self) -> Step {
-        if !self.draining {
+        if !self.io.draining {
             return Step::Wait;
         }
         if let Some(up) = self.upload.take() {
@@ -236,8 +244,8 @@ impl Session {
             let seq = up.seq;
             up.dropping = true;
             up.parts.clear();
-            self.cell.deliver(seq, 0, err);
-            self.drop_dedicated();
+            self.client.cell.deliver(seq, 0, err);
+            self.client.drop_dedicated();
             return;
         }
         up.parts.push(piece.clone());
@@ -248,16 +256,16 @@ impl Session {
     /// Give up on the upload: the node discards the partial command when its connection
     /// closes, and the client gets `reply` in the request's place.
     fn abort_upload(&mut self, up: Upload, reply: Bytes) {
-        self.drop_dedicated();
+        self.client.drop_dedicated();
         if !up.dropping {
-            self.cell.deliver(up.seq, 0, reply);
+            self.client.cell.deliver(up.seq, 0, reply);
         }
     }
 
     fn outgoing(&self, seq: u64, frame: Bytes, more: bool) -> Outgoing {
         Outgoing {
             more,
-            ..Outgoing::new(frame, self.cell.clone(), seq)
+            ..Outgoing::new(frame, self.client.cell.clone(), seq)
         }
     }
 }

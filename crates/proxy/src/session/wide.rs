@@ -24,7 +24,7 @@ use crate::session::Session;
 impl Session {
     /// Send every part of a split request; the reply queue merges them.
     pub(crate) fn fan_out(&mut self, fanout: Fanout) {
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         self.fan_out_on(fanout, &map, Patience::Normal);
     }
 
@@ -32,7 +32,7 @@ impl Session {
     /// snapshot. Counting the masters in one read and addressing the parts in another let a
     /// refresh in between skip a master (or send a part to nobody).
     pub(crate) fn broadcast(&mut self, req: &Request, merge: Merge) {
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         if merge == Merge::Concat && req.arg(0).eq_ignore_ascii_case(b"keys") {
             return self.hold(Held::Keys(req.clone()));
         }
@@ -48,7 +48,7 @@ impl Session {
 
     /// KEYS, once every earlier request is answered (`Held::Keys`).
     pub(crate) fn keys_twice(&mut self, req: &Request) {
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         let fanout = Fanout::twice(req, map.nodes().len());
         self.fan_out_on(fanout, &map, Patience::of_request(req));
     }
@@ -57,18 +57,18 @@ impl Session {
     /// the master of the same index.
     fn fan_out_on(&mut self, mut fanout: Fanout, map: &SlotMap, patience: Patience) {
         let stamp = map.stamp();
-        let wire = self.wire();
+        let wire = self.client.wire();
         let backends: Vec<Option<Rc<Backend>>> = fanout
             .parts
             .iter()
             .enumerate()
             .map(|(i, part)| match part.slot {
-                Some(slot) => self.worker.backend_for_slot(map, slot, wire),
+                Some(slot) => self.client.worker.backend_for_slot(map, slot, wire),
                 None => {
                     // Part `i` of a broadcast read twice goes to master `i % masters`.
                     let index = i.checked_rem(map.nodes().len()).unwrap_or(i);
                     let addr = part_addr(map, index, None);
-                    addr.map(|a| self.worker.backend_for_addr(a, wire))
+                    addr.map(|a| self.client.worker.backend_for_addr(a, wire))
                 }
             })
             .collect();
@@ -104,7 +104,7 @@ impl Session {
             .collect();
         let mut fanout = fanout;
         fanout.map_version = map.version();
-        let seq = self.cell.push(Entry::fanout(fanout));
+        let seq = self.client.cell.push(Entry::fanout(fanout));
         let sends = backends.into_iter().zip(parts).zip(admits);
         for (frag, ((backend, (frame, slot, second)), admit)) in sends.enumerate() {
             let frag = frag as u32;
@@ -113,12 +113,12 @@ impl Session {
             }
             let Some(b) = backend else {
                 let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
-                self.cell.deliver_unsent(seq, frag, down);
+                self.client.cell.deliver_unsent(seq, frag, down);
                 continue;
             };
             let out = Outgoing {
                 owes: Owes::Entry { seq, frag },
-                ..Outgoing::new(frame, self.cell.clone(), seq)
+                ..Outgoing::new(frame, self.client.cell.clone(), seq)
             };
             self.send_admitted(admit, out, &b, slot, patience);
         }
@@ -126,11 +126,11 @@ impl Session {
 
     /// SCAN: the cursor names the master; its page comes back with the cursor rewritten.
     pub(crate) fn scan(&mut self, req: &Request) {
-        let map = self.worker.topology().current();
+        let map = self.client.worker.topology().current();
         let masters = map.nodes().len();
         let cursor = match parse_cursor(req.arg(1), masters) {
             Ok(c) => c,
-            Err(msg) => return self.cell.push_ready(error(msg)),
+            Err(msg) => return self.client.cell.push_ready(error(msg)),
         };
         let cursor_text = cursor.node_cursor.to_string();
         let mut args: Vec<&[u8]> = vec![req.arg(0), cursor_text.as_bytes()];
@@ -138,8 +138,9 @@ impl Session {
         let mut frame = BytesMut::new();
         resp::encode_command(&mut frame, &args);
         let backend = self
+            .client
             .worker
-            .backend_for_addr(&map.nodes()[cursor.node].addr, self.wire());
+            .backend_for_addr(&map.nodes()[cursor.node].addr, self.client.wire());
         let part = Part {
             frame: frame.freeze(),
             reply: None,
@@ -165,8 +166,8 @@ impl Session {
 
     /// INFO with sections from the masters (`sections`): the proxy's own, with theirs merged in.
     pub(crate) fn info_with_masters(&mut self, req: &Request, sections: &[&str]) {
-        let own = crate::admin::info::render(&self.worker.shared, req);
-        let map = self.worker.topology().current();
+        let own = crate::admin::info::render(&self.client.worker.shared, req);
+        let map = self.client.worker.topology().current();
         let mut args: Vec<&[u8]> = vec![b"INFO"];
         args.extend(sections.iter().map(|s| s.as_bytes()));
         let probe = Request::from_args(&args);

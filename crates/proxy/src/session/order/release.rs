@@ -35,7 +35,7 @@ impl Session {
             wire: backend.wire(),
             via,
         });
-        self.cell.admit(key, slot, conn_id(backend))
+        self.client.cell.admit(key, slot, conn_id(backend))
     }
 
     /// `admit` for a request that must go alone (`order.rs`: a multi-key request of a slot
@@ -52,7 +52,7 @@ impl Session {
             wire: backend.wire(),
             via,
         });
-        self.cell.admit_alone(key, slot, conn_id(backend))
+        self.client.cell.admit_alone(key, slot, conn_id(backend))
     }
 
     /// Send a new request (or part) as `admit` decided: now, or once its turn comes.
@@ -68,7 +68,7 @@ impl Session {
             // Released later through `Backend::send`, which reads its patience again.
             (Admit::Wait, Some(slot), Owes::Entry { seq, frag }) => {
                 let w = Waiting::fresh(seq, frag, slot, out.frame, backend.wire());
-                self.cell.wait(w);
+                self.client.cell.wait(w);
             }
             _ => backend.send_with(out, patience),
         }
@@ -77,7 +77,7 @@ impl Session {
     /// Send every waiting request the rule lets go, in sequence order, and keep the retry
     /// timer armed for the next delay. Cheap when nothing is tracked.
     pub(crate) fn release_waiting(&mut self, cx: &mut Context<'_>) {
-        let cell = self.cell.clone();
+        let cell = self.client.cell.clone();
         loop {
             if !cell.order().is_active() {
                 return;
@@ -102,25 +102,25 @@ impl Session {
     /// changed while it waited).
     fn resolve(&mut self, w: &Waiting) -> Option<Rc<Backend>> {
         match &w.target {
-            Target::Node(addr) if w.pinned => Some(self.dedicated_for(addr)),
-            Target::Node(addr) => Some(self.worker.backend_for_addr(addr, w.wire)),
+            Target::Node(addr) if w.pinned => Some(self.client.dedicated_for(addr)),
+            Target::Node(addr) => Some(self.client.worker.backend_for_addr(addr, w.wire)),
             Target::Owner { fallback } if w.pinned => {
                 // A blocking command stays on the session's own connection, to the new owner.
-                let map = self.worker.topology().current();
+                let map = self.client.worker.topology().current();
                 let owner = w.route.and_then(|slot| map.node_of(slot));
                 let addr = owner
                     .map(|n| n.addr.to_string())
                     .or(fallback.as_deref().map(str::to_string))?;
-                Some(self.dedicated_for(&addr))
+                Some(self.client.dedicated_for(&addr))
             }
             Target::Owner { fallback } => {
-                let map = self.worker.topology().current();
+                let map = self.client.worker.topology().current();
                 let owner = w
                     .route
-                    .and_then(|slot| self.worker.backend_for_slot(&map, slot, w.wire));
+                    .and_then(|slot| self.client.worker.backend_for_slot(&map, slot, w.wire));
                 owner.or_else(|| {
                     let addr = fallback.as_ref()?;
-                    Some(self.worker.backend_for_addr(addr, w.wire))
+                    Some(self.client.worker.backend_for_addr(addr, w.wire))
                 })
             }
         }
@@ -129,15 +129,15 @@ impl Session {
     fn send_released(&self, w: Waiting, to: Option<Rc<Backend>>) {
         let Some(backend) = to else {
             let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
-            return self.cell.deliver_unsent(w.seq, w.frag, down);
+            return self.client.cell.deliver_unsent(w.seq, w.frag, down);
         };
         // Routed by the map of now: a MOVED for it is news about that map, not an older one.
         let routed = matches!(w.target, Target::Owner { .. });
-        let version = routed.then(|| self.worker.topology().current().version());
+        let version = routed.then(|| self.client.worker.topology().current().version());
         record_sent_to(self, w.seq, w.frag, &backend, version);
         backend.send(Outgoing {
             frame: w.frame,
-            client: self.cell.clone(),
+            client: self.client.cell.clone(),
             owes: Owes::Entry {
                 seq: w.seq,
                 frag: w.frag,
@@ -158,7 +158,7 @@ fn record_sent_to(
     backend: &Rc<Backend>,
     version: Option<u64>,
 ) {
-    session.cell.with_entry(seq, |e| match &mut e.kind {
+    session.client.cell.with_entry(seq, |e| match &mut e.kind {
         Kind::Local => {}
         Kind::Sent(s) => {
             s.sent_to = Some(backend.clone());

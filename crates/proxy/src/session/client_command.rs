@@ -1,0 +1,278 @@
+//! CLIENT LIST, INFO, KILL, NO-EVICT and SETINFO, over the per-worker registries
+//! (`registry.rs`); ID, GETNAME and SETNAME stay in `local.rs`.
+//!
+//! A session registers at connect and publishes its per-request state (buffer sizes, flags,
+//! last command) into relaxed atomics once per wake-up, so serving requests costs no lock.
+//! CLIENT LIST from any worker reads every worker's registry; CLIENT KILL marks the victim
+//! and wakes its task, which closes on its own thread as if the client had left (its
+//! in-flight requests are dropped with its reply queue, as on any disconnect).
+//!
+//! Permissions follow the command table's ACL categories like every local command: LIST,
+//! KILL and NO-EVICT are `@admin @dangerous`, so a user without them gets `-NOPERM`.
+
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::Poll;
+
+use bytes::{Bytes, BytesMut};
+use resp::Request;
+
+use crate::admin::client_list::{self, Filter, Kind};
+use crate::auth::User;
+use crate::context::registry::{flag, ClientHandle, ClientView, Meta};
+use crate::context::Shared;
+use crate::reply::error;
+use crate::route::Local;
+use crate::session::local::{self, SessionInfo};
+use crate::session::queue::ClientCell;
+use crate::tls::Stream;
+use crate::worker::Worker;
+
+const SYNTAX: &str = "syntax error";
+
+/// Add a new client to its worker's registry: O(1), no allocation once the slab has grown.
+pub(crate) async fn register(
+    worker: &Worker,
+    id: u64,
+    addr: SocketAddr,
+    stream: &Stream,
+) -> ClientHandle {
+    let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+    let registry = &worker.stats.registry;
+    let fixed = match stream.is_tls() {
+        // `proxy.listen` names the plain listener; a TLS client reached the other one.
+        true => None,
+        false => registry.listen_addr(&worker.shared.config.proxy.listen),
+    };
+    let laddr = match fixed {
+        Some(fixed) => Some(fixed),
+        // Bound to a wildcard: only the socket knows which address the client reached.
+        None => stream.tcp().local_addr().ok(),
+    };
+    registry.insert(Meta {
+        id,
+        addr,
+        laddr,
+        fd: stream.tcp().as_raw_fd(),
+        created_ms: 0,
+        name: None,
+        lib_name: None,
+        lib_ver: None,
+        waker,
+    })
+}
+
+/// What the CLIENT subcommands answered here read and change of the session asking.
+pub(crate) struct Asker<'a> {
+    pub shared: &'a Shared,
+    pub users: &'a [User],
+    pub client: &'a ClientHandle,
+    pub cell: &'a ClientCell,
+    pub info: &'a mut SessionInfo,
+    pub resp3: bool,
+}
+
+/// CLIENT <subcommand>: the registry-backed ones here, the rest in `local.rs`. The caller
+/// has published the session's state (`Session::publish_state`), so its own line is fresh.
+pub(crate) fn command(req: &Request, me: &mut Asker<'_>) -> Bytes {
+    let sub = req.arg(1).to_ascii_lowercase();
+    match sub.as_slice() {
+        b"list" => list(req, me),
+        b"info" => info(me),
+        b"kill" => kill(req, me),
+        b"no-evict" => no_evict(req, me),
+        b"setinfo" => setinfo(req, me),
+        _ => {
+            let reply = local::run(Local::Client, req, me.info, me.shared);
+            sync_name(me.client, me.info);
+            reply
+        }
+    }
+}
+
+/// Copy the session's name into its registry entry (after SETNAME, HELLO, RESET).
+pub(crate) fn sync_name(client: &ClientHandle, info: &SessionInfo) {
+    let name = info.name.clone();
+    client.update(|meta| meta.name = name);
+}
+
+/// RESET: the name is gone and NO-EVICT is off again, as in Redis.
+pub(crate) fn registry_reset(client: &ClientHandle, cell: &ClientCell, info: &SessionInfo) {
+    sync_name(client, info);
+    client.live.no_evict.store(false, Relaxed);
+    cell.no_evict.set(false);
+}
+
+/// `CLIENT LIST [TYPE type] [ID id …]`.
+fn list(req: &Request, me: &Asker<'_>) -> Bytes {
+    let filter = match client_list::parse_list(req) {
+        Ok(filter) => filter,
+        Err(reply) => return reply,
+    };
+    let views = all_clients(me.shared);
+    let shown: Vec<&ClientView> = match &filter.ids {
+        // By hash: a client may name many ids, and there may be many clients (S10).
+        Some(ids) => {
+            let by_id: std::collections::HashMap<u64, &ClientView> =
+                views.iter().map(|v| (v.meta.id, v)).collect();
+            ids.iter().filter_map(|id| by_id.get(id).copied()).collect()
+        }
+        None => views
+            .iter()
+            .filter(|v| filter.matches(v, me.users))
+            .collect(),
+    };
+    verbatim(&shown, me)
+}
+
+/// `CLIENT INFO`: this client's line.
+fn info(me: &Asker<'_>) -> Bytes {
+    let id = me.info.id;
+    let views = all_clients(me.shared);
+    let mine: Vec<&ClientView> = views.iter().filter(|v| v.meta.id == id).collect();
+    verbatim(&mine, me)
+}
+
+/// `CLIENT KILL addr` (old form: `+OK` or an error) or `CLIENT KILL <filter> <value> …`
+/// (new form: the number killed). Redis's option parsing, errors and SKIPME default.
+fn kill(req: &Request, me: &mut Asker<'_>) -> Bytes {
+    let old_form = req.argc() == 3;
+    let filter = match client_list::parse_kill(req, me.users) {
+        Ok(filter) => filter,
+        Err(reply) => return reply,
+    };
+    let mut killed = 0;
+    for view in all_clients(me.shared) {
+        if !filter.matches(&view, me.users) {
+            continue;
+        }
+        if view.meta.id == me.info.id {
+            if filter.skip_me {
+                continue;
+            }
+            // Killing yourself: this reply is written, then the connection closes.
+            me.info.quit = true;
+            killed += 1;
+        } else if me
+            .shared
+            .workers
+            .iter()
+            .any(|w| w.registry.kill(view.meta.id))
+        {
+            killed += 1;
+        }
+    }
+    match (old_form, killed) {
+        (true, 0) => error("No such client"),
+        (true, _) => Bytes::from_static(b"+OK\r\n"),
+        (false, n) => Bytes::from(format!(":{n}\r\n")),
+    }
+}
+
+/// `CLIENT NO-EVICT on|off`: shown as flag `e`; the memory budget never evicts the client.
+fn no_evict(req: &Request, me: &Asker<'_>) -> Bytes {
+    let on = match req.arg(2).to_ascii_lowercase().as_slice() {
+        b"on" => true,
+        b"off" => false,
+        _ => return error(SYNTAX),
+    };
+    me.client.live.no_evict.store(on, Relaxed);
+    me.cell.no_evict.set(on);
+    Bytes::from_static(b"+OK\r\n")
+}
+
+/// `CLIENT SETINFO LIB-NAME|LIB-VER value` (Redis 7.2; redis-py 5 sends it on connect).
+fn setinfo(req: &Request, me: &Asker<'_>) -> Bytes {
+    if req.argc() != 4 {
+        return error("wrong number of arguments for 'client|setinfo' command");
+    }
+    let attr = req.arg(2).to_ascii_lowercase();
+    let value = req.arg_bytes(3);
+    let lib_name = match attr.as_slice() {
+        b"lib-name" => true,
+        b"lib-ver" => false,
+        _ => {
+            let attr = String::from_utf8_lossy(req.arg(2));
+            return error(&format!("Unrecognized option '{attr}'"));
+        }
+    };
+    if !value.iter().all(|&b| (b'!'..=b'~').contains(&b)) {
+        let attr = String::from_utf8_lossy(&attr);
+        return error(&format!(
+            "{attr} cannot contain spaces, newlines or special characters."
+        ));
+    }
+    let value = (!value.is_empty()).then_some(value);
+    me.client.update(|meta| match lib_name {
+        true => meta.lib_name = value,
+        false => meta.lib_ver = value,
+    });
+    Bytes::from_static(b"+OK\r\n")
+}
+
+/// Every worker's clients.
+fn all_clients(shared: &Shared) -> Vec<ClientView> {
+    let mut views = Vec::new();
+    for w in &shared.workers {
+        w.registry.snapshot(&mut views);
+    }
+    views
+}
+
+/// CLIENT LIST and INFO reply with a verbatim string under RESP3, as Redis does.
+///
+/// Written straight into the reply's one buffer, sized beforehand: names may be
+/// megabytes each (Redis does not bound them), and a text then copied into a frame
+/// would hold each listing three times over while it is built.
+fn verbatim(views: &[&ClientView], me: &Asker<'_>) -> Bytes {
+    const HEAD: usize = 32;
+    let room: usize = views.iter().map(|v| client_list::line_room(v)).sum();
+    let mut out = BytesMut::with_capacity(HEAD + room + 2);
+    out.resize(HEAD, 0);
+    for view in views {
+        client_list::write_line(view, me.users, &mut out);
+    }
+    let len = out.len() - HEAD;
+    let head = match me.resp3 {
+        true => format!("={}\r\ntxt:", len + 4),
+        false => format!("${len}\r\n"),
+    };
+    let start = HEAD - head.len();
+    out[start..HEAD].copy_from_slice(head.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.split_off(start).freeze()
+}
+
+// === impl Filter ===
+
+impl Filter {
+    /// Does `view` pass every filter given (ID, ADDR, LADDR, USER, TYPE)?
+    fn matches(&self, view: &ClientView, users: &[User]) -> bool {
+        let live = &view.live;
+        let user = live.user.load(Relaxed) as usize;
+        let pubsub = live.flags.load(Relaxed) & flag::PUBSUB != 0;
+        let kind_ok = match self.kind {
+            None => true,
+            Some(Kind::Normal) => !pubsub,
+            Some(Kind::PubSub) => pubsub,
+            Some(Kind::Replication) => false,
+        };
+        let user_ok = self
+            .user
+            .as_ref()
+            .is_none_or(|want| client_list::user_name(users, user) == want.as_str());
+        kind_ok
+            && user_ok
+            && self.id.is_none_or(|id| id == view.meta.id)
+            && self
+                .addr
+                .as_ref()
+                .is_none_or(|a| *a == view.meta.addr.to_string())
+            && self
+                .laddr
+                .as_ref()
+                .is_none_or(|a| view.meta.laddr.is_some_and(|l| *a == l.to_string()))
+    }
+}

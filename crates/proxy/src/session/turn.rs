@@ -1,0 +1,303 @@
+//! The session's socket side: reading and parsing requests, writing replies, and the limits
+//! that decide when to stop reading (backpressure) or close (hard limits). Kept apart from
+//! `session.rs`, which decides what each request is and where it goes.
+
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::BufMut;
+use resp::{Parsed, Progress};
+use tokio::io::AsyncWrite;
+
+use super::Session;
+use crate::backend::{advance, fill_slices, room};
+use crate::context::WorkerStats;
+use crate::session::exclusive::Intake;
+use crate::session::io::READ_CHUNK;
+use crate::session::limits::TimerKind;
+use crate::session::redirect;
+use crate::session::upload::{Start, Step};
+
+/// Below glibc's mmap threshold, so each piece comes from (and returns to) the heap.
+const UPLOAD_READ_CHUNK: usize = 64 * 1024;
+const MAX_IOVECS: usize = 64;
+
+/// What reading the socket produced.
+pub(super) enum ReadOutcome {
+    Data,
+    Pending,
+    /// The client went away or must be dropped at once.
+    Gone,
+}
+
+/// What a client may send ahead of a request that runs alone (a blocking command, WAIT,
+/// KEYS, a subscription awaiting its marker): read unparsed, so a departure is noticed;
+/// past it, nothing more is read until the request is answered. A client that leaves
+/// after sending more than this is noticed when its request ends.
+const BLOCKED_READ_AHEAD: usize = 4 << 20;
+
+impl Session {
+    /// Replies first: follow redirects, move ready replies to `out`, write them. Some(poll)
+    /// when this turn ends here (done, closed, yielding, or draining).
+    pub(super) fn pump_output(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
+        redirect::follow(self, cx);
+        self.io.out_bytes += self.client.cell.pop_ready(&mut self.io.out);
+        self.record_samples();
+        let shared = &self.client.worker.shared;
+        let name = self.client.info.name.as_ref();
+        let ring = &self.client.worker.stats.slowlog;
+        self.client
+            .slowlog
+            .record(&shared.slowlog, ring, &self.client.cell, name);
+        let (resp3, subscribed) = (self.client.resp3(), self.subscribed_resp2());
+        crate::session::tracking::redirect::deliver_mail(
+            &self.client.handle,
+            &self.client.cell,
+            resp3,
+            subscribed,
+        );
+        let pushed = self.forward_pushes();
+        self.io.out_bytes += pushed;
+        self.client.worker.budget.add(pushed);
+        // An invalidation queued behind the replies owed (`tracking/keys.rs`) may be due now.
+        self.io.out_bytes += self.client.cell.pop_ready(&mut self.io.out);
+        if self.client.cell.is_lost() || self.output_overflow() {
+            return Some(Poll::Ready(()));
+        }
+        // After the pop: a held request waits for the replies before it to be written. One
+        // that ran may have answered at once (QUIT, RESET, HELLO): pop that reply too.
+        if self.release_held() {
+            self.io.out_bytes += self.client.cell.pop_ready(&mut self.io.out);
+        }
+        if self.poll_flush(cx).is_err()
+            || self.io.enforce_budget(
+                &self.client,
+                self.tx.open.as_ref().map_or(0, |tx| tx.bytes()),
+            )
+        {
+            return Some(Poll::Ready(()));
+        }
+        if self.io.turn_bytes > self.client.worker.turn_quantum {
+            // Come back on the next turn, after the worker's other clients.
+            cx.waker().wake_by_ref();
+            return Some(Poll::Pending);
+        }
+        if !self.io.draining {
+            return None;
+        }
+        // A blocked command may never answer: a departed client must not keep it. Any other
+        // request read is answered and its reply written first (EXEC, WATCH: review S7).
+        let blocked = matches!(self.intake, Intake::Blocked);
+        let done = blocked || (self.io.out.is_empty() && self.client.cell.in_flight() == 0);
+        Some(if done { Poll::Ready(()) } else { Poll::Pending })
+    }
+
+    /// Then requests: read and dispatch what the client sent, unless backpressure says wait.
+    /// None: go round again (something changed).
+    pub(super) fn pump_input(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
+        if !self.may_read() {
+            // A big request waiting to be streamed must not arrive whole meanwhile, or it
+            // would be framed after all: read only a little past its start.
+            let waiting_full = self.upload_waiting() && self.io.read_buf.len() >= READ_CHUNK * 4;
+            if !self.exclusive_busy() || waiting_full {
+                return Some(Poll::Pending);
+            }
+            if self.io.read_buf.len() >= BLOCKED_READ_AHEAD {
+                // Enough is waiting behind the blocked request: the rest waits in the
+                // socket (TCP backpressure), not in memory the client chooses (the hostile
+                // fuzzer's huge-counts: 500 MiB read ahead of a BLPOP).
+                return Some(Poll::Pending);
+            }
+            // Blocked: keep reading (unparsed, bounded) only to notice a departure.
+            return match self.poll_fill(cx) {
+                ReadOutcome::Pending => Some(Poll::Pending),
+                ReadOutcome::Gone => Some(Poll::Ready(())),
+                ReadOutcome::Data if !self.make_room(None) => Some(Poll::Ready(())),
+                ReadOutcome::Data => {
+                    self.io.input_stalled = true;
+                    None
+                }
+            };
+        }
+        if std::mem::take(&mut self.io.input_stalled) {
+            return (!self.parse_and_dispatch()).then_some(Poll::Ready(()));
+        }
+        match self.poll_fill(cx) {
+            ReadOutcome::Pending => Some(Poll::Pending),
+            ReadOutcome::Gone => Some(Poll::Ready(())),
+            ReadOutcome::Data => (!self.parse_and_dispatch()).then_some(Poll::Ready(())),
+        }
+    }
+
+    /// Hard output limits, as Redis's `client-output-buffer-limit`: replies queued for a
+    /// client past the limit (subscribers have their own, lower one) close it at once, with
+    /// no partial reply, a log line and a counter. The soft limit only stops reading new
+    /// requests; this one bounds what requests already in flight can still pile up. Subscribers
+    /// that do not read their messages meet Redis's `client-output-buffer-limit pubsub`.
+    pub(super) fn output_overflow(&self) -> bool {
+        let live = self.client.worker.live();
+        let limits = &live.config.limits;
+        let queued = self.io.out_bytes + self.client.cell.queued_bytes();
+        let over = match self.pubsub.is_some() {
+            true => queued > limits.pubsub_output_limit_bytes,
+            false => limits.output_hard_limit_bytes > 0 && queued > limits.output_hard_limit_bytes,
+        };
+        if over {
+            tracing::info!(
+                client.id = self.client.info.id,
+                queued,
+                "closing client over its output buffer limit"
+            );
+            WorkerStats::bump(&self.client.worker.stats.output_limit_disconnects);
+        }
+        over
+    }
+
+    /// Backpressure: read only while the client's backlog is within bounds.
+    pub(super) fn may_read(&self) -> bool {
+        let live = self.client.worker.live();
+        let limits = &live.config.limits;
+        !self.exclusive_busy()
+            && self.client.cell.in_flight() < limits.max_pending_per_client
+            && self.io.out_bytes + self.client.cell.queued_bytes() < limits.output_soft_limit_bytes
+            && self.io.budget_allows_read(&self.client)
+    }
+
+    pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
+        // A streamed upload reads in bigger pieces: each one is a separate send.
+        let chunk = match self.upload.is_some() {
+            true => UPLOAD_READ_CHUNK,
+            false => READ_CHUNK,
+        };
+        if self.io.read_buf.capacity() - self.io.read_buf.len() < chunk / 2 {
+            self.io.read_buf.reserve(chunk);
+        }
+        let max = room(self.client.worker.turn_quantum, self.io.turn_bytes);
+        let mut window = (&mut self.io.read_buf).limit(max);
+        match tokio_util::io::poll_read_buf(Pin::new(&mut self.io.stream), cx, &mut window) {
+            Poll::Pending => ReadOutcome::Pending,
+            Poll::Ready(Ok(0)) => {
+                // Half-closed: answer what was sent, then close.
+                self.io.draining = true;
+                ReadOutcome::Data
+            }
+            Poll::Ready(Ok(n)) => {
+                self.io.turn_bytes += n;
+                self.io.timer.reset(TimerKind::Idle);
+                self.client
+                    .slowlog
+                    .stamp_read(&self.client.worker.shared.slowlog);
+                self.client.handle.touch();
+                ReadOutcome::Data
+            }
+            Poll::Ready(Err(_)) => ReadOutcome::Gone,
+        }
+    }
+
+    /// Parse every complete request and dispatch it. False when the client must be dropped
+    /// without any reply (query buffer overflow, the cross-protocol guard).
+    pub(super) fn parse_and_dispatch(&mut self) -> bool {
+        if self.upload_waiting() && self.client.cell.in_flight() > 0 {
+            return true;
+        }
+        loop {
+            if self.resume_waiting_upload() && self.upload_waiting() {
+                return true;
+            }
+            match self.pump_upload() {
+                Step::Wait => return true,
+                Step::Close => {
+                    self.io.draining = true;
+                    return true;
+                }
+                Step::Done => {}
+            }
+            if !self.may_read() && !self.io.draining {
+                self.io.input_stalled = true;
+                return true;
+            }
+            match self.io.parser.parse(&mut self.io.read_buf) {
+                Ok(Progress::Done(Parsed::Request(req))) => {
+                    crate::backend::bigbuf::retire(&mut self.io.read_buf, req.raw().len());
+                    self.io.timer.reset(TimerKind::RequestDeadline);
+                    self.dispatch(req);
+                }
+                Ok(Progress::Done(Parsed::Noop)) => {}
+                Ok(Progress::Done(Parsed::Close)) => return false,
+                Ok(Progress::Incomplete { frame_len_hint }) => match self.try_start_upload() {
+                    Start::Started => {}
+                    // Waiting, the body stays in the socket: no frame-sized buffer.
+                    Start::Wait => return self.make_room(None),
+                    Start::No => return self.make_room(frame_len_hint),
+                },
+                Err(e) => {
+                    WorkerStats::bump(&self.client.worker.stats.protocol_errors);
+                    self.client.reply_now(e.to_resp());
+                    self.io.draining = true;
+                    return true;
+                }
+            }
+            if self.client.info.quit {
+                self.io.draining = true;
+                return true;
+            }
+        }
+    }
+
+    /// Reserve exactly once for a big request, and enforce the query buffer limit.
+    pub(super) fn make_room(&mut self, frame_len_hint: Option<usize>) -> bool {
+        let limit = match self.client.login.authenticated() {
+            true => {
+                self.client
+                    .worker
+                    .live()
+                    .config
+                    .limits
+                    .max_query_buffer_bytes
+            }
+            false => crate::session::auth::PRE_AUTH_BUFFER,
+        };
+        if self.io.read_buf.len() > limit {
+            tracing::info!(
+                client.id = self.client.info.id,
+                "closing client that reached max query buffer length"
+            );
+            return false;
+        }
+        if let Some(total) = frame_len_hint {
+            crate::backend::bigbuf::reserve_frame(&mut self.io.read_buf, total.min(limit));
+        }
+        true
+    }
+
+    /// Write as much of `out` as the socket takes, several replies per write.
+    pub(super) fn poll_flush(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        // Past the quantum the caller yields; what is left goes out on the next turn.
+        while !self.io.out.is_empty() && self.io.turn_bytes <= self.client.worker.turn_quantum {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let max = room(self.client.worker.turn_quantum, self.io.turn_bytes);
+            let count = fill_slices(&self.io.out, &mut slices, max);
+            match Pin::new(&mut self.io.stream).poll_write_vectored(cx, &slices[..count]) {
+                Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    self.io.turn_bytes += n;
+                    let buffers = self.io.out.len();
+                    advance(&mut self.io.out, n);
+                    let done = buffers - self.io.out.len();
+                    self.io.out_owned = self.io.out_owned.saturating_sub(done);
+                    self.io.out_bytes = self.io.out_bytes.saturating_sub(n);
+                    self.client.worker.budget.release(n);
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => return Ok(()),
+            }
+        }
+        // TLS may hold the last record back when the socket was full; a plain socket
+        // answers Ready at once.
+        match Pin::new(&mut self.io.stream).poll_flush(cx) {
+            Poll::Ready(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
