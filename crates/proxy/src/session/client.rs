@@ -77,4 +77,20 @@ impl Client {
             d.close();
         }
     }
+
+    /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
+    pub(crate) fn count_command(&self, command: Option<usize>) {
+        let Some(command) = command else {
+            return self.cell.arm_sample(None);
+        };
+        self.handle.note_command(command);
+        let stats = &self.worker.stats;
+        stats.commands.call(command);
+        let tick = stats
+            .sample_tick
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let sampled = tick.is_multiple_of(u64::from(crate::context::cmdstats::SAMPLE_EVERY));
+        self.cell
+            .arm_sample(sampled.then(|| (command as u16, std::time::Instant::now())));
+    }
 }

@@ -19,105 +19,11 @@
 //! node cannot close it and lose the WATCH.
 
 use bytes::Bytes;
-use resp::Request;
 
 use crate::backend::Outgoing;
-use crate::route::Local;
-use crate::route::PubSubTarget;
-use crate::session::queue::{Conn, Entry, Resend, Sent};
+use crate::session::held::{Exclusive, Held, Intake, Via};
+use crate::session::queue::{Conn, Entry, Sent};
 use crate::session::Session;
-
-/// What the session does with the requests its client sends next: one state, not a flag
-/// per reason to stop. (`draining`, the input being finished, and `input_stalled`, complete
-/// requests left unparsed, are facts about the socket and the buffer, kept beside it.)
-#[derive(Default)]
-pub(crate) enum Intake {
-    /// Parse and dispatch as they come, within backpressure.
-    #[default]
-    Open,
-    /// This request waits until every earlier one is answered and every pub/sub command
-    /// confirmed; nothing after it is parsed meanwhile.
-    Held(Held),
-    /// A request that has a connection to itself is in flight (EXEC, WATCH, KEYS' rounds):
-    /// nothing more is parsed until it is answered, as Redis runs a client's commands one
-    /// at a time. Its reply is owed even to a client that has stopped sending (review S7).
-    Serial,
-    /// As `Serial`, for a request that may never be answered (BLPOP, XREAD BLOCK, WAIT): a
-    /// client that leaves does not keep it, and CLIENT LIST shows the `b` flag.
-    Blocked,
-    /// The big request at the parser's head is streamed once the requests before it are
-    /// answered (or a streamed one's reply is awaited): it must not be framed meanwhile.
-    UploadWaiting,
-}
-
-/// A request waiting for its turn, by kind.
-pub(crate) enum Held {
-    /// Sent alone on one of the session's own connections.
-    Exclusive(Exclusive),
-    /// A pub/sub command, for the subscription connection(s).
-    PubSub(Bytes, PubSubTarget),
-    /// A local command that changes the connection's mode (QUIT, RESET, HELLO).
-    Local(Request, Local),
-    /// KEYS, read in two rounds (`Fanout::twice`): the client's later requests must not run
-    /// between them, nor its earlier ones after.
-    Keys(Request),
-}
-
-/// Which of the session's own connections an exclusive request uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Via {
-    /// The dedicated connection to the slot's owner (blocking commands, EXEC without WATCH).
-    Dedicated,
-    /// The connection that holds the session's WATCH (WATCH itself).
-    Watch,
-    /// EXEC after WATCH: on the WATCH's connection if the WATCH still holds, else nil.
-    WatchedExec,
-}
-
-/// An exclusive request: one command, or MULTI…EXEC for a transaction.
-pub(crate) struct Exclusive {
-    /// The bytes to send.
-    pub frame: Bytes,
-    /// A blocking command, which may never be answered (`Intake::Blocked`).
-    pub blocks: bool,
-    /// Commands in `frame` before the one whose reply the client gets.
-    pub skip: u32,
-    /// The slot that decides the node; None for any master.
-    pub slot: Option<u16>,
-    /// What a redirect resends.
-    pub resend: Resend,
-    pub via: Via,
-}
-
-impl Held {
-    /// A restricted user's script or function call, on the dedicated connection that runs
-    /// as its mirror user (`session/auth.rs`): answered, unlike a blocking command.
-    pub(crate) fn script(req: Request, slot: Option<u16>) -> Held {
-        Held::Exclusive(Exclusive::one(req, slot, false))
-    }
-
-    /// One blocking command on the dedicated connection.
-    pub(crate) fn single(req: Request, slot: Option<u16>) -> Held {
-        Held::Exclusive(Exclusive::one(req, slot, true))
-    }
-}
-
-impl Exclusive {
-    /// One command on the dedicated connection.
-    pub(crate) fn one(req: Request, slot: Option<u16>, blocks: bool) -> Exclusive {
-        let frame = req.raw().clone();
-        Exclusive {
-            resend: Resend::Frame(frame.clone()),
-            frame,
-            blocks,
-            skip: 0,
-            slot,
-            via: Via::Dedicated,
-        }
-    }
-}
-
-// === impl Session (exclusive requests) ===
 
 impl Session {
     /// Queue `held` to run alone once the requests before it are answered.

@@ -29,8 +29,8 @@ use crate::context::registry::{flag, ClientHandle};
 use crate::context::WorkerStats;
 use crate::route::{self, Local, Route};
 use crate::session::client::Client;
-use crate::session::exclusive::{Held, Intake};
 use crate::session::fanout::Fanout;
+use crate::session::held::{Held, Intake};
 use crate::session::io::Io;
 use crate::session::login::Login;
 use crate::session::pubsub::PubSub;
@@ -51,6 +51,7 @@ pub(crate) mod exclusive;
 pub(crate) mod fanout;
 pub(crate) mod follow;
 mod forward;
+pub(crate) mod held;
 mod io;
 pub(crate) mod keyspace;
 pub(crate) mod limits;
@@ -114,7 +115,7 @@ pub(crate) struct Session {
     /// Reused buffer for finished latency samples.
     sample_scratch: Vec<(u16, std::time::Instant)>,
     /// A big request being streamed to its node as it arrives (`upload.rs`).
-    upload: Option<crate::session::upload::Upload>,
+    upload: crate::session::upload::Uploads,
     /// CLIENT TRACKING's connections, while it is on (`tracking.rs`).
     tracking: Option<Box<crate::session::tracking::Tracking>>,
 }
@@ -179,7 +180,7 @@ impl Session {
             reset_drain: None,
             push_scratch: Vec::new(),
             sample_scratch: Vec::new(),
-            upload: None,
+            upload: Default::default(),
             tracking: None,
         }
     }
@@ -231,7 +232,7 @@ impl Session {
         self.io.out.is_empty()
             && self.client.cell.in_flight() == 0
             && self.io.read_buf.is_empty()
-            && self.upload.is_none()
+            && !self.upload.active()
     }
 
     /// Publish what CLIENT LIST shows (`client.rs`): a few relaxed stores, once per
@@ -263,7 +264,7 @@ impl Session {
 
     /// A request has started to arrive but is not complete.
     pub(crate) fn has_partial_request(&self) -> bool {
-        (!self.io.read_buf.is_empty() || self.upload.is_some()) && !self.io.input_stalled
+        (!self.io.read_buf.is_empty() || self.upload.active()) && !self.io.input_stalled
     }
 
     fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -307,7 +308,7 @@ impl Session {
         if self.tracking.is_some() {
             self.track_request(&req);
         }
-        self.count_command(command);
+        self.client.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {
             self.client
                 .written
@@ -411,21 +412,6 @@ impl Session {
                 self.client.reply_now(reply);
             }
         }
-    }
-
-    /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
-    pub(crate) fn count_command(&mut self, command: Option<usize>) {
-        let Some(command) = command else {
-            return self.client.cell.arm_sample(None);
-        };
-        self.client.handle.note_command(command);
-        let stats = &self.client.worker.stats;
-        stats.commands.call(command);
-        let tick = stats.sample_tick.fetch_add(1, Ordering::Relaxed);
-        let sampled = tick.is_multiple_of(u64::from(crate::context::cmdstats::SAMPLE_EVERY));
-        self.client
-            .cell
-            .arm_sample(sampled.then(|| (command as u16, std::time::Instant::now())));
     }
 
     /// Record the latency of sampled requests whose replies were just handed to the writer.

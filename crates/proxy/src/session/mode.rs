@@ -13,7 +13,7 @@ use resp::Request;
 
 use super::Session;
 use crate::route::{Local, Route};
-use crate::session::exclusive::{Held, Intake};
+use crate::session::held::{Held, Intake};
 use crate::session::local::SessionInfo;
 use crate::session::login::Login;
 
@@ -94,7 +94,7 @@ impl Session {
                     shared,
                     &self.client.cell,
                 ) {
-                    Ok(()) => self.intake = crate::session::exclusive::Intake::Blocked,
+                    Ok(()) => self.intake = crate::session::held::Intake::Blocked,
                     Err(e) => self.client.reply_now(e),
                 }
             }

@@ -33,7 +33,7 @@ use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
 use crate::route::PubSubTarget;
-use crate::session::exclusive::Held;
+use crate::session::held::Held;
 use crate::session::keyspace::Keyspace;
 use crate::session::pubsub_frame::{confirmation, Confirmation};
 use crate::session::pubsub_frame::{is_sync, SYNC_PING};

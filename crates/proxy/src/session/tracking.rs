@@ -27,7 +27,7 @@ use resp::Request;
 
 use crate::context::registry::Recipient;
 use crate::reply::error;
-use crate::session::exclusive::Intake;
+use crate::session::held::Intake;
 use crate::session::queue::Entry;
 use crate::session::tracking::hub::{TrackingHub, HUB_FLUSH};
 use crate::session::tracking::keys::{KeyTable, Mode};

@@ -25,7 +25,7 @@ use crate::budget::Budget;
 use crate::reply::error;
 use crate::route::{Local, Route, TxCommand};
 use crate::session::client::Client;
-use crate::session::exclusive::{Exclusive, Held, Via};
+use crate::session::held::{Exclusive, Held, Via};
 use crate::session::queue::{Entry, Resend};
 
 /// A MULTI in progress.

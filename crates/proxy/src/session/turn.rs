@@ -13,7 +13,7 @@ use tokio::io::AsyncWrite;
 use super::Session;
 use crate::backend::{advance, fill_slices, room};
 use crate::context::WorkerStats;
-use crate::session::exclusive::Intake;
+use crate::session::held::Intake;
 use crate::session::io::READ_CHUNK;
 use crate::session::limits::TimerKind;
 use crate::session::redirect;
@@ -99,7 +99,8 @@ impl Session {
         if !self.may_read() {
             // A big request waiting to be streamed must not arrive whole meanwhile, or it
             // would be framed after all: read only a little past its start.
-            let waiting_full = self.upload_waiting() && self.io.read_buf.len() >= READ_CHUNK * 4;
+            let waiting_full = crate::session::upload::waiting(&self.intake)
+                && self.io.read_buf.len() >= READ_CHUNK * 4;
             if !self.exclusive_busy() || waiting_full {
                 return Some(Poll::Pending);
             }
@@ -166,7 +167,7 @@ impl Session {
 
     pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
         // A streamed upload reads in bigger pieces: each one is a separate send.
-        let chunk = match self.upload.is_some() {
+        let chunk = match self.upload.active() {
             true => UPLOAD_READ_CHUNK,
             false => READ_CHUNK,
         };
@@ -198,14 +199,24 @@ impl Session {
     /// Parse every complete request and dispatch it. False when the client must be dropped
     /// without any reply (query buffer overflow, the cross-protocol guard).
     pub(super) fn parse_and_dispatch(&mut self) -> bool {
-        if self.upload_waiting() && self.client.cell.in_flight() > 0 {
+        if crate::session::upload::waiting(&self.intake) && self.client.cell.in_flight() > 0 {
             return true;
         }
         loop {
-            if self.resume_waiting_upload() && self.upload_waiting() {
+            let others_idle = self.upload_others_idle();
+            let resumed = self.upload.resume_waiting(
+                &mut self.io,
+                &mut self.client,
+                &mut self.intake,
+                others_idle,
+            );
+            if resumed && crate::session::upload::waiting(&self.intake) {
                 return true;
             }
-            match self.pump_upload() {
+            match self
+                .upload
+                .pump(&mut self.io, &mut self.client, &mut self.intake)
+            {
                 Step::Wait => return true,
                 Step::Close => {
                     self.io.draining = true;
@@ -299,5 +310,21 @@ impl Session {
             Poll::Ready(Err(e)) => Err(e),
             _ => Ok(()),
         }
+    }
+
+    /// No MULTI, WATCH or subscription: their state lives on the dedicated connection, which
+    /// a streamed upload uses (`upload.rs`).
+    fn upload_others_idle(&self) -> bool {
+        self.tx.open.is_none() && self.tx.watch.is_none() && self.pubsub.is_none()
+    }
+
+    fn try_start_upload(&mut self) -> Start {
+        let others_idle = self.upload_others_idle();
+        self.upload.try_start(
+            &mut self.io,
+            &mut self.client,
+            &mut self.intake,
+            others_idle,
+        )
     }
 }

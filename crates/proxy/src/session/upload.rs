@@ -32,10 +32,11 @@ use bytes::Bytes;
 use crate::backend::{Backend, Outgoing};
 use crate::context::WorkerStats;
 use crate::route::Route;
-use crate::session::exclusive::Intake;
+use crate::session::client::Client;
+use crate::session::held::Intake;
+use crate::session::io::Io;
 use crate::session::login::Login;
 use crate::session::queue::{Conn, Entry, Kind, Resend, Sent};
-use crate::session::Session;
 
 /// Last arguments at least this big are streamed; smaller ones are cheap to frame whole.
 pub(crate) const UPLOAD_MIN: usize = crate::backend::bigbuf::BIG;
@@ -72,16 +73,38 @@ pub(crate) enum Step {
     Close,
 }
 
-impl Session {
+/// The client's streamed upload, while one is in progress.
+#[derive(Default)]
+pub(crate) struct Uploads(Option<Upload>);
+
+/// A big request waits to be streamed (or a streamed one for its reply).
+pub(crate) fn waiting(intake: &Intake) -> bool {
+    matches!(intake, Intake::UploadWaiting)
+}
+
+impl Uploads {
+    /// Part of a request has been streamed and the rest is still to come.
+    pub(crate) fn active(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Start streaming the request being parsed, if it qualifies.
-    pub(crate) fn try_start_upload(&mut self) -> Start {
-        if !self.may_stream() {
+    /// `others_idle`: no MULTI, WATCH or subscription, whose state lives on the dedicated
+    /// connection.
+    pub(crate) fn try_start(
+        &mut self,
+        io: &mut Io,
+        client: &mut Client,
+        intake: &mut Intake,
+        others_idle: bool,
+    ) -> Start {
+        if !(others_idle && may_stream(io, client, intake)) {
             return Start::No;
         }
-        let Some(tail) = self.io.parser.pending_tail(&self.io.read_buf, UPLOAD_MIN) else {
+        let Some(tail) = io.parser.pending_tail(&io.read_buf, UPLOAD_MIN) else {
             return Start::No;
         };
-        let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
+        let allow_admin = client.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = crate::route::route_counted(&tail.probe, allow_admin);
         let (Route::Slot(slot) | Route::Read(slot)) = route else {
             return Start::No;
@@ -89,107 +112,98 @@ impl Session {
         if !value_is_not_routed(&tail.probe, slot, allow_admin) {
             return Start::No;
         }
-        let map = self.client.worker.topology().current();
+        let map = client.worker.topology().current();
         let Some(addr) = map.node_of(slot).map(|n| n.addr.clone()) else {
             return Start::No;
         };
-        if self.client.cell.in_flight() > 0 {
+        if client.cell.in_flight() > 0 {
             // Framing it instead would let the next big request wait for this one in turn:
             // stop reading until the requests before it are answered (`exclusive_busy`).
-            self.intake = Intake::UploadWaiting;
-            self.io.input_stalled = true;
+            *intake = Intake::UploadWaiting;
+            io.input_stalled = true;
             return Start::Wait;
         }
-        WorkerStats::bump(&self.client.worker.stats.commands_processed);
-        self.count_command(command);
+        WorkerStats::bump(&client.worker.stats.commands_processed);
+        client.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {
-            self.client
+            client
                 .written
-                .note(&route, &self.client.worker.topology().current()); // a later WAIT must count this write (review S6)
+                .note(&route, &client.worker.topology().current()); // a later WAIT must count this write (review S6)
         }
-        self.client
+        client
             .slowlog
-            .arm(&self.client.cell, &tail.probe, command, false);
-        let backend = self.client.dedicated_for(&addr);
+            .arm(&client.cell, &tail.probe, command, false);
+        let backend = client.dedicated_for(&addr);
         // Never resent until its last piece is out (then its pieces are, `finish_upload`).
         let mut sent = Sent::new(Resend::Never, &backend, Some(slot), Conn::Own);
         sent.map_version = map.version();
-        let seq = self.client.cell.push(Entry::sent(sent));
-        let head = self
-            .io
-            .parser
-            .take_head(&mut self.io.read_buf, tail.head_len);
-        self.upload = Some(Upload {
+        let seq = client.cell.push(Entry::sent(sent));
+        let head = io.parser.take_head(&mut io.read_buf, tail.head_len);
+        self.0 = Some(Upload {
             backend,
             seq,
             left: tail.payload_len,
             parts: Vec::new(),
             dropping: false,
         });
-        self.send_piece(head, true);
+        self.send_piece(client, head, true);
         Start::Started
     }
 
     /// The request the parser stopped at waited for the ones before it: stream it now if
     /// they are answered. True when it started (or still waits).
-    pub(crate) fn resume_waiting_upload(&mut self) -> bool {
-        if !matches!(self.intake, Intake::UploadWaiting) {
+    pub(crate) fn resume_waiting(
+        &mut self,
+        io: &mut Io,
+        client: &mut Client,
+        intake: &mut Intake,
+        others_idle: bool,
+    ) -> bool {
+        if !waiting(intake) {
             return false;
         }
-        self.intake = Intake::Open;
-        !matches!(self.try_start_upload(), Start::No)
-    }
-
-    /// A big request waits to be streamed (or a streamed one for its reply).
-    pub(crate) fn upload_waiting(&self) -> bool {
-        matches!(self.intake, Intake::UploadWaiting)
-    }
-
-    /// The conditions under which streaming keeps the client's order and checks intact.
-    fn may_stream(&self) -> bool {
-        self.client.login == Login::Default
-            && self.tx.open.is_none()
-            && self.tx.watch.is_none()
-            && self.pubsub.is_none()
-            && !matches!(self.intake, Intake::Held(_))
-            && !self.io.draining
+        *intake = Intake::Open;
+        !matches!(self.try_start(io, client, intake, others_idle), Start::No)
     }
 
     /// Forward what arrived of the body. Call whenever `read_buf` may hold more of it.
-    pub(crate) fn pump_upload(&mut self) -> Step {
-        let Some(up) = self.upload.as_mut() else {
+    pub(crate) fn pump(&mut self, io: &mut Io, client: &mut Client, intake: &mut Intake) -> Step {
+        let Some(up) = self.0.as_mut() else {
             return Step::Done;
         };
         if up.left > 0 {
-            let n = up.left.min(self.io.read_buf.len());
+            let n = up.left.min(io.read_buf.len());
             if n == 0 {
-                return self.wait_or_give_up();
+                return self.wait_or_give_up(io, client);
             }
             up.left -= n;
-            let piece = self.io.read_buf.split_to(n).freeze();
-            self.send_piece(piece, true);
-            if self.upload.as_ref().is_some_and(|up| up.left > 0) {
+            let piece = io.read_buf.split_to(n).freeze();
+            self.send_piece(client, piece, true);
+            if self.0.as_ref().is_some_and(|up| up.left > 0) {
                 return Step::Wait;
             }
         }
-        self.finish_upload()
+        self.finish(io, client, intake)
     }
 
     /// The value is in: check its CRLF, then send the last piece, owed the reply.
-    fn finish_upload(&mut self) -> Step {
-        let Some(crlf) = self.io.read_buf.get(..2) else {
-            return self.wait_or_give_up();
+    fn finish(&mut self, io: &mut Io, client: &mut Client, intake: &mut Intake) -> Step {
+        let Some(crlf) = io.read_buf.get(..2) else {
+            return self.wait_or_give_up(io, client);
         };
         let good = crlf == b"\r\n";
-        let _ = self.io.read_buf.split_to(2);
-        let Some(up) = self.upload.take() else {
+        let _ = io.read_buf.split_to(2);
+        let Some(up) = self.0.take() else {
             return Step::Done;
         };
-        self.io
-            .timer
+        io.timer
             .reset(crate::session::limits::TimerKind::RequestDeadline);
         if !good {
-            self.abort_upload(up, resp::ProtocolError::MissingCrlfAfterBulk.to_resp());
+            Self::abort(
+                client,
+                up,
+                resp::ProtocolError::MissingCrlfAfterBulk.to_resp(),
+            );
             return Step::Close;
         }
         if up.dropping {
@@ -197,42 +211,42 @@ impl Session {
         }
         if !up.backend.is_running() {
             let err = lost(&up.backend);
-            self.abort_upload(up, err);
+            Self::abort(client, up, err);
             return Step::Done;
         }
         let last = Bytes::from_static(b"\r\n");
         let mut parts = up.parts;
         parts.push(last.clone());
-        self.client.cell.with_entry(up.seq, |e| {
+        client.cell.with_entry(up.seq, |e| {
             if let Kind::Sent(sent) = &mut e.kind {
                 sent.resend = Resend::Pieces(parts.into_boxed_slice());
             }
         });
-        up.backend.send(self.outgoing(up.seq, last, false));
+        up.backend.send(Self::outgoing(client, up.seq, last, false));
         // Nothing else may run before its reply. Wait as a waiting upload does, reading
         // only a little, so that a big request right behind it is streamed too.
-        self.intake = Intake::UploadWaiting;
-        self.io.input_stalled = true;
+        *intake = Intake::UploadWaiting;
+        io.input_stalled = true;
         Step::Done
     }
 
     /// Wait for more of the body, unless the client has stopped sending (EOF): then the
     /// request can never complete, and the node must not keep its beginning.
-    fn wait_or_give_up(&mut self) -> Step {
-        if !self.io.draining {
+    fn wait_or_give_up(&mut self, io: &Io, client: &mut Client) -> Step {
+        if !io.draining {
             return Step::Wait;
         }
-        if let Some(up) = self.upload.take() {
+        if let Some(up) = self.0.take() {
             let err = Bytes::from_static(b"-ERR slotgate: the client closed mid-request\r\n");
-            self.abort_upload(up, err);
+            Self::abort(client, up, err);
         }
         Step::Done
     }
 
     /// Send one piece on the upload's connection, or switch to dropping the body when that
     /// connection is gone.
-    fn send_piece(&mut self, piece: Bytes, more: bool) {
-        let Some(up) = self.upload.as_mut() else {
+    fn send_piece(&mut self, client: &mut Client, piece: Bytes, more: bool) {
+        let Some(up) = self.0.as_mut() else {
             return;
         };
         if up.dropping {
@@ -244,30 +258,36 @@ impl Session {
             let seq = up.seq;
             up.dropping = true;
             up.parts.clear();
-            self.client.cell.deliver(seq, 0, err);
-            self.client.drop_dedicated();
+            client.cell.deliver(seq, 0, err);
+            client.drop_dedicated();
             return;
         }
         up.parts.push(piece.clone());
         let (backend, seq) = (up.backend.clone(), up.seq);
-        backend.send(self.outgoing(seq, piece, more));
+        backend.send(Self::outgoing(client, seq, piece, more));
     }
 
     /// Give up on the upload: the node discards the partial command when its connection
     /// closes, and the client gets `reply` in the request's place.
-    fn abort_upload(&mut self, up: Upload, reply: Bytes) {
-        self.client.drop_dedicated();
+    fn abort(client: &mut Client, up: Upload, reply: Bytes) {
+        client.drop_dedicated();
         if !up.dropping {
-            self.client.cell.deliver(up.seq, 0, reply);
+            client.cell.deliver(up.seq, 0, reply);
         }
     }
 
-    fn outgoing(&self, seq: u64, frame: Bytes, more: bool) -> Outgoing {
+    fn outgoing(client: &Client, seq: u64, frame: Bytes, more: bool) -> Outgoing {
         Outgoing {
             more,
-            ..Outgoing::new(frame, self.client.cell.clone(), seq)
+            ..Outgoing::new(frame, client.cell.clone(), seq)
         }
     }
+}
+
+/// The conditions under which streaming keeps the client's order and checks intact (with
+/// no MULTI, WATCH or subscription, which the caller knows).
+fn may_stream(io: &Io, client: &Client, intake: &Intake) -> bool {
+    client.login == Login::Default && !matches!(intake, Intake::Held(_)) && !io.draining
 }
 
 /// Whether the probe's empty last argument stands for a value, not for a key: another
