@@ -117,7 +117,7 @@ pub(crate) struct Session {
     /// A big request being streamed to its node as it arrives (`upload.rs`).
     upload: crate::session::upload::Uploads,
     /// CLIENT TRACKING's connections, while it is on (`tracking.rs`).
-    tracking: Option<Box<crate::session::tracking::Tracking>>,
+    tracking: crate::session::tracking::ClientTracking,
 }
 
 /// The session's end, however it ends: also when its task panics (the unwinding drops it),
@@ -130,7 +130,7 @@ impl Drop for Session {
         self.client.drop_dedicated();
         self.tx.forget_watch();
         self.leave_pubsub();
-        self.tracking_off();
+        self.tracking.off(&self.client);
         self.client
             .worker
             .shared
@@ -181,7 +181,7 @@ impl Session {
             push_scratch: Vec::new(),
             sample_scratch: Vec::new(),
             upload: Default::default(),
-            tracking: None,
+            tracking: Default::default(),
         }
     }
 
@@ -305,8 +305,9 @@ impl Session {
         }
         let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
-        if self.tracking.is_some() {
-            self.track_request(&req);
+        if self.tracking.is_on() {
+            self.tracking
+                .note_request(&self.client, &req, self.tx.open.is_some());
         }
         self.client.count_command(command);
         if command.is_some_and(crate::session::wait::is_write) {
@@ -377,10 +378,10 @@ impl Session {
                 self.info_with_masters(req, &crate::admin::info::from_masters(req))
             }
             Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"tracking") => {
-                self.client_tracking(req)
+                self.tracking.command(&self.client, &mut self.intake, req)
             }
             Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"caching") => {
-                self.client_caching(req)
+                self.tracking.caching(&self.client, req)
             }
             Local::Client => {
                 self.publish_state();

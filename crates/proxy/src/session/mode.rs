@@ -119,7 +119,7 @@ impl Session {
     /// password requires it again).
     fn reset(&mut self) {
         self.leave_pubsub(); // also ends `reset_drain`
-        self.tracking_off();
+        self.tracking.off(&self.client);
         self.tx.open = None;
         self.tx.forget_watch();
         self.client.info = SessionInfo::new(self.client.info.id);

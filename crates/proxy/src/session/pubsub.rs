@@ -335,7 +335,7 @@ impl Session {
         let mut frames = std::mem::take(&mut self.push_scratch);
         self.client.cell.take_pushes(&mut frames);
         self.follow_masters();
-        self.follow_tracking();
+        self.tracking.follow(&self.client);
         let mut bytes = 0;
         for (source, frame) in frames.drain(..) {
             let side = self.pubsub.as_ref().and_then(|p| {
@@ -344,7 +344,7 @@ impl Session {
                     .as_ref()?
                     .frame_from(source, &frame, home.as_deref())
             });
-            match side.or_else(|| self.tracking_frame(source, &frame)) {
+            match side.or_else(|| self.tracking.frame(&self.client, source, &frame)) {
                 Some(false) => continue,
                 Some(true) => {
                     let frame = self.in_client_protocol(source, frame);

@@ -27,12 +27,12 @@ use resp::Request;
 
 use crate::context::registry::Recipient;
 use crate::reply::error;
+use crate::session::client::Client;
 use crate::session::held::Intake;
 use crate::session::queue::Entry;
 use crate::session::tracking::hub::{TrackingHub, HUB_FLUSH};
 use crate::session::tracking::keys::{KeyTable, Mode};
 use crate::session::tracking::redirect::NO_SUCH_CLIENT;
-use crate::session::Session;
 
 mod hub;
 mod keys;
@@ -217,72 +217,80 @@ fn under_prefix(prefixes: &[Bytes], key: &[u8]) -> bool {
 
 // === impl Session (client tracking) ===
 
-impl Session {
+/// The client's tracking: off (None) until CLIENT TRACKING ON.
+#[derive(Default)]
+pub(crate) struct ClientTracking(Option<Box<Tracking>>);
+
+impl ClientTracking {
+    pub(crate) fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// CLIENT TRACKING: answered once every master's connection answered (or at once).
-    pub(crate) fn client_tracking(&mut self, req: &Request) {
-        let current = self
-            .tracking
-            .as_ref()
-            .map(|t| t.keys.as_ref().map(KeyTable::mode));
+    pub(crate) fn command(&mut self, client: &Client, intake: &mut Intake, req: &Request) {
+        let current = self.0.as_ref().map(|t| t.keys.as_ref().map(KeyTable::mode));
         match parse(req, current) {
-            Ask::Refuse(err) => self.client.reply_now(err),
+            Ask::Refuse(err) => client.reply_now(err),
             Ask::Off => {
-                self.tracking_off();
-                self.client.reply_now(Bytes::from_static(b"+OK\r\n"));
+                self.off(client);
+                client.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
             Ask::On(prefixes, mode, redirect) => {
                 let redirect =
-                    match redirect.map(|id| redirect::recipient(&self.client.worker.shared, id)) {
-                        Some(None) => return self.client.reply_now(error(NO_SUCH_CLIENT)),
+                    match redirect.map(|id| redirect::recipient(&client.worker.shared, id)) {
+                        Some(None) => return client.reply_now(error(NO_SUCH_CLIENT)),
                         found => found.flatten(),
                     };
-                match self.tracking.is_some() {
-                    true => self.tracking_again(prefixes, mode, redirect),
-                    false => self.tracking_on(prefixes, mode, redirect),
+                match self.0.is_some() {
+                    true => self.again(client, prefixes, mode, redirect),
+                    false => self.on(client, intake, prefixes, mode, redirect),
                 }
             }
         }
     }
 
-    fn tracking_on(
+    fn on(
         &mut self,
+        client: &Client,
+        intake: &mut Intake,
         prefixes: Vec<Bytes>,
         mode: Option<Mode>,
         redirect: Option<Recipient>,
     ) {
         if let Err(e) = check_prefixes(&[], &prefixes) {
-            return self.client.reply_now(e);
+            return client.reply_now(e);
         }
         let mut prefixes = prefixes;
         prefixes.sort_unstable();
-        let seq = self.client.cell.push(Entry::pending_local());
+        let seq = client.cell.push(Entry::pending_local());
         let hub = TrackingHub::of_this_worker();
-        hub.subscribe(&self.client.cell);
-        self.tracking = Some(Box::new(Tracking {
+        hub.subscribe(&client.cell);
+        self.0 = Some(Box::new(Tracking {
             hub,
             prefixes,
             reply_seq: Some(seq),
             keys: mode.map(KeyTable::new),
             redirect,
         }));
-        self.intake = Intake::Serial;
-        self.follow_tracking();
+        *intake = Intake::Serial;
+        self.follow(client);
     }
 
     /// CLIENT TRACKING ON while on: as in Redis, the tracked keys stay, the options are the
     /// new ones, and in BCAST mode the new prefixes add to the old.
-    fn tracking_again(
+    fn again(
         &mut self,
+        client: &Client,
         prefixes: Vec<Bytes>,
         mode: Option<Mode>,
         redirect: Option<Recipient>,
     ) {
-        let Some(t) = self.tracking.as_mut() else {
+        let Some(t) = self.0.as_mut() else {
             return;
         };
         if t.keys.is_none() {
             if let Err(e) = check_prefixes(&t.prefixes, &prefixes) {
-                return self.client.reply_now(e);
+                return client.reply_now(e);
             }
             t.prefixes.extend(prefixes);
             t.prefixes.sort_unstable();
@@ -291,39 +299,38 @@ impl Session {
         if let (Some(keys), Some(mode)) = (t.keys.as_mut(), mode) {
             keys.set_mode(mode);
         }
-        self.client.reply_now(Bytes::from_static(b"+OK\r\n"));
+        client.reply_now(Bytes::from_static(b"+OK\r\n"));
     }
 
     /// Leave the hub (CLIENT TRACKING OFF, RESET, the session's end); the last session to
     /// leave closes its connections.
-    pub(crate) fn tracking_off(&mut self) {
-        if let Some(t) = self.tracking.take() {
-            t.hub.unsubscribe(&self.client.cell);
+    pub(crate) fn off(&mut self, client: &Client) {
+        if let Some(t) = self.0.take() {
+            t.hub.unsubscribe(&client.cell);
         }
     }
 
     /// Keep the hub's connections matched to the masters, and answer CLIENT TRACKING once
     /// they are all set up.
-    pub(crate) fn follow_tracking(&mut self) {
-        let Some(t) = self.tracking.as_ref() else {
+    pub(crate) fn follow(&mut self, client: &Client) {
+        let Some(t) = self.0.as_ref() else {
             return;
         };
-        t.hub.follow(&self.client.worker);
-        self.answer_tracking();
+        t.hub.follow(&client.worker);
+        self.answer(client);
     }
 
     /// A frame from `source`: None if that is not the hub's, else whether the frame goes to
     /// the client as it is (an invalidation it is owed whole).
-    pub(crate) fn tracking_frame(&mut self, source: usize, frame: &Bytes) -> Option<bool> {
-        let live = std::sync::Arc::clone(&self.client.worker.live());
+    pub(crate) fn frame(&mut self, client: &Client, source: usize, frame: &Bytes) -> Option<bool> {
+        let live = std::sync::Arc::clone(&client.worker.live());
         // A user confined to some keys hears of those only: BCAST would name every key.
-        let confined = self
-            .client
+        let confined = client
             .login
             .user()
             .and_then(|i| live.users.get(i))
             .filter(|u| !u.all_keys());
-        let t = self.tracking.as_mut()?;
+        let t = self.0.as_mut()?;
         if source != HUB_FLUSH && !t.hub.owns(source) {
             return None;
         }
@@ -336,7 +343,7 @@ impl Session {
                 // Sorted: BCAST without PREFIX (the empty prefix) comes first.
                 let every = t.prefixes.first().is_some_and(|p| p.is_empty());
                 if every && confined.is_none() {
-                    if t.redirect.is_none() && self.client.info.protocol == 3 {
+                    if t.redirect.is_none() && client.info.protocol == 3 {
                         // BCAST of every key to the client itself: as it comes.
                         return Some(true);
                     }
@@ -350,21 +357,16 @@ impl Session {
                 }
             }
         };
-        if let (Some(push), Some(t)) = (push, self.tracking.as_ref()) {
-            redirect::deliver(
-                t.redirect.as_ref(),
-                push,
-                self.client.resp3(),
-                &self.client.cell,
-            );
+        if let (Some(push), Some(t)) = (push, self.0.as_ref()) {
+            redirect::deliver(t.redirect.as_ref(), push, client.resp3(), &client.cell);
         }
         Some(false)
     }
 
     /// The client's CLIENT TRACKING reply, once every master's hub connection answered; a
     /// refusal turns tracking off again.
-    fn answer_tracking(&mut self) {
-        let Some(t) = self.tracking.as_mut() else {
+    fn answer(&mut self, client: &Client) {
+        let Some(t) = self.0.as_mut() else {
             return;
         };
         let (Some(seq), Some(ready)) = (t.reply_seq, t.hub.ready()) else {
@@ -374,39 +376,35 @@ impl Session {
         let reply = match ready {
             Ok(()) => Bytes::from_static(b"+OK\r\n"),
             Err(refused) => {
-                self.tracking_off();
+                self.off(client);
                 refused
             }
         };
-        self.client.cell.deliver_local(seq, reply);
+        client.cell.deliver_local(seq, reply);
     }
-}
 
-impl Session {
     /// CLIENT CACHING yes|no, for the next command (OPTIN/OPTOUT).
-    pub(crate) fn client_caching(&mut self, req: &Request) {
+    pub(crate) fn caching(&mut self, client: &Client, req: &Request) {
         let arg = if req.argc() == 3 { req.arg(2) } else { b"" };
-        let answer = match self.tracking.as_mut().map(|t| t.keys.as_mut()) {
+        let answer = match self.0.as_mut().map(|t| t.keys.as_mut()) {
             _ if req.argc() != 3 => Err(error("syntax error")),
             None => Err(keys::not_opt()),
             Some(None) => KeyTable::new(Mode::All).caching(arg),
             Some(Some(keys)) => keys.caching(arg),
         };
-        self.client
-            .reply_now(answer.map_or_else(|e| e, |()| Bytes::from_static(b"+OK\r\n")));
+        client.reply_now(answer.map_or_else(|e| e, |()| Bytes::from_static(b"+OK\r\n")));
     }
 
     /// A request of a client tracking in the default mode: remember the keys it reads.
-    pub(crate) fn track_request(&mut self, req: &Request) {
-        let in_tx = self.tx.open.is_some() || req.arg(0).eq_ignore_ascii_case(b"multi");
-        let Some(keys) = self.tracking.as_mut().and_then(|t| t.keys.as_mut()) else {
+    /// `in_multi`: a MULTI is open.
+    pub(crate) fn note_request(&mut self, client: &Client, req: &Request, in_multi: bool) {
+        let in_tx = in_multi || req.arg(0).eq_ignore_ascii_case(b"multi");
+        let Some(keys) = self.0.as_mut().and_then(|t| t.keys.as_mut()) else {
             return;
         };
         let gone = keys.note_request(req, in_tx);
         if !gone.is_empty() {
-            self.client
-                .cell
-                .push(Entry::ready(keys::invalidation(&gone)));
+            client.cell.push(Entry::ready(keys::invalidation(&gone)));
         }
     }
 }
