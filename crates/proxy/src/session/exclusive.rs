@@ -57,7 +57,7 @@ impl Session {
             Held::Local(req, cmd) => self.run_mode_change(&req, cmd),
             Held::Exclusive(ex) => self.run_exclusive(ex),
             Held::Keys(req) => {
-                self.keys_twice(&req);
+                crate::session::send::parts::keys_twice(&self.client, &req);
                 self.intake = Intake::Serial;
             }
         }

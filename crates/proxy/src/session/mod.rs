@@ -27,7 +27,7 @@ use resp::{Request, RequestParser};
 
 use crate::context::registry::{flag, ClientHandle};
 use crate::context::WorkerStats;
-use crate::route::{self, Local, Route};
+use crate::route::{self, Local, Merge, Route};
 use crate::session::client::Client;
 use crate::session::fanout::Fanout;
 use crate::session::held::{Held, Intake};
@@ -50,7 +50,6 @@ mod drain;
 pub(crate) mod exclusive;
 pub(crate) mod fanout;
 pub(crate) mod follow;
-mod forward;
 pub(crate) mod held;
 mod io;
 pub(crate) mod keyspace;
@@ -65,6 +64,7 @@ mod push_shape;
 pub(crate) mod queue;
 pub(crate) mod redirect;
 pub(crate) mod resubscribe;
+pub(crate) mod send;
 pub(crate) mod slowlog;
 pub(crate) mod tracking;
 pub(crate) mod transaction;
@@ -72,7 +72,6 @@ mod turn;
 pub(crate) mod upload;
 pub(crate) mod wait;
 pub(crate) mod wait_probe;
-pub(crate) mod wide;
 
 /// Serve one client until it leaves or must be closed.
 pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worker>) {
@@ -356,18 +355,23 @@ impl Session {
                 }
             }
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
-            Route::Scan => self.scan(&req),
+            Route::Scan => send::parts::scan(&self.client, &req),
             Route::PubSub(target) => self.pubsub_command(req, target),
             Route::Local(cmd) if Self::is_mode_change(cmd) => self.hold_mode_change(req, cmd),
             Route::Local(cmd) => self.run_local(&req, cmd),
             Route::Refuse(reply) => self.client.reply_now(reply),
-            Route::Slot(slot) => self.forward(req, Some(slot)),
-            Route::Read(slot) => self.forward_read(req, slot),
-            Route::AnyNode => self.forward(req, None),
-            Route::Split { keys, merge, shape } => {
-                self.fan_out(Fanout::split(&req, &keys, merge, shape))
+            Route::Slot(slot) => send::forward(&self.client, req, Some(slot)),
+            Route::Read(slot) => {
+                send::forward_read(&self.client, req, slot, self.tx.watch.is_some())
             }
-            Route::Broadcast(merge) => self.broadcast(&req, merge),
+            Route::AnyNode => send::forward(&self.client, req, None),
+            Route::Split { keys, merge, shape } => {
+                send::parts::fan_out(&self.client, Fanout::split(&req, &keys, merge, shape))
+            }
+            Route::Broadcast(Merge::Concat) if req.arg(0).eq_ignore_ascii_case(b"keys") => {
+                self.hold(Held::Keys(req))
+            }
+            Route::Broadcast(merge) => send::parts::broadcast(&self.client, &req, merge),
         }
     }
 
@@ -375,7 +379,11 @@ impl Session {
     fn run_local(&mut self, req: &Request, cmd: Local) {
         match cmd {
             Local::Info if !crate::admin::info::from_masters(req).is_empty() => {
-                self.info_with_masters(req, &crate::admin::info::from_masters(req))
+                send::parts::info_with_masters(
+                    &self.client,
+                    req,
+                    &crate::admin::info::from_masters(req),
+                )
             }
             Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"tracking") => {
                 self.tracking.command(&self.client, &mut self.intake, req)

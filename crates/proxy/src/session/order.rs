@@ -67,6 +67,7 @@ use tokio::time::{Instant, Sleep};
 use crate::backend::{Backend, Wire};
 
 mod release;
+pub(crate) use release::{admit, release_waiting};
 #[cfg(test)]
 mod tests;
 
@@ -239,27 +240,19 @@ impl Order {
     }
 
     /// A new request for `slot` routed to `conn` (tracking is active). On `Go` it is
-    /// counted in flight there.
-    pub(crate) fn admit(&mut self, slot: u16, conn: ConnId) -> Admit {
+    /// counted in flight there; `alone` (a request that goes alone), its lane also turns
+    /// serial (later requests of the slot wait until it is answered) and tracking is on.
+    pub(crate) fn admit(&mut self, slot: u16, conn: ConnId, alone: bool) -> Admit {
         let lane = self.lanes.entry(slot).or_default();
         if lane.waiting > 0 || !lane.admits(conn) {
             return Admit::Wait;
         }
         lane.add(conn);
-        Admit::Go
-    }
-
-    /// `admit` for a request that goes alone: on `Go` its lane turns serial (later requests
-    /// of the slot wait until it is answered) and tracking is on.
-    pub(crate) fn admit_alone(&mut self, slot: u16, conn: ConnId) -> Admit {
-        let admit = self.admit(slot, conn);
-        if admit == Admit::Go {
-            if let Some(lane) = self.lanes.get_mut(&slot) {
-                lane.serial = true;
-            }
+        if alone {
+            lane.serial = true;
             self.active = true;
         }
-        admit
+        Admit::Go
     }
 
     /// A tracked request of `slot` was answered (a reply, an error, or a redirect to

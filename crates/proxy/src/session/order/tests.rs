@@ -55,11 +55,19 @@ fn nothing_is_tracked_while_routes_stay_the_same() {
 #[test]
 fn a_new_request_waits_for_one_in_flight_elsewhere() {
     let mut order = tracking(1, X);
-    assert_eq!(order.admit(7, Y), Admit::Wait, "the map moved slot 7 to Y");
-    order.wait(waiting(2, Some(7)));
-    assert_eq!(order.admit(8, Y), Admit::Go, "other slots are not held");
     assert_eq!(
-        order.admit(7, X),
+        order.admit(7, Y, false),
+        Admit::Wait,
+        "the map moved slot 7 to Y"
+    );
+    order.wait(waiting(2, Some(7)));
+    assert_eq!(
+        order.admit(8, Y, false),
+        Admit::Go,
+        "other slots are not held"
+    );
+    assert_eq!(
+        order.admit(7, X, false),
         Admit::Wait,
         "nothing passes a waiting request"
     );
@@ -74,7 +82,7 @@ fn a_new_request_waits_for_one_in_flight_elsewhere() {
 #[test]
 fn requests_on_the_same_connection_go_at_once() {
     let mut order = tracking(2, X);
-    assert_eq!(order.admit(7, X), Admit::Go);
+    assert_eq!(order.admit(7, X, false), Admit::Go);
     for _ in 0..3 {
         order.answered(7);
     }
@@ -107,11 +115,11 @@ fn a_new_request_waits_while_a_released_one_of_its_slot_is_in_flight() {
     order.wait(waiting(1, Some(7)));
     assert_eq!(pass(&mut order, Instant::now(), X), [(1, Some(X))]);
     assert_eq!(
-        order.admit(7, X),
+        order.admit(7, X, false),
         Admit::Wait,
         "even on the same connection"
     );
-    assert_eq!(order.admit(8, X), Admit::Go, "another slot goes");
+    assert_eq!(order.admit(8, X, false), Admit::Go, "another slot goes");
 }
 
 #[test]
@@ -151,7 +159,7 @@ fn requests_found_on_two_connections_hold_the_slot_until_both_answer() {
     order.track(7, X);
     order.track(7, Y);
     order.settle();
-    assert_eq!(order.admit(7, X), Admit::Wait);
+    assert_eq!(order.admit(7, X, false), Admit::Wait);
     order.wait(waiting(3, Some(7)));
     assert!(!order.answered(7));
     assert!(pass(&mut order, Instant::now(), X).is_empty());

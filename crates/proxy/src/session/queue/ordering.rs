@@ -14,19 +14,16 @@ impl ClientCell {
     }
 
     /// A new request for `slot`, routed by `key` to `conn`. The common case (nothing tracked,
-    /// routed as the previous one) is a few compares; see `order.rs`.
-    pub(crate) fn admit(&self, key: Option<RouteKey>, slot: u16, conn: ConnId) -> Admit {
-        self.admit_as(key, slot, conn, false)
-    }
-
-    /// `admit` for a request that must go alone (a multi-key request of a slot seen
-    /// migrating): tracking starts if it had not, and nothing else of the slot goes until
-    /// it is answered.
-    pub(crate) fn admit_alone(&self, key: Option<RouteKey>, slot: u16, conn: ConnId) -> Admit {
-        self.admit_as(key, slot, conn, true)
-    }
-
-    fn admit_as(&self, key: Option<RouteKey>, slot: u16, conn: ConnId, alone: bool) -> Admit {
+    /// routed as the previous one) is a few compares; see `order.rs`. `alone`: a multi-key
+    /// request of a slot seen migrating: tracking starts if it had not, and nothing else of
+    /// the slot goes until it is answered.
+    pub(crate) fn admit(
+        &self,
+        key: Option<RouteKey>,
+        slot: u16,
+        conn: ConnId,
+        alone: bool,
+    ) -> Admit {
         let changed = self.order().route_changed(key);
         if !self.order().is_active() {
             if !changed && !alone {
@@ -38,10 +35,7 @@ impl ClientCell {
                 return Admit::Untracked;
             }
         }
-        match alone {
-            true => self.order().admit_alone(slot, conn),
-            false => self.order().admit(slot, conn),
-        }
+        self.order().admit(slot, conn, alone)
     }
 
     /// Start tracking, if not yet, with the requests (and parts) in flight now: those with
@@ -161,16 +155,19 @@ mod tests {
     #[test]
     fn a_replica_read_waits_for_the_clients_write_of_its_slot_on_the_master() {
         let (cell, master, replica) = (ClientCell::new(), backend("m:1"), backend("r:1"));
-        assert_eq!(cell.admit(key(0), 7, conn_id(&master)), Admit::Untracked);
+        assert_eq!(
+            cell.admit(key(0), 7, conn_id(&master), false),
+            Admit::Untracked
+        );
         sent(&cell, &master);
         let read = key(0).map(|k| RouteKey { via: 9, ..k });
         assert_eq!(
-            cell.admit(read, 7, conn_id(&replica)),
+            cell.admit(read, 7, conn_id(&replica), false),
             Admit::Wait,
             "same map, another connection: the read is not sent past the write"
         );
         assert_eq!(
-            cell.admit(read, 8, conn_id(&replica)),
+            cell.admit(read, 8, conn_id(&replica), false),
             Admit::Go,
             "another slot"
         );
@@ -179,16 +176,16 @@ mod tests {
     #[test]
     fn a_route_change_counts_what_is_in_flight_and_replies_drain_it() {
         let (cell, x, y) = (ClientCell::new(), backend("x:1"), backend("y:1"));
-        assert_eq!(cell.admit(key(0), 7, conn_id(&x)), Admit::Untracked);
+        assert_eq!(cell.admit(key(0), 7, conn_id(&x), false), Admit::Untracked);
         let first = sent(&cell, &x);
         assert_eq!(
-            cell.admit(key(0), 7, conn_id(&x)),
+            cell.admit(key(0), 7, conn_id(&x), false),
             Admit::Untracked,
             "same route"
         );
         let second = sent(&cell, &x);
         assert_eq!(
-            cell.admit(key(2), 7, conn_id(&y)),
+            cell.admit(key(2), 7, conn_id(&y), false),
             Admit::Wait,
             "patched to y"
         );
