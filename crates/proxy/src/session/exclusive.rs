@@ -34,7 +34,7 @@ impl Session {
 
     /// Whether every earlier request is answered and every pub/sub command confirmed.
     fn settled(&self) -> bool {
-        self.client.cell.in_flight() == 0 && !self.pubsub_syncing()
+        self.client.cell.in_flight() == 0 && !self.pubsub.syncing()
     }
 
     /// Run the held request if nothing is in flight any more; also ends serial mode. True
@@ -53,7 +53,7 @@ impl Session {
             Intake::Open | Intake::Serial | Intake::Blocked => return false,
         };
         match held {
-            Held::PubSub(frame, target) => self.send_pubsub(frame, target),
+            Held::PubSub(frame, target) => self.pubsub.send(&self.client, frame, target),
             Held::Local(req, cmd) => self.run_mode_change(&req, cmd),
             Held::Exclusive(ex) => self.run_exclusive(ex),
             Held::Keys(req) => {
@@ -120,6 +120,6 @@ impl Session {
                 self.client.cell.in_flight() > 0
             }
         };
-        waiting || self.pubsub_syncing()
+        waiting || self.pubsub.syncing()
     }
 }

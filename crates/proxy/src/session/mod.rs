@@ -33,7 +33,7 @@ use crate::session::fanout::Fanout;
 use crate::session::held::{Held, Intake};
 use crate::session::io::Io;
 use crate::session::login::Login;
-use crate::session::pubsub::PubSub;
+use crate::session::pubsub::ClientPubSub;
 use crate::session::queue::ClientCell;
 use crate::session::transaction::Transactions;
 use crate::tls::Stream;
@@ -105,10 +105,8 @@ pub(crate) struct Session {
     intake: Intake,
     /// MULTI and WATCH (`transaction.rs`).
     tx: Transactions,
-    /// Subscription connections, while the client has subscriptions.
-    pubsub: Option<PubSub>,
-    /// A RESET waiting for its subscription connections to drop their subscriptions.
-    reset_drain: Option<mode::ResetDrain>,
+    /// Subscription connections, while the client has subscriptions (`pubsub.rs`).
+    pubsub: ClientPubSub,
     /// Reused buffer for frames taken from the subscription connections.
     push_scratch: Vec<(usize, Bytes)>,
     /// Reused buffer for finished latency samples.
@@ -128,7 +126,7 @@ impl Drop for Session {
         self.io.leave_budget(&self.client);
         self.client.drop_dedicated();
         self.tx.forget_watch();
-        self.leave_pubsub();
+        self.pubsub.leave(&self.client);
         self.tracking.off(&self.client);
         self.client
             .worker
@@ -175,8 +173,7 @@ impl Session {
             },
             intake: Intake::Open,
             tx: Transactions::default(),
-            pubsub: None,
-            reset_drain: None,
+            pubsub: ClientPubSub::default(),
             push_scratch: Vec::new(),
             sample_scratch: Vec::new(),
             upload: Default::default(),
@@ -206,9 +203,8 @@ impl Session {
         self.publish_state();
         let wanted = {
             let live = self.client.worker.live();
-            let idle = self.client.cell.in_flight() == 0
-                && self.io.out.is_empty()
-                && self.pubsub.is_none();
+            let idle =
+                self.client.cell.in_flight() == 0 && self.io.out.is_empty() && !self.pubsub.is_on();
             limits::wanted(&live.config.limits, self.has_partial_request(), idle)
         };
         match self.io.timer.poll(cx, wanted) {
@@ -244,12 +240,12 @@ impl Session {
         live.omem.store(omem as u64, Relaxed);
         live.oll.store(self.io.out.len() as u64, Relaxed);
         let bit = |on: bool, f: u32| if on { f } else { 0 };
-        let flags = bit(self.pubsub.is_some(), flag::PUBSUB)
+        let flags = bit(self.pubsub.is_on(), flag::PUBSUB)
             | bit(self.tx.open.is_some(), flag::MULTI)
             | bit(matches!(self.intake, Intake::Blocked), flag::BLOCKED)
             | bit(!self.io.out.is_empty(), flag::WRITABLE);
         live.flags.store(flags, Relaxed);
-        let (sub, ssub) = self.pubsub.as_ref().map_or((0, 0), |p| p.counts());
+        let (sub, ssub) = self.pubsub.counts();
         live.sub.store(sub, Relaxed);
         live.ssub.store(ssub, Relaxed);
         let multi = self.tx.open.as_ref().map_or(0, |tx| tx.len() as u32 + 1);
@@ -318,7 +314,7 @@ impl Session {
         self.client
             .slowlog
             .arm(&self.client.cell, &req, command, refused);
-        if self.subscribed_resp2() {
+        if self.pubsub.subscribed_resp2(&self.client) {
             return self.dispatch_subscribed(req, route);
         }
         // As in Redis, QUIT and RESET act at once inside MULTI; everything else is queued.
@@ -334,7 +330,7 @@ impl Session {
 
     /// Normal mode, outside MULTI: act on the route, answering here or sending on.
     fn dispatch_routed(&mut self, req: Request, route: Route) {
-        if let Some(target) = self.own_publish(&req) {
+        if let Some(target) = self.pubsub.own_publish(&self.client, &req) {
             return self.hold(Held::PubSub(req.raw().clone(), target));
         }
         // On every routed request: a session with no user pays one compare.
@@ -356,7 +352,10 @@ impl Session {
             }
             Route::Exclusive(slot) => self.hold(Held::single(req, slot)),
             Route::Scan => send::parts::scan(&self.client, &req),
-            Route::PubSub(target) => self.pubsub_command(req, target),
+            Route::PubSub(target) => {
+                let held = self.pubsub.command(req, target);
+                self.hold(held)
+            }
             Route::Local(cmd) if Self::is_mode_change(cmd) => self.hold_mode_change(req, cmd),
             Route::Local(cmd) => self.run_local(&req, cmd),
             Route::Refuse(reply) => self.client.reply_now(reply),

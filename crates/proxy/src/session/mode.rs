@@ -17,38 +17,7 @@ use crate::session::held::{Held, Intake};
 use crate::session::local::SessionInfo;
 use crate::session::login::Login;
 
-/// RESET, sent on each subscription connection: the node drops its subscriptions at once
-/// and without a confirmation each, as for the client's own RESET.
-const RESET: &[u8] = b"*1\r\n$5\r\nRESET\r\n";
-
-/// A RESET of a subscribed client in progress. Closing the subscription connections would
-/// not do: a node drops a closed connection's subscriptions when it gets to it, so another
-/// client's PUBLISH right after `+RESET` could still count (and reach) this one. Each
-/// connection gets RESET first, and the client's `+RESET` waits for their sync markers.
-#[derive(Default)]
-pub(crate) struct ResetDrain {
-    /// Subscription connections whose `+RESET` came: what they send later is dropped.
-    done: Vec<usize>,
-}
-
 impl Session {
-    /// A frame from subscription connection `source` during a RESET: the node's `+RESET`
-    /// and anything after it are not the client's (it has left subscribed mode); messages
-    /// sent before it still are, as one Redis writes them before its `+RESET`.
-    pub(crate) fn reset_swallows(&mut self, source: usize, frame: &[u8]) -> bool {
-        let Some(drain) = self.reset_drain.as_mut() else {
-            return false;
-        };
-        if drain.done.contains(&source) {
-            return true;
-        }
-        if frame == b"+RESET\r\n" {
-            drain.done.push(source);
-            return true;
-        }
-        false
-    }
-
     /// Whether `cmd` changes the connection's mode and so must wait for what is in flight.
     pub(super) fn is_mode_change(cmd: Local) -> bool {
         matches!(cmd, Local::Quit | Local::Reset | Local::Hello | Local::Wait)
@@ -62,7 +31,7 @@ impl Session {
     /// arrive at the proxy first). RESET drains its own way (`reset_swallows`).
     pub(super) fn hold_mode_change(&mut self, req: Request, cmd: Local) {
         if matches!(cmd, Local::Quit | Local::Ping) {
-            self.send_to_all_pubsub(None);
+            self.pubsub.send_to_all(&self.client, None);
         }
         self.hold(Held::Local(req, cmd));
     }
@@ -75,9 +44,14 @@ impl Session {
                 self.io.draining = true;
                 self.client.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
-            Local::Reset if self.reset_drain.is_none() && self.send_to_all_pubsub(Some(RESET)) => {
+            Local::Reset
+                if self.pubsub.reset_drain.is_none()
+                    && self
+                        .pubsub
+                        .send_to_all(&self.client, Some(crate::session::pubsub::RESET)) =>
+            {
                 // Answered once the nodes dropped the subscriptions: `reset_swallows`.
-                self.reset_drain = Some(ResetDrain::default());
+                self.pubsub.reset_drain = Some(Default::default());
                 self.intake = Intake::Held(Held::Local(req.clone(), cmd));
             }
             Local::Reset => {
@@ -105,7 +79,7 @@ impl Session {
                 if let Some(done) = logged_in {
                     self.logged_in(done);
                 }
-                if let Some(p) = self.pubsub.as_mut() {
+                if let Some(p) = self.pubsub.subs.as_mut() {
                     p.switched |= self.client.info.protocol != before;
                 }
                 crate::session::client_command::sync_name(&self.client.handle, &self.client.info);
@@ -118,7 +92,7 @@ impl Session {
     /// RESP2 with no name, NO-EVICT off, and the default user (so a proxy that requires a
     /// password requires it again).
     fn reset(&mut self) {
-        self.leave_pubsub(); // also ends `reset_drain`
+        self.pubsub.leave(&self.client); // also ends `reset_drain`
         self.tracking.off(&self.client);
         self.tx.open = None;
         self.tx.forget_watch();
@@ -143,11 +117,14 @@ impl Session {
             Route::Local(cmd @ (Local::Quit | Local::Ping | Local::Reset)) => {
                 self.hold_mode_change(req, cmd)
             }
-            Route::PubSub(target) => self.pubsub_command(req, target),
+            Route::PubSub(target) => {
+                let held = self.pubsub.command(req, target);
+                self.hold(held)
+            }
             Route::Refuse(err) => self.client.reply_now(err),
             _ => {
                 let name = full_name(&req);
-                self.refuse_subscribed(&name);
+                crate::session::pubsub::refuse_subscribed(&self.client, &name);
             }
         }
     }

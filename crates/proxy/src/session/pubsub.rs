@@ -33,11 +33,11 @@ use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
 use crate::route::PubSubTarget;
+use crate::session::client::Client;
 use crate::session::held::Held;
 use crate::session::keyspace::Keyspace;
 use crate::session::pubsub_frame::{confirmation, Confirmation};
 use crate::session::pubsub_frame::{is_sync, SYNC_PING};
-use crate::session::Session;
 
 /// A session's subscription connections and their last confirmed counts.
 #[derive(Default)]
@@ -112,36 +112,68 @@ impl PubSub {
     }
 }
 
-// === impl Session (pub/sub) ===
+/// RESET, sent on each subscription connection: the node drops its subscriptions at once
+/// and without a confirmation each, as for the client's own RESET.
+pub(crate) const RESET: &[u8] = b"*1\r\n$5\r\nRESET\r\n";
 
-impl Session {
+/// A RESET of a subscribed client in progress. Closing the subscription connections would
+/// not do: a node drops a closed connection's subscriptions when it gets to it, so another
+/// client's PUBLISH right after `+RESET` could still count (and reach) this one. Each
+/// connection gets RESET first, and the client's `+RESET` waits for their sync markers.
+#[derive(Default)]
+pub(crate) struct ResetDrain {
+    /// Subscription connections whose `+RESET` came: what they send later is dropped.
+    done: Vec<usize>,
+}
+
+/// The client's pub/sub: its subscription connections (None until its first pub/sub
+/// command), and a RESET draining them.
+#[derive(Default)]
+pub(crate) struct ClientPubSub {
+    pub(crate) subs: Option<PubSub>,
+    /// A RESET waiting for its subscription connections to drop their subscriptions.
+    pub(crate) reset_drain: Option<ResetDrain>,
+}
+
+impl ClientPubSub {
+    /// Whether the client has subscription connections (it is subscribed, or leaving).
+    pub(crate) fn is_on(&self) -> bool {
+        self.subs.is_some()
+    }
+
+    /// (channel and pattern subscriptions, shard channel subscriptions), for CLIENT LIST.
+    pub(crate) fn counts(&self) -> (u32, u32) {
+        self.subs.as_ref().map_or((0, 0), PubSub::counts)
+    }
+
     /// True while a RESP2 client is in subscribed mode: every command goes to the bus.
-    pub(crate) fn subscribed_resp2(&self) -> bool {
-        self.pubsub.is_some() && !self.client.resp3()
+    pub(crate) fn subscribed_resp2(&self, client: &Client) -> bool {
+        self.subs.is_some() && !client.resp3()
     }
 
     /// A pub/sub command: after the requests before it are answered and the pub/sub commands
     /// before it confirmed, to its connection.
-    pub(crate) fn pubsub_command(&mut self, req: Request, target: PubSubTarget) {
+    /// Returns it as the request to hold.
+    pub(crate) fn command(&mut self, req: Request, target: PubSubTarget) -> Held {
         if matches!(target, PubSubTarget::Shard(_)) {
             self.note_shard_command(&req);
         }
         let part = crate::route::keyspace::notification_part(&req);
-        if let Some(p) = self.pubsub.as_mut() {
+        if let Some(p) = self.subs.as_mut() {
             p.moved_resends = 0;
         }
         if part.is_some() {
-            let p = self.pubsub.get_or_insert_with(PubSub::default);
+            let p = self.subs.get_or_insert_with(PubSub::default);
             p.notification_part = part;
         }
-        self.hold(Held::PubSub(req.raw().clone(), target));
+        Held::PubSub(req.raw().clone(), target)
     }
 
     /// A RESP3 subscriber's own PUBLISH or SPUBLISH goes down its subscription connection,
     /// so a message it sends itself arrives before the reply, as from one Redis (which
     /// writes the message while running the command). None: route it as usual.
-    pub(crate) fn own_publish(&self, req: &Request) -> Option<PubSubTarget> {
-        if self.pubsub.is_none() || !self.client.resp3() || req.argc() != 3 {
+    pub(crate) fn own_publish(&self, client: &Client, req: &Request) -> Option<PubSubTarget> {
+        if self.subs.is_none() || !client.resp3() || req.argc() != 3 {
             return None;
         }
         let name = req.arg(0);
@@ -153,13 +185,13 @@ impl Session {
     }
 
     /// Whether a pub/sub command still waits for its sync marker.
-    pub(crate) fn pubsub_syncing(&self) -> bool {
-        self.pubsub.as_ref().is_some_and(|p| p.syncs > 0)
+    pub(crate) fn syncing(&self) -> bool {
+        self.subs.as_ref().is_some_and(|p| p.syncs > 0)
     }
 
     /// Send `frame` (if any), then a sync marker, on every open subscription connection.
-    pub(crate) fn send_to_all_pubsub(&mut self, frame: Option<&'static [u8]>) -> bool {
-        let Some(p) = self.pubsub.as_mut() else {
+    pub(crate) fn send_to_all(&mut self, client: &Client, frame: Option<&'static [u8]>) -> bool {
+        let Some(p) = self.subs.as_mut() else {
             return false;
         };
         for conn in p.bus.iter().chain(p.shards.iter()) {
@@ -167,7 +199,7 @@ impl Session {
             for bytes in frame.into_iter().chain([SYNC_PING]) {
                 conn.send(Outgoing::stream(
                     Bytes::from_static(bytes),
-                    self.client.cell.clone(),
+                    client.cell.clone(),
                 ));
             }
         }
@@ -176,69 +208,65 @@ impl Session {
 
     /// Send a frame, then a sync marker, on the subscription connection(s) for `target`,
     /// opening them as needed.
-    pub(crate) fn send_pubsub(&mut self, frame: Bytes, target: PubSubTarget) {
+    pub(crate) fn send(&mut self, client: &Client, frame: Bytes, target: PubSubTarget) {
         if target == PubSubTarget::Bus {
-            return self.send_bus(frame);
+            return self.send_bus(client, frame);
         }
         let targets = match target {
-            PubSubTarget::Bus => vec![self.bus_connection()],
-            PubSubTarget::Shard(Some(slot)) => self.shard_connection(slot).into_iter().collect(),
-            PubSubTarget::Shard(None) => self.subscribed_shards(),
+            PubSubTarget::Bus => vec![self.bus_connection(client)],
+            PubSubTarget::Shard(Some(slot)) => {
+                self.shard_connection(client, slot).into_iter().collect()
+            }
+            PubSubTarget::Shard(None) => self.subscribed_shards(client),
         };
-        let p = self.pubsub.get_or_insert_with(PubSub::default);
+        let p = self.subs.get_or_insert_with(PubSub::default);
         p.last_sent = Some((frame.clone(), target));
         for backend in targets {
             p.syncs += 1;
             for bytes in [frame.clone(), Bytes::from_static(SYNC_PING)] {
-                backend.send(Outgoing::stream(bytes, self.client.cell.clone()));
+                backend.send(Outgoing::stream(bytes, client.cell.clone()));
             }
         }
     }
 
     /// A classic (un)subscribe: its notification part to the other masters first, if any
     /// (`keyspace.rs`), then the frame to the home.
-    fn send_bus(&mut self, frame: Bytes) {
-        let bus = self.bus_connection();
-        let p = self.pubsub.get_or_insert_with(PubSub::default);
+    fn send_bus(&mut self, client: &Client, frame: Bytes) {
+        let bus = self.bus_connection(client);
+        let p = self.subs.get_or_insert_with(PubSub::default);
         p.last_sent = Some((frame.clone(), PubSubTarget::Bus));
         p.syncs += 1;
         let Some(part) = p.notification_part.take() else {
-            return self.send_home_on(&bus, frame);
+            return send_home_on(client, &bus, frame);
         };
         if part.subscribe {
-            let resp3 = self.client.resp3();
-            if let Some(p) = self.pubsub.as_mut().filter(|p| p.keyspace.is_none()) {
-                p.keyspace = Some(Keyspace::start(resp3, &self.client.cell));
+            let resp3 = client.resp3();
+            if let Some(p) = self.subs.as_mut().filter(|p| p.keyspace.is_none()) {
+                p.keyspace = Some(Keyspace::start(resp3, &client.cell));
             }
         }
-        self.follow_masters();
-        let ks = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut());
+        self.follow_masters(client);
+        let ks = self.subs.as_mut().and_then(|p| p.keyspace.as_mut());
         let home = match ks {
             Some(ks) => ks.hold_home(&part, frame.clone()),
             None => Some(frame.clone()),
         };
         if let Some(frame) = home {
-            self.send_home_on(&bus, frame);
+            send_home_on(client, &bus, frame);
         }
     }
 
     /// The bus's command, its marker already counted in `syncs`.
-    pub(crate) fn send_home(&mut self, frame: Bytes) {
-        let bus = self.bus_connection();
-        self.send_home_on(&bus, frame);
-    }
-
-    fn send_home_on(&self, bus: &Rc<Backend>, frame: Bytes) {
-        for bytes in [frame, Bytes::from_static(SYNC_PING)] {
-            bus.send(Outgoing::stream(bytes, self.client.cell.clone()));
-        }
+    pub(crate) fn send_home(&mut self, client: &Client, frame: Bytes) {
+        let bus = self.bus_connection(client);
+        send_home_on(client, &bus, frame);
     }
 
     /// The shard connections with subscriptions (SUNSUBSCRIBE without channels): one with
     /// none would add a confirmation Redis does not send. With none at all, one connection
     /// gives Redis's answer for "nothing to unsubscribe".
-    fn subscribed_shards(&mut self) -> Vec<Rc<Backend>> {
-        let shards: Vec<Rc<Backend>> = self.pubsub.as_ref().map_or_else(Vec::new, |p| {
+    fn subscribed_shards(&mut self, client: &Client) -> Vec<Rc<Backend>> {
+        let shards: Vec<Rc<Backend>> = self.subs.as_ref().map_or_else(Vec::new, |p| {
             p.shards
                 .iter()
                 .filter(|c| p.count_of(c) > 0)
@@ -248,156 +276,70 @@ impl Session {
         if !shards.is_empty() {
             return shards;
         }
-        let any = self.pubsub.as_ref().and_then(|p| p.shards.first().cloned());
-        vec![any.unwrap_or_else(|| self.bus_connection())]
+        let any = self.subs.as_ref().and_then(|p| p.shards.first().cloned());
+        vec![any.unwrap_or_else(|| self.bus_connection(client))]
     }
 
-    fn bus_connection(&mut self) -> Rc<Backend> {
-        if let Some(bus) = self.pubsub.as_ref().and_then(|p| p.bus.clone()) {
+    fn bus_connection(&mut self, client: &Client) -> Rc<Backend> {
+        if let Some(bus) = self.subs.as_ref().and_then(|p| p.bus.clone()) {
             return bus;
         }
         // Classic pub/sub's home (`PUBSUB_HOME_SLOT`), where PUBLISH goes too; any master
         // while slot 0 has none (its messages still arrive over the cluster bus).
-        let map = self.client.worker.topology().current();
+        let map = client.worker.topology().current();
         let home = map
             .node_of(crate::route::PUBSUB_HOME_SLOT)
             .or(map.nodes().first());
         let addr = home.map(|n| n.addr.clone()).unwrap_or_default();
-        let bus = self.stream_connection(&addr);
-        self.pubsub.get_or_insert_with(PubSub::default).bus = Some(bus.clone());
+        let bus = stream_connection(client, &addr);
+        self.subs.get_or_insert_with(PubSub::default).bus = Some(bus.clone());
         bus
     }
 
-    pub(crate) fn shard_connection(&mut self, slot: u16) -> Option<Rc<Backend>> {
-        let addr = self
-            .client
+    pub(crate) fn shard_connection(&mut self, client: &Client, slot: u16) -> Option<Rc<Backend>> {
+        let addr = client
             .worker
             .topology()
             .current()
             .node_of(slot)?
             .addr
             .clone();
-        let pubsub = self.pubsub.get_or_insert_with(PubSub::default);
+        let pubsub = self.subs.get_or_insert_with(PubSub::default);
         if let Some(conn) = pubsub.shards.iter().find(|c| *c.addr == *addr) {
             return Some(conn.clone());
         }
-        let conn = self.stream_connection(&addr);
-        self.pubsub
+        let conn = stream_connection(client, &addr);
+        self.subs
             .get_or_insert_with(PubSub::default)
             .shards
             .push(conn.clone());
         Some(conn)
     }
 
-    pub(crate) fn stream_connection(&self, addr: &str) -> Rc<Backend> {
-        let conn = self.client.worker.new_backend(addr, self.client.resp3());
-        conn.stream_to(self.client.cell.clone());
-        conn
-    }
-
-    /// A command Redis does not allow in RESP2 subscribed mode. Every confirmation before it
-    /// is already out (a request is read only once they are), so the error goes in order.
-    pub(crate) fn refuse_subscribed(&mut self, name: &str) {
-        let why = format!(
-            "Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
-        );
-        // As Redis words any refused EXEC: the transaction is discarded too.
-        let text = match name {
-            "exec" => format!("-EXECABORT Transaction discarded because of: {why}\r\n"),
-            _ => format!("-ERR {why}\r\n"),
-        };
-        self.client.reply_now(Bytes::from(text));
-    }
-
     /// Keep the keyspace hub's connections matched to the masters, and send the bus a
     /// command that waited for them (`keyspace.rs`). Every poll of every session comes
     /// here: nothing more than this check without keyspace notifications.
-    pub(crate) fn follow_masters(&mut self) {
-        let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) else {
+    pub(crate) fn follow_masters(&mut self, client: &Client) {
+        let Some(ks) = self.subs.as_mut().and_then(|p| p.keyspace.as_mut()) else {
             return;
         };
-        if let Some(home) = ks.follow(&self.client.worker) {
-            self.send_home(home);
+        if let Some(home) = ks.follow(&client.worker) {
+            self.send_home(client, home);
         }
     }
 
     /// `frame` as the client's protocol shows it (`push_shape.rs`).
-    fn in_client_protocol(&self, source: usize, frame: Bytes) -> Bytes {
-        match self.pubsub.as_ref() {
-            Some(p) => p.in_client_protocol(source, frame, self.client.resp3()),
+    pub(crate) fn in_client_protocol(&self, client: &Client, source: usize, frame: Bytes) -> Bytes {
+        match self.subs.as_ref() {
+            Some(p) => p.in_client_protocol(source, frame, client.resp3()),
             None => frame,
         }
     }
 
-    /// Move frames from the subscription connections to the client; end subscribed mode once
-    /// every connection confirmed 0 subscriptions. Returns the bytes moved.
-    pub(crate) fn forward_pushes(&mut self) -> usize {
-        let mut frames = std::mem::take(&mut self.push_scratch);
-        self.client.cell.take_pushes(&mut frames);
-        self.follow_masters();
-        self.tracking.follow(&self.client);
-        let mut bytes = 0;
-        for (source, frame) in frames.drain(..) {
-            let side = self.pubsub.as_ref().and_then(|p| {
-                let home = p.bus_addr();
-                p.keyspace
-                    .as_ref()?
-                    .frame_from(source, &frame, home.as_deref())
-            });
-            match side.or_else(|| self.tracking.frame(&self.client, source, &frame)) {
-                Some(false) => continue,
-                Some(true) => {
-                    let frame = self.in_client_protocol(source, frame);
-                    bytes += frame.len();
-                    self.io.out.push_back(frame);
-                    continue;
-                }
-                None => {}
-            }
-            if is_sync(&frame) {
-                if let Some(p) = self.pubsub.as_mut() {
-                    p.syncs = p.syncs.saturating_sub(1);
-                }
-                continue;
-            }
-            if self.reset_swallows(source, &frame) {
-                continue;
-            }
-            let mut frame = frame;
-            if let Some(confirmed) = confirmation(&frame) {
-                self.record_count(source, &confirmed);
-                if let Some(ks) = self.pubsub.as_mut().and_then(|p| p.keyspace.as_mut()) {
-                    ks.note_home(&confirmed);
-                }
-                if self.resubscribe_on_confirmation(&confirmed) {
-                    continue;
-                }
-                if let Some(p) = self.pubsub.as_mut() {
-                    frame = p.shard_total(&confirmed, frame);
-                }
-            } else if self.resubscribe_on_moved(source, &frame)
-                || self.resend_on_moved(source, &frame)
-            {
-                continue;
-            }
-            let frame = self.in_client_protocol(source, frame);
-            bytes += frame.len();
-            self.io.out.push_back(frame);
-        }
-        self.push_scratch = frames;
-        if self.pubsub.as_ref().is_some_and(|p| {
-            p.syncs == 0
-                && p.silent.is_empty()
-                && !p.counts.is_empty()
-                && p.counts.iter().all(|(_, _, n)| *n == 0)
-        }) {
-            self.leave_pubsub();
-        }
-        bytes
-    }
-
+    /// (The caller publishes the client's state before the confirmation is written: CLIENT
+    /// LIST from a client that saw it counts it.)
     fn record_count(&mut self, source: usize, c: &Confirmation) {
-        let Some(p) = self.pubsub.as_mut() else {
+        let Some(p) = self.subs.as_mut() else {
             return;
         };
         let shard = matches!(c.kind.as_ref(), b"ssubscribe" | b"sunsubscribe");
@@ -409,20 +351,126 @@ impl Session {
             Some(entry) => entry.2 = c.count,
             None => p.counts.push((source, shard, c.count)),
         }
-        // Before the confirmation is written: CLIENT LIST from a client that saw it counts it.
-        self.publish_state();
     }
 
     /// Close every subscription connection (end of subscribed mode, RESET, session end).
-    pub(crate) fn leave_pubsub(&mut self) {
+    pub(crate) fn leave(&mut self, client: &Client) {
         self.reset_drain = None;
-        if let Some(p) = self.pubsub.take() {
+        if let Some(p) = self.subs.take() {
             for conn in p.bus.iter().chain(p.shards.iter()) {
                 conn.close();
             }
             if let Some(mut ks) = p.keyspace {
-                ks.close(&self.client.cell);
+                ks.close(&client.cell);
             }
         }
     }
+
+    /// A frame from subscription connection `source` that is neither keyspace's nor
+    /// tracking's: the frame to pass on, if any, and whether a confirmation changed the
+    /// counts CLIENT LIST shows (published before the frame is written: a client that saw
+    /// it counts it).
+    pub(crate) fn on_frame(
+        &mut self,
+        client: &Client,
+        source: usize,
+        frame: Bytes,
+    ) -> (Option<Bytes>, bool) {
+        if is_sync(&frame) {
+            if let Some(p) = self.subs.as_mut() {
+                p.syncs = p.syncs.saturating_sub(1);
+            }
+            return (None, false);
+        }
+        if self.reset_swallows(source, &frame) {
+            return (None, false);
+        }
+        if let Some(confirmed) = confirmation(&frame) {
+            self.record_count(source, &confirmed);
+            if let Some(ks) = self.subs.as_mut().and_then(|p| p.keyspace.as_mut()) {
+                ks.note_home(&confirmed);
+            }
+            if self.resubscribe_on_confirmation(client, &confirmed) {
+                return (None, true);
+            }
+            let frame = match self.subs.as_mut() {
+                Some(p) => p.shard_total(&confirmed, frame),
+                None => frame,
+            };
+            return (Some(frame), true);
+        }
+        if self.resubscribe_on_moved(client, source, &frame)
+            || self.resend_on_moved(client, source, &frame)
+        {
+            return (None, false);
+        }
+        (Some(frame), false)
+    }
+
+    /// A frame of the keyspace hub's connections (`keyspace.rs`): None if not theirs, else
+    /// whether it goes to the client as it is.
+    pub(crate) fn keyspace_frame(&self, source: usize, frame: &Bytes) -> Option<bool> {
+        let p = self.subs.as_ref()?;
+        let home = p.bus_addr();
+        p.keyspace
+            .as_ref()?
+            .frame_from(source, frame, home.as_deref())
+    }
+
+    /// Subscribed mode ends once every subscription connection confirmed 0 subscriptions
+    /// (and no silent resubscription is on its way).
+    pub(crate) fn leave_if_done(&mut self, client: &Client) {
+        let done = self.subs.as_ref().is_some_and(|p| {
+            p.syncs == 0
+                && p.silent.is_empty()
+                && !p.counts.is_empty()
+                && p.counts.iter().all(|(_, _, n)| *n == 0)
+        });
+        if done {
+            self.leave(client);
+        }
+    }
+
+    /// A frame from subscription connection `source` during a RESET: the node's `+RESET`
+    /// and anything after it are not the client's (it has left subscribed mode); messages
+    /// sent before it still are, as one Redis writes them before its `+RESET`.
+    pub(crate) fn reset_swallows(&mut self, source: usize, frame: &[u8]) -> bool {
+        let Some(drain) = self.reset_drain.as_mut() else {
+            return false;
+        };
+        if drain.done.contains(&source) {
+            return true;
+        }
+        if frame == b"+RESET\r\n" {
+            drain.done.push(source);
+            return true;
+        }
+        false
+    }
+}
+
+fn send_home_on(client: &Client, bus: &Rc<Backend>, frame: Bytes) {
+    for bytes in [frame, Bytes::from_static(SYNC_PING)] {
+        bus.send(Outgoing::stream(bytes, client.cell.clone()));
+    }
+}
+
+pub(crate) fn stream_connection(client: &Client, addr: &str) -> Rc<Backend> {
+    let conn = client.worker.new_backend(addr, client.resp3());
+    conn.stream_to(client.cell.clone());
+    conn
+}
+
+/// A command Redis does not allow in RESP2 subscribed mode. Every confirmation before it
+/// is already out (a request is read only once they are), so the error goes in order.
+pub(crate) fn refuse_subscribed(client: &Client, name: &str) {
+    let why = format!(
+        "Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+    );
+    // As Redis words any refused EXEC: the transaction is discarded too.
+    let text = match name {
+        "exec" => format!("-EXECABORT Transaction discarded because of: {why}\r\n"),
+        _ => format!("-ERR {why}\r\n"),
+    };
+    client.reply_now(Bytes::from(text));
 }

@@ -24,17 +24,17 @@ use cluster::redirect::{parse_redirect, Host, Redirect};
 use resp::Request;
 
 use crate::route::PubSubTarget;
-use crate::session::pubsub::PubSub;
+use crate::session::client::Client;
+use crate::session::pubsub::{ClientPubSub, PubSub};
 use crate::session::pubsub_frame::Confirmation;
-use crate::session::Session;
 
 // === impl Session (shard resubscription) ===
 
-impl Session {
+impl ClientPubSub {
     /// Track which shard channels the client wants, from its SSUBSCRIBE/SUNSUBSCRIBE.
     pub(crate) fn note_shard_command(&mut self, req: &Request) {
         let name = req.arg(0).to_ascii_lowercase();
-        let p = self.pubsub.get_or_insert_with(PubSub::default);
+        let p = self.subs.get_or_insert_with(PubSub::default);
         let channels = (1..req.argc()).map(|i| req.arg_bytes(i));
         match name.as_slice() {
             b"ssubscribe" => p.wanted.extend(channels),
@@ -50,16 +50,20 @@ impl Session {
     }
 
     /// True if the confirmation is about a silent resubscription and must be hidden.
-    pub(crate) fn resubscribe_on_confirmation(&mut self, c: &Confirmation) -> bool {
-        let Some(p) = self.pubsub.as_mut() else {
+    pub(crate) fn resubscribe_on_confirmation(
+        &mut self,
+        client: &Client,
+        c: &Confirmation,
+    ) -> bool {
+        let Some(p) = self.subs.as_mut() else {
             return false;
         };
         match c.kind.as_ref() {
             b"sunsubscribe" if p.wanted.contains(&c.channel) => {
-                self.client.worker.topology().request_refresh_now();
+                client.worker.topology().request_refresh_now();
                 let slot = cluster::key_slot(&c.channel);
-                if let Some(conn) = self.shard_connection(slot) {
-                    conn.send(self.ssubscribe(&[&c.channel]));
+                if let Some(conn) = self.shard_connection(client, slot) {
+                    conn.send(Self::ssubscribe(client, &[&c.channel]));
                     self.note_silent(&c.channel, &conn.addr);
                 }
                 true
@@ -84,7 +88,7 @@ impl Session {
 
     /// Remember that `channel` is being resubscribed at `addr` (once per channel).
     fn note_silent(&mut self, channel: &Bytes, addr: &Rc<str>) {
-        let p = self.pubsub.get_or_insert_with(PubSub::default);
+        let p = self.subs.get_or_insert_with(PubSub::default);
         p.silent.insert(channel.clone(), addr.clone());
     }
 
@@ -93,8 +97,13 @@ impl Session {
     /// SSUBSCRIBE went to that connection's node are sent again, in one SSUBSCRIBE: each of
     /// their MOVED replies would otherwise resend them all, and the node would confirm each
     /// channel once per resend (extra confirmations the client never asked for).
-    pub(crate) fn resubscribe_on_moved(&mut self, source: usize, frame: &Bytes) -> bool {
-        let Some(p) = self.pubsub.as_ref() else {
+    pub(crate) fn resubscribe_on_moved(
+        &mut self,
+        client: &Client,
+        source: usize,
+        frame: &Bytes,
+    ) -> bool {
+        let Some(p) = self.subs.as_ref() else {
             return false;
         };
         if p.silent.is_empty() || !frame.starts_with(b"-MOVED ") {
@@ -102,7 +111,7 @@ impl Session {
         }
         let from = p.shards.iter().find(|c| Rc::as_ptr(c) as usize == source);
         let from = from.map(|c| c.addr.clone());
-        let Some((slot, addr)) = self.moved_target(frame, from.as_deref()) else {
+        let Some((slot, addr)) = Self::moved_target(client, frame, from.as_deref()) else {
             return false;
         };
         let again: Vec<Bytes> = p
@@ -111,19 +120,16 @@ impl Session {
             .filter(|(ch, to)| cluster::key_slot(ch) == slot && Some(*to) == from.as_ref())
             .map(|(ch, _)| ch.clone())
             .collect();
-        let version = self.client.worker.topology().current().version();
-        self.client
-            .worker
-            .topology()
-            .learn_moved(slot, &addr, version);
+        let version = client.worker.topology().current().version();
+        client.worker.topology().learn_moved(slot, &addr, version);
         if again.is_empty() {
             return true; // already sent where this MOVED points
         }
-        let Some(conn) = self.shard_connection(slot) else {
+        let Some(conn) = self.shard_connection(client, slot) else {
             return true;
         };
         let channels: Vec<&[u8]> = again.iter().map(|c| &c[..]).collect();
-        conn.send(self.ssubscribe(&channels));
+        conn.send(Self::ssubscribe(client, &channels));
         again.iter().for_each(|ch| self.note_silent(ch, &conn.addr));
         true
     }
@@ -131,36 +137,38 @@ impl Session {
     /// A `-MOVED` answering the client's last pub/sub command (SSUBSCRIBE on a stale map):
     /// learn the slot's owner and send the command there, hidden from the client, which
     /// gets the new owner's confirmations instead.
-    pub(crate) fn resend_on_moved(&mut self, source: usize, frame: &Bytes) -> bool {
+    pub(crate) fn resend_on_moved(
+        &mut self,
+        client: &Client,
+        source: usize,
+        frame: &Bytes,
+    ) -> bool {
         let Some((sent, PubSubTarget::Shard(Some(_)))) =
-            self.pubsub.as_ref().and_then(|p| p.last_sent.clone())
+            self.subs.as_ref().and_then(|p| p.last_sent.clone())
         else {
             return false;
         };
-        let max = self.client.worker.live().config.cluster.max_redirects;
-        let Some(p) = self.pubsub.as_mut().filter(|p| p.moved_resends < max) else {
+        let max = client.worker.live().config.cluster.max_redirects;
+        let Some(p) = self.subs.as_mut().filter(|p| p.moved_resends < max) else {
             // The hop budget is spent: the client gets the node's MOVED, never a hot loop.
             return false;
         };
         p.moved_resends += 1;
         let from = p.shards.iter().find(|c| Rc::as_ptr(c) as usize == source);
         let from = from.map(|c| c.addr.clone());
-        let Some((slot, addr)) = self.moved_target(frame, from.as_deref()) else {
+        let Some((slot, addr)) = Self::moved_target(client, frame, from.as_deref()) else {
             return false;
         };
-        let version = self.client.worker.topology().current().version();
-        self.client
-            .worker
-            .topology()
-            .learn_moved(slot, &addr, version);
-        self.send_pubsub(sent, PubSubTarget::Shard(Some(slot)));
+        let version = client.worker.topology().current().version();
+        client.worker.topology().learn_moved(slot, &addr, version);
+        self.send(client, sent, PubSubTarget::Shard(Some(slot)));
         true
     }
 
     /// The slot and new owner named by a `-MOVED` frame from the subscription connection
     /// to `from` (`SlotMap::redirect_addr`). None for another frame, or a `?` the map
     /// cannot resolve (a refresh is asked for; the client gets the MOVED).
-    fn moved_target(&self, frame: &Bytes, from: Option<&str>) -> Option<(u16, String)> {
+    fn moved_target(client: &Client, frame: &Bytes, from: Option<&str>) -> Option<(u16, String)> {
         if !frame.starts_with(b"-MOVED ") {
             return None;
         }
@@ -168,23 +176,22 @@ impl Session {
         let Some(Redirect::Moved { slot, to }) = parse_redirect(line) else {
             return None;
         };
-        let map = self.client.worker.topology().current();
+        let map = client.worker.topology().current();
         let addr = match (to.host, from) {
             (Host::Same, None) => None,
             (_, from) => map.redirect_addr(to, from.unwrap_or_default()),
         };
         if addr.is_none() {
-            self.client.worker.topology().request_refresh_now();
+            client.worker.topology().request_refresh_now();
         }
         Some((slot, addr?))
     }
 
-    fn ssubscribe(&self, channels: &[&[u8]]) -> crate::backend::Outgoing {
+    fn ssubscribe(client: &Client, channels: &[&[u8]]) -> crate::backend::Outgoing {
         let mut frame = BytesMut::new();
         let mut args: Vec<&[u8]> = vec![b"SSUBSCRIBE"];
         args.extend_from_slice(channels);
         resp::encode_command(&mut frame, &args);
-        let client = self.client.cell.clone();
-        crate::backend::Outgoing::stream(frame.freeze(), client)
+        crate::backend::Outgoing::stream(frame.freeze(), client.cell.clone())
     }
 }

@@ -50,7 +50,10 @@ impl Session {
         self.client
             .slowlog
             .record(&shared.slowlog, ring, &self.client.cell, name);
-        let (resp3, subscribed) = (self.client.resp3(), self.subscribed_resp2());
+        let (resp3, subscribed) = (
+            self.client.resp3(),
+            self.pubsub.subscribed_resp2(&self.client),
+        );
         crate::session::tracking::redirect::deliver_mail(
             &self.client.handle,
             &self.client.cell,
@@ -140,7 +143,7 @@ impl Session {
         let live = self.client.worker.live();
         let limits = &live.config.limits;
         let queued = self.io.out_bytes + self.client.cell.queued_bytes();
-        let over = match self.pubsub.is_some() {
+        let over = match self.pubsub.is_on() {
             true => queued > limits.pubsub_output_limit_bytes,
             false => limits.output_hard_limit_bytes > 0 && queued > limits.output_hard_limit_bytes,
         };
@@ -315,7 +318,7 @@ impl Session {
     /// No MULTI, WATCH or subscription: their state lives on the dedicated connection, which
     /// a streamed upload uses (`upload.rs`).
     fn upload_others_idle(&self) -> bool {
-        self.tx.open.is_none() && self.tx.watch.is_none() && self.pubsub.is_none()
+        self.tx.open.is_none() && self.tx.watch.is_none() && !self.pubsub.is_on()
     }
 
     fn try_start_upload(&mut self) -> Start {
@@ -326,5 +329,37 @@ impl Session {
             &mut self.intake,
             others_idle,
         )
+    }
+
+    /// Move frames from the subscription connections to the client; end subscribed mode once
+    /// every connection confirmed 0 subscriptions. Returns the bytes moved.
+    fn forward_pushes(&mut self) -> usize {
+        let mut frames = std::mem::take(&mut self.push_scratch);
+        self.client.cell.take_pushes(&mut frames);
+        self.pubsub.follow_masters(&self.client);
+        self.tracking.follow(&self.client);
+        let mut bytes = 0;
+        for (source, frame) in frames.drain(..) {
+            let side = self.pubsub.keyspace_frame(source, &frame);
+            let frame = match side.or_else(|| self.tracking.frame(&self.client, source, &frame)) {
+                Some(false) => continue,
+                Some(true) => frame,
+                None => match self.pubsub.on_frame(&self.client, source, frame) {
+                    (frame, true) => {
+                        self.publish_state();
+                        let Some(frame) = frame else { continue };
+                        frame
+                    }
+                    (Some(frame), false) => frame,
+                    (None, false) => continue,
+                },
+            };
+            let frame = self.pubsub.in_client_protocol(&self.client, source, frame);
+            bytes += frame.len();
+            self.io.out.push_back(frame);
+        }
+        self.push_scratch = frames;
+        self.pubsub.leave_if_done(&self.client);
+        bytes
     }
 }
