@@ -24,7 +24,7 @@ use resp::Request;
 use crate::backend::Backend;
 use crate::route::merge::{self, Merge};
 use crate::route::PartShape;
-use crate::session::queue::Hold;
+use crate::session::failover_hold::Hold;
 
 /// One sub-request and its fate.
 pub(crate) struct Part {
@@ -37,7 +37,7 @@ pub(crate) struct Part {
     pub slot: Option<u16>,
     /// Sent only once every first-round part is answered (`Fanout::twice`).
     pub second: bool,
-    /// Held for a failover (`queue::Hold`).
+    /// Held for a failover (`failover_hold::Hold`).
     pub hold: Hold,
 }
 

@@ -48,6 +48,7 @@ pub(crate) mod client_command;
 mod close;
 mod drain;
 pub(crate) mod exclusive;
+pub(crate) mod failover_hold;
 pub(crate) mod fanout;
 pub(crate) mod follow;
 pub(crate) mod held;
@@ -56,7 +57,6 @@ pub(crate) mod keyspace;
 pub(crate) mod limits;
 pub(crate) mod local;
 pub(crate) mod login;
-mod mode;
 pub(crate) mod order;
 pub(crate) mod pubsub;
 pub(crate) mod pubsub_frame;
@@ -462,5 +462,26 @@ impl Session {
             self.tx.lose_watch();
         }
         self.io.parser.set_unauthenticated(false);
+    }
+
+    /// RESP2 subscribed mode: QUIT and RESET are answered here, everything else Redis allows
+    /// goes down the subscription connection so Redis gives its own subscribed-mode replies.
+    pub(super) fn dispatch_subscribed(&mut self, req: Request, route: Route) {
+        match route {
+            // PING is answered here, in Redis's subscribed-mode shape, once the messages sent
+            // before it are out: down a connection that is not subscribed (the bus, for a
+            // client with only shard channels) it would get `+PONG`.
+            Route::Local(cmd @ (Local::Quit | Local::Ping | Local::Reset)) => {
+                self.hold_mode_change(req, cmd)
+            }
+            Route::PubSub(target) => {
+                let held = self.pubsub.command(req, target);
+                self.hold(held)
+            }
+            Route::Refuse(err) => self.client.reply_now(err),
+            _ => {
+                crate::session::pubsub::refuse_subscribed(&self.client, &req);
+            }
+        }
     }
 }

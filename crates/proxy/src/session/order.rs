@@ -66,8 +66,6 @@ use tokio::time::{Instant, Sleep};
 
 use crate::backend::{Backend, Wire};
 
-mod release;
-pub(crate) use release::{admit, release_waiting};
 #[cfg(test)]
 mod tests;
 

@@ -463,7 +463,9 @@ pub(crate) fn stream_connection(client: &Client, addr: &str) -> Rc<Backend> {
 
 /// A command Redis does not allow in RESP2 subscribed mode. Every confirmation before it
 /// is already out (a request is read only once they are), so the error goes in order.
-pub(crate) fn refuse_subscribed(client: &Client, name: &str) {
+pub(crate) fn refuse_subscribed(client: &Client, req: &Request) {
+    let name = full_name(req);
+    let name = name.as_str();
     let why = format!(
         "Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
     );
@@ -473,4 +475,12 @@ pub(crate) fn refuse_subscribed(client: &Client, name: &str) {
         _ => format!("-ERR {why}\r\n"),
     };
     client.reply_now(Bytes::from(text));
+}
+
+/// The command's name as Redis reports it in errors: `client|getname` for a subcommand.
+fn full_name(req: &Request) -> String {
+    match cluster::lookup(req.arg(0)) {
+        Some(spec) => spec.resolve(req.argc(), |i| req.arg(i)).name.to_string(),
+        None => String::from_utf8_lossy(req.arg(0)).to_lowercase(),
+    }
 }

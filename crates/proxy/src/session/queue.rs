@@ -367,8 +367,6 @@ mod entry;
 #[cfg(test)]
 use crate::backend::is_redirect;
 pub(crate) use entry::{Conn, Entry, Kind, Resend, Sent};
-pub(crate) use hold::Hold;
-mod hold;
 mod ordering;
 mod partial;
 #[cfg(test)]

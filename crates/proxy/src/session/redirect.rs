@@ -88,7 +88,7 @@ pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
         }
         pending.clear();
         session.client.redirected = pending;
-        crate::session::order::release_waiting(&mut session.client, cx);
+        crate::session::send::release::release_waiting(&mut session.client, cx);
         if !session.client.cell.has_redirected() {
             return;
         }

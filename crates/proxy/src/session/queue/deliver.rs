@@ -4,9 +4,10 @@
 
 use bytes::Bytes;
 
-use super::{ClientCell, Hold, Kind};
+use super::{ClientCell, Kind};
 use crate::backend::{is_redirect, ReplySink};
 use crate::context::WorkerStats;
+use crate::session::failover_hold::Hold;
 
 impl ClientCell {
     /// A backend's reply for part `frag` of request `seq` (part 0 of an unsplit request).

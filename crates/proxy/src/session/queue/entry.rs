@@ -6,8 +6,8 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::hold::Hold;
 use crate::backend::Backend;
+use crate::session::failover_hold::Hold;
 use crate::session::fanout::Fanout;
 
 /// One request's place in its client's reply order.

@@ -27,7 +27,7 @@ use topology::Backoff;
 
 use super::plan::{Hop, Kind, Plan};
 use crate::context::WorkerStats;
-use crate::session::queue::Hold;
+use crate::session::failover_hold::Hold;
 
 /// Pace of a held request's attempts: a new master is taken up within 100 ms of the map
 /// naming it, and a dead one costs nothing to try (it fails without a packet).

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::backend::{Backend, Wire};
-use crate::session::queue::Hold;
+use crate::session::failover_hold::Hold;
 
 /// What following a reply means.
 pub(super) enum Kind {

@@ -20,12 +20,13 @@ use cluster::slot_map::{SlotMap, Stamp};
 use resp::Request;
 
 pub(crate) mod parts;
+pub(crate) mod release;
 
 use crate::backend::{Backend, Outgoing, Owes};
 use crate::config::ReadPolicy;
 use crate::patience::Patience;
 use crate::session::client::Client;
-use crate::session::order::{self, Admit, Waiting};
+use crate::session::order::{Admit, Waiting};
 use crate::session::queue::{Conn, Entry, Resend, Sent};
 use crate::worker::ReadChoice;
 
@@ -108,9 +109,9 @@ fn send_routed(
     let stable = crate::session::order::stable(stamp, map);
     let admit = match slot {
         Some(slot) if client.worker.is_migrating(slot, map) && multi_key(&req) => {
-            order::admit(&client.cell, stable, Some(slot), backend, via, true)
+            release::admit(&client.cell, stable, Some(slot), backend, via, true)
         }
-        _ => order::admit(&client.cell, stable, slot, backend, via, false),
+        _ => release::admit(&client.cell, stable, slot, backend, via, false),
     };
     let frame = req.raw().clone();
     let mut sent = Sent::new(Resend::Frame(frame.clone()), backend, slot, Conn::Shared);

@@ -15,7 +15,7 @@ use crate::route::scan::parse_cursor;
 use crate::route::Merge;
 use crate::session::client::Client;
 use crate::session::fanout::{Fanout, Part};
-use crate::session::order::{self, Admit};
+use crate::session::order::Admit;
 use crate::session::queue::Entry;
 
 /// Send every part of a split request; the reply queue merges them.
@@ -87,7 +87,7 @@ fn send_parts(
     // Decided before the push: the entry's own parts must not count as in flight.
     let admits: Vec<Admit> = (fanout.parts.iter().zip(&backends))
         .map(|(part, b)| match b {
-            Some(b) => order::admit(&client.cell, stamp, part.slot, b, 0, false),
+            Some(b) => super::release::admit(&client.cell, stamp, part.slot, b, 0, false),
             None => Admit::Untracked,
         })
         .collect();

@@ -1,4 +1,4 @@
-//! The session's side of the ordering rule (`order.rs`): admitting new requests, and
+//! The send step's side of the ordering rule (`order.rs`): admitting new requests, and
 //! releasing waiting ones (resends and requests held for their turn) when the rule allows.
 
 use std::rc::Rc;
@@ -8,9 +8,9 @@ use bytes::Bytes;
 use cluster::slot_map::Stamp;
 use tokio::time::Instant;
 
-use super::{conn_id, Admit, RouteKey, Target, Waiting};
 use crate::backend::{Backend, Outgoing, Owes};
 use crate::session::client::Client;
+use crate::session::order::{conn_id, Admit, RouteKey, Target, Waiting};
 use crate::session::queue::{ClientCell, Kind};
 
 /// Whether a new request for `slot`, routed to `backend` by the map state `stamp`
