@@ -439,6 +439,16 @@ impl CommandSpec {
         self.flags & flag == flag
     }
 
+    /// Whether a call may write what replicas must then receive: `write` or
+    /// `may_replicate`, or a script or function call that is not read-only (EVAL, EVALSHA,
+    /// FCALL: Redis 7.0's `COMMAND INFO` does not report their `may_replicate`). WAIT counts
+    /// the writes of a client by it.
+    pub fn replicates(&self) -> bool {
+        self.has(flags::WRITE)
+            || self.has(flags::MAY_REPLICATE)
+            || (self.acl_categories & acl::SCRIPTING != 0 && !self.has(flags::READONLY))
+    }
+
     /// What the key at argument `pos` of a call with `argc` arguments needs (bits from
     /// [`access`]): from the range spec that covers it, else from the first spec found by
     /// numkeys or keyword, as Redis collects keys spec by spec. A position no spec

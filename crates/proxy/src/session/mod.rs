@@ -15,6 +15,14 @@
 //! Backpressure: when the client has too many requests in flight or too many reply bytes
 //! waiting, the session stops reading its socket (TCP pushes back on the client) while the
 //! backends keep being read for everyone.
+//!
+//! The parts: `Session` (here, fields private) holds its socket side (`Io`, `io.rs`), the
+//! client as every feature sees it (`Client`, `client.rs`), and each feature's state, None
+//! until first used. `impl Session` lives in three files: here (the future, dispatch by
+//! `Route`), `turn.rs` (one wake-up's work) and `exclusive.rs` (held requests and mode
+//! changes): the places that decide across features. Each feature (`send/`,
+//! `transaction.rs`, `pubsub.rs`, `tracking.rs`, `upload.rs`, `auth.rs`) owns its state and
+//! logic, takes `&Client` and what else it needs, and names no `Session`.
 
 use std::future::poll_fn;
 use std::net::SocketAddr;
@@ -230,7 +238,7 @@ impl Session {
             && !self.upload.active()
     }
 
-    /// Publish what CLIENT LIST shows (`client.rs`): a few relaxed stores, once per
+    /// Publish what CLIENT LIST shows (`client_command.rs`): a few relaxed stores, once per
     /// wake-up.
     pub(crate) fn publish_state(&self) {
         let live = &self.client.handle.live;
@@ -305,7 +313,9 @@ impl Session {
                 .note_request(&self.client, &req, self.tx.open.is_some());
         }
         self.client.count_command(command);
-        if command.is_some_and(crate::session::wait::is_write) {
+        if command
+            .is_some_and(|i| cluster::command::at_stats_index(i).is_some_and(|c| c.replicates()))
+        {
             self.client
                 .written
                 .note(&route, &self.client.worker.topology().current());

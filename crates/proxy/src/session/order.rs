@@ -1,6 +1,6 @@
 //! Execution order: a client's requests to one slot execute in the order it sent them,
 //! through MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY and failover (replies were
-//! always in order; `pending.rs`).
+//! always in order: `queue.rs`).
 //!
 //! The rule, per client and per slot: a request (new, or resent after a redirect or retry)
 //! is written to a connection only when
@@ -84,7 +84,7 @@ pub(crate) struct RouteKey {
     /// The protocol and database of the connections it went to.
     pub wire: Wire,
     /// 0: to the slot's master. Otherwise a read routed by a read policy, with the replica
-    /// view generation and the policy that chose its node (`session/forward.rs`): a read
+    /// view generation and the policy that chose its node (`session/send/mod.rs`): a read
     /// and a write of one slot may then be on two connections, and a new view may move a
     /// slot's reads, so either change starts tracking.
     pub via: u64,

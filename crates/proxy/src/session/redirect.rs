@@ -276,7 +276,7 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
     }
     if !reply.starts_with(b"-MOVED ") && !reply.starts_with(b"-ASK ") {
         // Not executed: routed again by slot after a fresh map, paced (a request on the
-        // session's own connection stays on one, `order/release.rs`).
+        // session's own connection stays on one, `send/release.rs`).
         return plan_retry(hop, map_version, true);
     }
     if let Some(node) = hop.sent_to.as_ref().map(|b| &b.node) {

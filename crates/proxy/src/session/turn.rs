@@ -1,6 +1,12 @@
-//! The session's socket side: reading and parsing requests, writing replies, and the limits
-//! that decide when to stop reading (backpressure) or close (hard limits). Kept apart from
-//! `session.rs`, which decides what each request is and where it goes.
+//! One turn of a session: follow redirects, move ready replies and pushed frames to the
+//! socket side (`io.rs`) and write them, then read and parse what the client sent, within
+//! the limits that decide when to stop reading (backpressure) or close (hard limits). The
+//! requests it parses go to `mod.rs`, which decides what each is and where it goes.
+//!
+//! ```text
+//!   pump_output: redirects followed ─▶ ready replies popped (head only) ─▶ pushes ─▶ writev
+//!   pump_input:  read (quantum) ─▶ parse ─▶ Session::dispatch, or a streamed upload
+//! ```
 
 use std::io::IoSlice;
 use std::pin::Pin;

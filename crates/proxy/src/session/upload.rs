@@ -125,7 +125,9 @@ impl Uploads {
         }
         WorkerStats::bump(&client.worker.stats.commands_processed);
         client.count_command(command);
-        if command.is_some_and(crate::session::wait::is_write) {
+        if command
+            .is_some_and(|i| cluster::command::at_stats_index(i).is_some_and(|c| c.replicates()))
+        {
             client
                 .written
                 .note(&route, &client.worker.topology().current()); // a later WAIT must count this write (review S6)

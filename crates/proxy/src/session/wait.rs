@@ -119,21 +119,6 @@ pub(crate) fn start(
     Ok(())
 }
 
-/// Whether the command at `index` of the command table may write: its `write` flag,
-/// `may_replicate`, or a script or function call that is not read-only (EVAL, EVALSHA,
-/// FCALL: Redis 7.0's `COMMAND INFO` does not report their `may_replicate`, and a WAIT
-/// after them must count only replicas that have their writes; review S6).
-pub(crate) fn is_write(index: usize) -> bool {
-    use cluster::command::acl::SCRIPTING;
-    use cluster::command::flags::{MAY_REPLICATE, READONLY, WRITE};
-    let spec = cluster::command::at_stats_index(index);
-    spec.is_some_and(|spec| {
-        spec.has(WRITE)
-            || spec.has(MAY_REPLICATE)
-            || (spec.acl_categories & SCRIPTING != 0 && !spec.has(READONLY))
-    })
-}
-
 /// An integer argument as Redis's `string2ll` reads it.
 fn parse_i64(arg: &[u8]) -> Option<i64> {
     std::str::from_utf8(arg).ok()?.parse().ok()

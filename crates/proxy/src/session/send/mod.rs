@@ -26,8 +26,8 @@ use crate::backend::{Backend, Outgoing, Owes};
 use crate::config::ReadPolicy;
 use crate::patience::Patience;
 use crate::session::client::Client;
-use crate::session::order::{Admit, Waiting};
-use crate::session::queue::{Conn, Entry, Resend, Sent};
+use crate::session::order::{conn_id, Admit, RouteKey, Waiting};
+use crate::session::queue::{ClientCell, Conn, Entry, Resend, Sent};
 use crate::worker::ReadChoice;
 
 /// Requests bigger than this are charged to the memory budget until answered; smaller ones
@@ -97,7 +97,7 @@ fn read_policy(client: &Client, watching: bool) -> ReadPolicy {
 }
 
 /// Queue the request's entry and send it to `backend`; false when it must wait for its
-/// turn instead, and then goes to the slot's master (`order/release.rs`).
+/// turn instead, and then goes to the slot's master (`release.rs`).
 fn send_routed(
     client: &Client,
     req: Request,
@@ -109,9 +109,9 @@ fn send_routed(
     let stable = crate::session::order::stable(stamp, map);
     let admit = match slot {
         Some(slot) if client.worker.is_migrating(slot, map) && multi_key(&req) => {
-            release::admit(&client.cell, stable, Some(slot), backend, via, true)
+            admit(&client.cell, stable, Some(slot), backend, via, true)
         }
-        _ => release::admit(&client.cell, stable, slot, backend, via, false),
+        _ => admit(&client.cell, stable, slot, backend, via, false),
     };
     let frame = req.raw().clone();
     let mut sent = Sent::new(Resend::Frame(frame.clone()), backend, slot, Conn::Shared);
@@ -145,6 +145,29 @@ pub(crate) fn send_admitted(
         }
         _ => backend.send_with(out, patience),
     }
+}
+
+/// Whether a new request for `slot`, routed to `backend` by the map state `stamp`
+/// (`super::stable`; None when a patch raced the routing) and `via` (`RouteKey::via`),
+/// may be sent now. `alone`: a multi-key request of a slot seen migrating (`order.rs`),
+/// after which nothing else of the slot goes until it is answered.
+pub(crate) fn admit(
+    cell: &ClientCell,
+    stamp: Option<Stamp>,
+    slot: Option<u16>,
+    backend: &Rc<Backend>,
+    via: u64,
+    alone: bool,
+) -> Admit {
+    let Some(slot) = slot else {
+        return Admit::Untracked;
+    };
+    let key = stamp.map(|stamp| RouteKey {
+        stamp,
+        wire: backend.wire(),
+        via,
+    });
+    cell.admit(key, slot, conn_id(backend), alone)
 }
 
 /// Whether `req` names more than one key (asked only for a slot seen migrating).

@@ -87,7 +87,7 @@ fn send_parts(
     // Decided before the push: the entry's own parts must not count as in flight.
     let admits: Vec<Admit> = (fanout.parts.iter().zip(&backends))
         .map(|(part, b)| match b {
-            Some(b) => super::release::admit(&client.cell, stamp, part.slot, b, 0, false),
+            Some(b) => super::admit(&client.cell, stamp, part.slot, b, 0, false),
             None => Admit::Untracked,
         })
         .collect();

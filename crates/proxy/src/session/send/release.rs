@@ -1,40 +1,16 @@
-//! The send step's side of the ordering rule (`order.rs`): admitting new requests, and
-//! releasing waiting ones (resends and requests held for their turn) when the rule allows.
+//! The send step's side of the ordering rule (`order.rs`) for requests that waited:
+//! releasing them (resends and requests held for their turn) when the rule allows.
 
 use std::rc::Rc;
 use std::task::Context;
 
 use bytes::Bytes;
-use cluster::slot_map::Stamp;
 use tokio::time::Instant;
 
 use crate::backend::{Backend, Outgoing, Owes};
 use crate::session::client::Client;
-use crate::session::order::{conn_id, Admit, RouteKey, Target, Waiting};
-use crate::session::queue::{ClientCell, Kind};
-
-/// Whether a new request for `slot`, routed to `backend` by the map state `stamp`
-/// (`super::stable`; None when a patch raced the routing) and `via` (`RouteKey::via`),
-/// may be sent now. `alone`: a multi-key request of a slot seen migrating (`order.rs`),
-/// after which nothing else of the slot goes until it is answered.
-pub(crate) fn admit(
-    cell: &ClientCell,
-    stamp: Option<Stamp>,
-    slot: Option<u16>,
-    backend: &Rc<Backend>,
-    via: u64,
-    alone: bool,
-) -> Admit {
-    let Some(slot) = slot else {
-        return Admit::Untracked;
-    };
-    let key = stamp.map(|stamp| RouteKey {
-        stamp,
-        wire: backend.wire(),
-        via,
-    });
-    cell.admit(key, slot, conn_id(backend), alone)
-}
+use crate::session::order::{conn_id, Target, Waiting};
+use crate::session::queue::Kind;
 
 /// Send every waiting request the rule lets go, in sequence order, and keep the retry
 /// timer armed for the next delay. Cheap when nothing is tracked.
