@@ -18,6 +18,9 @@
 //! Invariants: each client receives its replies in its own request order; nothing on the
 //! request path takes a lock, hops threads or logs at info level.
 
+// Time is read through tokio's clock, which tests can pause (`clippy.toml`).
+#![deny(clippy::disallowed_types)]
+
 mod accept;
 mod admin;
 mod auth;
@@ -43,7 +46,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use tokio::sync::watch;
 
@@ -181,7 +184,7 @@ impl Proxy {
     /// each client once what it sent is answered (at most `DRAIN_GRACE` more). Then stop.
     pub fn shutdown_gracefully(self, drain: std::time::Duration) {
         use std::sync::atomic::Ordering::Relaxed;
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         self.shared.drain.store(context::DRAIN_WHEN_IDLE, Relaxed);
         let _ = self.drain.send(true);
         self.wake_clients();
@@ -192,7 +195,7 @@ impl Proxy {
                 .drain
                 .store(context::DRAIN_STOP_READING, Relaxed);
             self.wake_clients();
-            wait_until(std::time::Instant::now() + DRAIN_GRACE, gone);
+            wait_until(tokio::time::Instant::now() + DRAIN_GRACE, gone);
         }
         tracing::info!(left = self.shared.clients.load(Relaxed), "drained");
         self.shutdown();
@@ -224,8 +227,8 @@ impl Proxy {
 const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Poll `done` every 10 ms until it holds or `deadline` passes (shutdown only).
-fn wait_until(deadline: std::time::Instant, done: impl Fn() -> bool) {
-    while !done() && std::time::Instant::now() < deadline {
+fn wait_until(deadline: tokio::time::Instant, done: impl Fn() -> bool) {
+    while !done() && tokio::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }

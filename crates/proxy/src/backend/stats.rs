@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use tokio::time::Instant;
 
 /// One worker's counters for one node (every connection kind: shared, dedicated, pub/sub).
 #[derive(Debug, Default)]

@@ -15,7 +15,7 @@ pub(crate) mod slowlog;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::config::Config;
 use crate::topology::Topology;

@@ -91,6 +91,6 @@ impl Client {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let sampled = tick.is_multiple_of(u64::from(crate::context::cmdstats::SAMPLE_EVERY));
         self.cell
-            .arm_sample(sampled.then(|| (command as u16, std::time::Instant::now())));
+            .arm_sample(sampled.then(|| (command as u16, tokio::time::Instant::now())));
     }
 }

@@ -7,7 +7,7 @@
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Hold {
     /// When it was first turned back; None while it is not held.
-    pub since: Option<std::time::Instant>,
+    pub since: Option<tokio::time::Instant>,
     /// Its latest answer is "not sent" (the session has not acted on it yet).
     pub pending: bool,
 }

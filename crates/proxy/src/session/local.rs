@@ -279,7 +279,7 @@ mod tests {
             config,
             topology,
             workers: vec![],
-            started: std::time::Instant::now(),
+            started: tokio::time::Instant::now(),
             next_client_id: std::sync::atomic::AtomicU64::new(1),
             group: crate::context::group::GroupState::new(addr),
             clients: Default::default(),

@@ -118,7 +118,7 @@ pub(crate) struct Session {
     /// Reused buffer for frames taken from the subscription connections.
     push_scratch: Vec<(usize, Bytes)>,
     /// Reused buffer for finished latency samples.
-    sample_scratch: Vec<(u16, std::time::Instant)>,
+    sample_scratch: Vec<(u16, tokio::time::Instant)>,
     /// A big request being streamed to its node as it arrives (`upload.rs`).
     upload: crate::session::upload::Uploads,
     /// CLIENT TRACKING's connections, while it is on (`tracking.rs`).
@@ -438,7 +438,7 @@ impl Session {
         if self.sample_scratch.is_empty() {
             return;
         }
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         for (command, started) in self.sample_scratch.drain(..) {
             let ns = now.duration_since(started).as_nanos() as u64;
             self.client

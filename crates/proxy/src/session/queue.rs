@@ -64,9 +64,9 @@ pub(crate) struct ClientCell {
     /// push frame may be written until it is complete, or it would land inside the bulk.
     mid_reply: Cell<bool>,
     /// The sample the next pushed entry takes (armed by the session for sampled requests).
-    next_sample: Cell<Option<(u16, std::time::Instant)>>,
+    next_sample: Cell<Option<(u16, tokio::time::Instant)>>,
     /// Samples whose reply was handed to the writer, for the session to record.
-    finished: RefCell<Vec<(u16, std::time::Instant)>>,
+    finished: RefCell<Vec<(u16, tokio::time::Instant)>>,
     /// SLOWLOG: the mark the next pushed entry takes, and those of entries not yet popped.
     next_slow: Cell<Option<Mark>>,
     slow_marks: RefCell<VecDeque<(u64, Mark)>>,
@@ -168,12 +168,12 @@ impl ClientCell {
     }
 
     /// Time the next entry pushed (a sampled request); `None` stops a sample that pushed none.
-    pub(crate) fn arm_sample(&self, sample: Option<(u16, std::time::Instant)>) {
+    pub(crate) fn arm_sample(&self, sample: Option<(u16, tokio::time::Instant)>) {
         self.next_sample.set(sample);
     }
 
     /// Samples completed since the last call.
-    pub(crate) fn take_finished(&self, into: &mut Vec<(u16, std::time::Instant)>) {
+    pub(crate) fn take_finished(&self, into: &mut Vec<(u16, tokio::time::Instant)>) {
         into.append(&mut self.finished.borrow_mut());
     }
 

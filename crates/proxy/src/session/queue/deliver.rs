@@ -99,7 +99,7 @@ fn note_hold(hold: &mut Hold, how: Arrival, stats: &WorkerStats) {
         Arrival::NotSent => {
             hold.pending = true;
             if hold.since.is_none() {
-                hold.since = Some(std::time::Instant::now());
+                hold.since = Some(tokio::time::Instant::now());
                 WorkerStats::bump(&stats.failover_held);
             }
         }

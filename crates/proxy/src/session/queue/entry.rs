@@ -17,7 +17,7 @@ pub(crate) struct Entry {
     /// Pieces of a streamed reply that arrived before its end (`queue/partial.rs`).
     pub partial: Vec<Bytes>,
     /// For a sampled request: its command index and when it was dispatched.
-    pub sampled: Option<(u16, std::time::Instant)>,
+    pub sampled: Option<(u16, tokio::time::Instant)>,
     /// What the request is: what a redirect or a retry may do with it.
     pub kind: Kind,
 }
