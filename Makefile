@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what they need.
 CARGO ?= cargo
 
-.PHONY: deps build release demo test compat compat-all compat-matrix difftest matrix soak faults fuzz-hostile lint fmt bench-core bench-smoke bench-all clean
+.PHONY: deps build release demo test test-unit test-cluster compat compat-all compat-matrix difftest matrix soak faults fuzz-hostile lint fmt bench-core bench-smoke bench-all clean
 
 deps:
 	@bash scripts/install-deps
@@ -16,20 +16,32 @@ release:
 demo: deps release
 	./target/release/slotgate demo
 
-# Unit, property and real-cluster integration tests (free ports, no fixed port assumed),
-# then the redis-py compatibility run, the differential test, the server matrix and a short
-# hostile-client run
+# The tests in tiers, fastest first: unit, property and component tests (test-unit), the
+# integration tests against real servers (test-cluster), then the redis-py compatibility
+# run, the differential test, the server matrix and a short hostile-client run
 # (docs/hostile.md; a release build, about 90 s).
-test: deps
-	$(CARGO) test --workspace
+test: deps test-unit test-cluster
 	$(MAKE) --no-print-directory compat
 	$(MAKE) --no-print-directory difftest
 	$(MAKE) --no-print-directory matrix
 	$(MAKE) --no-print-directory fuzz-hostile SECONDS=60 HOSTILE_SHRINK=1 HOSTILE_PING_MS=1000 HOSTILE_SKIP=$(HOSTILE_CI_SKIP)
 
+# Tier 1, about 3 minutes on 2 cores, most of it the build: every crate's unit and
+# property tests and doc tests. No server is started; the proxy's time is tokio's clock
+# (crates/proxy/clippy.toml), so its component tests may pause it.
+test-unit: deps
+	$(CARGO) test --workspace --lib --bins
+	$(CARGO) test --workspace --doc
+
+# Tier 2, about 9 minutes on 2 cores: the integration tests, each
+# against real redis-server processes or in-process fake nodes on free ports (no fixed port
+# assumed); a test whose server cannot start fails.
+test-cluster: deps
+	$(CARGO) test --workspace --test '*'
+
 # redis-py's plain client against the debug proxy and a local 3-master cluster, every command
-# family compared with the owning master (scripts/compat_redis_py.py, docs/commands.md); then
-# the real-client suite (compat/run.py, docs/clients.md): redis-py, go-redis, ioredis,
+# family compared with the owning master (compat/python/compare_masters.py, docs/commands.md);
+# then the real-client suite (compat/run.py, docs/clients.md): redis-py, go-redis, ioredis,
 # node-redis, Jedis, Lettuce, hiredis and redis-rs in their plain and cluster modes, RESP2
 # and RESP3. Pinned dependencies come from scripts/install-compat-deps (cached in ~/.m2, ~/.npm,
 # GOMODCACHE, ~/.cargo). About 2.5 minutes, plus about 1.5 for the redis-rs build in a clean
@@ -38,8 +50,8 @@ test: deps
 # under load over 3 proxies, one killed; about 25 s.
 compat: deps
 	$(CARGO) build -p slotgate
-	python3 scripts/compat_redis_py.py
 	bash scripts/install-compat-deps
+	python3 compat/python/compare_masters.py
 	python3 compat/run.py
 	python3 scripts/group_failover.py
 
@@ -52,7 +64,7 @@ compat-matrix: deps
 	bash scripts/install-compat-deps
 	for s in $$HOME/.cache/slotgate/servers/*/server; do \
 		echo "== $$s"; \
-		REDIS_SERVER=$$s python3 scripts/compat_redis_py.py || exit 1; \
+		REDIS_SERVER=$$s python3 compat/python/compare_masters.py || exit 1; \
 		REDIS_SERVER=$$s python3 compat/run.py || exit 1; \
 	done
 
@@ -140,7 +152,7 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) xtask cycles
-	python3 -m ruff check scripts/*.py scripts/bench-scale scripts/slotgate_tools compat/python
+	python3 -m ruff check scripts/*.py scripts/bench-scale scripts/slotgate_tools scripts/difftest compat/python
 
 fmt:
 	$(CARGO) fmt --all

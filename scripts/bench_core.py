@@ -57,7 +57,6 @@ import select
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -66,6 +65,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from slotgate_tools.ports import free_port, port_is_free
+from slotgate_tools.resp import Closed, Conn, RespError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SLOTGATE = os.path.join(REPO, "target", "release", "slotgate")
@@ -240,27 +240,16 @@ def free_cluster_base(count):
 
 def resp_call(port, *args, timeout=5.0):
     """Send one command, return the decoded reply (str, int, None; errors as BenchError)."""
-    payload = f"*{len(args)}\r\n".encode()
-    for arg in args:
-        arg = str(arg).encode()
-        payload += b"$%d\r\n%s\r\n" % (len(arg), arg)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(payload)
-        f = s.makefile("rb")
-        line = f.readline()
-        if not line.endswith(b"\r\n"):
-            raise BenchError(f"port {port}: connection closed before a reply to {args[0]}")
-        kind, rest = line[:1], line[1:-2].decode(errors="replace")
-        if kind == b"+":
-            return rest
-        if kind == b"-":
-            raise BenchError(f"port {port}: {args[0]} -> -{rest}")
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            size = int(rest)
-            return None if size < 0 else f.read(size + 2)[:-2].decode(errors="replace")
-        raise BenchError(f"port {port}: unexpected reply to {args[0]}: {line!r}")
+    with Conn(port, timeout=timeout, errors="replace") as c:
+        c.send(*args)
+        try:
+            reply = c.read()
+        except Closed:
+            raise BenchError(f"port {port}: connection closed before a reply to {args[0]}") \
+                from None
+    if isinstance(reply, RespError):
+        raise BenchError(f"port {port}: {args[0]} -> -{reply}")
+    return reply
 
 
 def wait_ready(port, proc, what, timeout=30.0):

@@ -16,10 +16,11 @@ Python 3 standard library only.
 import os
 import random
 import signal
-import socket
 import subprocess
 import threading
 import time
+
+from slotgate_tools.resp import Conn, RespError
 
 CONVERGE_S = 60
 QUIET_S = 2.0
@@ -32,34 +33,12 @@ class RedisError(Exception):
 def call(addr, *args, timeout=5.0):
     """One command on a fresh connection; the reply as bytes/int/list, errors raised."""
     host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        s.sendall(out)
-        f = s.makefile("rb")
-        return _read(f)
-
-
-def _read(f):
-    line = f.readline()
-    if not line:
-        raise RedisError("connection closed")
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"+":
-        return rest
-    if kind == b"-":
-        raise RedisError(rest.decode(errors="replace"))
-    if kind == b":":
-        return int(rest)
-    if kind == b"$":
-        n = int(rest)
-        return None if n < 0 else f.read(n + 2)[:-2]
-    if kind == b"*":
-        n = int(rest)
-        return None if n < 0 else [_read(f) for _ in range(n)]
-    raise RedisError(f"unexpected reply {line!r}")
+    with Conn(int(port), host, timeout=timeout, text=False) as c:
+        c.send(*args)
+        reply = c.read()
+    if isinstance(reply, RespError):
+        raise RedisError(str(reply))
+    return reply
 
 
 def proc_stats(pid):

@@ -17,13 +17,13 @@ The output is passed through rustfmt when it is on PATH.
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 from slotgate_tools.ports import free_port
+from slotgate_tools.resp import Conn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "crates", "cluster", "src", "command", "table.rs")
@@ -91,56 +91,11 @@ OVERRIDES = {
 ACCESS_NOT_KEYS = {"sort": 1, "sort_ro": 1}
 
 
-# ---------------------------------------------------------------- RESP I/O
-
-def encode(*parts):
-    out = [b"*%d\r\n" % len(parts)]
-    for p in parts:
-        p = p if isinstance(p, bytes) else str(p).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(p), p))
-    return b"".join(out)
-
-
-def read_reply(f):
-    """Reads one RESP2/RESP3 reply; maps become dicts, errors raise."""
-    line = f.readline()
-    if not line.endswith(b"\r\n"):
-        raise IOError("connection closed")
-    kind, body = line[:1], line[1:-2]
-    if kind in (b"+", b"("):
-        return body.decode()
-    if kind == b"-":
-        raise RuntimeError(body.decode())
-    if kind == b":":
-        return int(body)
-    if kind in (b"$", b"="):
-        n = int(body)
-        return None if n < 0 else f.read(n + 2)[:-2].decode()
-    if kind in (b"*", b"~", b">"):
-        n = int(body)
-        return None if n < 0 else [read_reply(f) for _ in range(n)]
-    if kind == b"%":
-        return {read_reply(f): read_reply(f) for _ in range(int(body))}
-    if kind == b"_":
-        return None
-    raise IOError("unexpected reply type %r" % kind)
-
-
 def as_map(v):
     """RESP2 sends maps as flat [k, v, k, v] arrays."""
     if isinstance(v, dict):
         return v
     return {v[i]: v[i + 1] for i in range(0, len(v), 2)}
-
-
-class Conn:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.file = self.sock.makefile("rb")
-
-    def call(self, *parts):
-        self.sock.sendall(encode(*parts))
-        return read_reply(self.file)
 
 
 # ---------------------------------------------------------- server control

@@ -36,8 +36,8 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_command_table import Conn, encode, free_port, read_reply  # noqa: E402
+from slotgate_tools.ports import free_port
+from slotgate_tools.resp import Conn, RespError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SLOTGATE_BIN", os.path.join(ROOT, "target", "debug", "slotgate"))
@@ -219,14 +219,9 @@ def main():
         while time.monotonic() < end and migrator.error is None:
             k = rng.choice(keys)
             before = seen_locked()
-            client.sock.sendall(encode("MSET", k, "m", o, "m") + encode("SET", k, "s")
-                                + encode("GET", k))
-            replies = []
-            for _ in range(3):
-                try:
-                    replies.append(read_reply(client.file))
-                except RuntimeError as e:
-                    replies.append("ERR " + str(e))
+            replies = ["ERR " + str(r) if isinstance(r, RespError) else r
+                       for r in client.pipeline(("MSET", k, "m", o, "m"), ("SET", k, "s"),
+                                                ("GET", k))]
             final = call(client, "GET", k)
             rounds += 1
             if isinstance(replies[0], str) and replies[0].startswith("ERR"):

@@ -38,14 +38,13 @@ Prints `ok`/`FAIL` lines and exits 1 on any failure. Free ports only; tears down
 import argparse
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_command_table import Conn, encode, free_port, read_reply  # noqa: E402
+from slotgate_tools.ports import free_port
+from slotgate_tools.resp import Conn, RespError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SLOTGATE_BIN", os.path.join(ROOT, "target", "debug", "slotgate"))
@@ -65,17 +64,15 @@ def default_servers():
 
 def call(port, *args, timeout=5):
     """One command on a fresh connection: the reply, or the error text (no exception)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(encode(*args))
-        f = s.makefile("rb")
+    with Conn(port, timeout=timeout) as c:
+        c.send(*args)
         try:
-            return read_reply(f)
-        except RuntimeError as e:
-            return "ERR-REPLY " + str(e)
-        except (OSError, IOError) as e:
+            reply = c.read()
+        except OSError as e:
             return "CLOSED " + str(e)
         except UnicodeDecodeError:
             return "binary reply"
+    return "ERR-REPLY " + str(reply) if isinstance(reply, RespError) else reply
 
 
 def info_fields(text):

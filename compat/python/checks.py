@@ -1,4 +1,5 @@
-"""Check helpers shared by the redis-py cases (compat_py.py runs them)."""
+"""Check helpers shared by the redis-py cases (compat_py.py runs them; compare_masters.py
+uses the timeout too)."""
 
 TIMEOUT = 10
 

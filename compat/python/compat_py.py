@@ -4,7 +4,9 @@ each in RESP2 and RESP3. Run by compat/run.py (COMPAT_PROXY=host:port); prints o
 `PASS|FAIL|SKIP redis-py/<mode>/<resp>/<case>` line per case (see compat/run.py).
 
 The asyncio client runs the same cases through a small facade that awaits each call, plus
-its own concurrent and blocking cases with real tasks.
+its own concurrent and blocking cases with real tasks. The suite's other half,
+compare_masters.py (`make compat`), compares the plain client's every command family with the
+owning master on a cluster of its own.
 """
 
 import asyncio

@@ -1,5 +1,12 @@
 #!/usr/bin/env python3
-"""Compatibility check: drive slotgate with redis-py's plain (non-cluster) client.
+"""redis-py's plain client through slotgate, every command family compared with the master
+that owns the key: the suite's reference check (compat_py.py, run by compat/run.py, checks
+the values applications expect; this one checks the proxy answers as one node would).
+
+Why here: it is the other half of the redis-py suite in compat/python/ (it was
+scripts/compat_redis_py.py), sharing its pinned redis-py (requirements.txt) and checks.py.
+It keeps its own entry point because it needs its own cluster: 3 masters without replicas,
+each master's address to compare with, which compat/run.py's shared cluster does not give.
 
 Starts a local 3-master Redis Cluster (`slotgate cluster up`) and the debug proxy on a
 free port, then runs one check group per command family. Each check compares the proxy's
@@ -11,11 +18,12 @@ behaviour (docs/commands.md) is checked instead.
 Prints `ok <group>` or `FAIL <group>: <details>` per group and, last, exactly
 `compat: N passed, M failed` (read by CI tooling). Exits 1 if any group failed.
 
-    python3 scripts/compat_redis_py.py            # builds target/debug/slotgate if missing
-    SLOTGATE_BIN=/path/to/slotgate python3 scripts/compat_redis_py.py
+    python3 compat/python/compare_masters.py      # builds target/debug/slotgate if missing
+    SLOTGATE_BIN=/path/to/slotgate python3 compat/python/compare_masters.py
 
-Needs redis-py >= 5 (`scripts/install-deps` installs it) and redis-server on PATH.
-Uses only free ports chosen at run time; tears everything down on exit, also on failure.
+Needs redis-py >= 5 (`scripts/install-compat-deps` installs the pinned one) and redis-server
+on PATH. Uses only free ports chosen at run time; tears everything down on exit, also on
+failure.
 """
 
 import collections
@@ -31,19 +39,22 @@ import time
 import traceback
 import warnings
 
-from slotgate_tools.ports import free_port
+# compat/python/compare_masters.py -> the repository; scripts/ holds slotgate_tools.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+from checks import TIMEOUT as SOCKET_TIMEOUT  # noqa: E402
+from slotgate_tools.ports import free_port  # noqa: E402
 
 try:
     import redis
 except ImportError:  # pragma: no cover
-    print("compat: redis-py is missing; run scripts/install-deps", file=sys.stderr)
+    print("compat: redis-py is missing; run scripts/install-compat-deps", file=sys.stderr)
     print("compat: 0 passed, 1 failed")
     sys.exit(1)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("SLOTGATE_BIN", os.path.join(ROOT, "target", "debug", "slotgate"))
 WATCHDOG_S = 150  # the whole run normally takes well under 60 s
-SOCKET_TIMEOUT = 10
 
 # redis-py raises CROSSSLOT as ClusterCrossSlotError, with the code stripped from the text.
 CROSSSLOT = ("error", "ClusterCrossSlotError", "Keys in request don't hash to the same slot")
