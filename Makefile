@@ -152,6 +152,8 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) xtask cycles
+	$(CARGO) xtask tidy
+	$(CARGO) xtask codegen --check
 	python3 -m ruff check scripts/*.py scripts/bench-scale scripts/slotgate_tools scripts/difftest compat/python
 
 fmt:

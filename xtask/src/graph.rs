@@ -17,8 +17,8 @@ pub fn cycles(edges: &[Vec<(usize, String)>]) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// For each folder, the cycles between its entries: `x.rs` and `x/` are one entry (the
-/// module `x` and everything under it), `mod.rs` (or `lib.rs`) is the folder's own.
+/// For each folder, the cycles between its entries: `order.rs` and `order/` are one entry
+/// (the module `order` and everything under it), `mod.rs` (or `lib.rs`) is the folder's own.
 pub fn folder_cycles(tree: &ModTree, edges: &[Vec<(usize, String)>]) -> Vec<(String, Vec<String>)> {
     let mut folders: BTreeSet<String> = BTreeSet::new();
     for f in 0..tree.files.len() {
@@ -67,7 +67,7 @@ pub fn folder_cycles(tree: &ModTree, edges: &[Vec<(usize, String)>]) -> Vec<(Str
     out
 }
 
-/// The entry of `folder` that `rel` sits in (`order` for `session/order/release.rs` in
+/// The entry of `folder` that `rel` sits in (`send` for `session/send/release.rs` in
 /// `session`), or None when it is not under `folder`.
 fn entry(rel: &str, folder: &str) -> Option<String> {
     let rest = if folder.is_empty() {

@@ -1,11 +1,15 @@
 //! `cargo xtask`: the repository's chores in Rust, as rust-analyzer keeps them, so they are
-//! typed, tested and need nothing but cargo. `make lint` runs `cargo xtask cycles`.
+//! typed, tested and need nothing but cargo (and, for codegen, a redis-server). `make lint`
+//! runs all three checks.
 //!
 //!     cargo xtask cycles [--bless] [SRC ...]   # import cycles (default: crates/proxy/src)
+//!     cargo xtask tidy                         # `//!` docs, file names in comments
+//!     cargo xtask codegen [--check]            # the command table from redis-server
 
 mod graph;
 mod modtree;
 mod refs;
+mod tidy;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,8 +19,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("cycles") => cycles(&args[1..]),
+        Some("tidy") => tidy(),
+        Some("codegen") => codegen(args.iter().any(|a| a == "--check")),
         _ => {
-            eprintln!("usage: cargo xtask cycles [--bless] [SRC ...]");
+            eprintln!("usage: cargo xtask cycles [--bless] [SRC ...] | tidy | codegen [--check]");
             ExitCode::from(2)
         }
     }
@@ -133,6 +139,87 @@ fn check(root: &Path, src: &Path) -> Result<Vec<String>, String> {
     );
     lines.sort();
     Ok(lines)
+}
+
+/// Every crate's and xtask's sources: a `//!` doc on top, and no comment naming a file that
+/// is gone.
+fn tidy() -> ExitCode {
+    let root = workspace_root();
+    let mut roots = vec![root.join("xtask/src")];
+    if let Ok(entries) = std::fs::read_dir(root.join("crates")) {
+        let mut crates: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        crates.sort();
+        roots.extend(
+            crates
+                .into_iter()
+                .map(|c| c.join("src"))
+                .filter(|s| s.is_dir()),
+        );
+    }
+    match tidy::check(&root, &roots) {
+        Ok(problems) if problems.is_empty() => {
+            println!("tidy: {} source folders, no problem", roots.len());
+            ExitCode::SUCCESS
+        }
+        Ok(problems) => {
+            problems.iter().for_each(|p| println!("{p}"));
+            println!("tidy: {} problem(s)", problems.len());
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("xtask tidy: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The command table (`crates/cluster/src/command/table.rs`) generated from a live
+/// redis-server's `COMMAND DOCS` by `scripts/gen_command_table.py`; `--check` fails when the
+/// committed table differs from what the server gives.
+fn codegen(check: bool) -> ExitCode {
+    let root = workspace_root();
+    let table = root.join("crates/cluster/src/command/table.rs");
+    let out = std::env::temp_dir().join(format!("xtask-table-{}.rs", std::process::id()));
+    let status = std::process::Command::new("python3")
+        .arg(root.join("scripts/gen_command_table.py"))
+        .arg("--out")
+        .arg(&out)
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            eprintln!("xtask codegen: scripts/gen_command_table.py failed: {s}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("xtask codegen: python3: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let fresh = std::fs::read(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    let committed = std::fs::read(&table).unwrap_or_default();
+    if fresh == committed {
+        println!("codegen: {} is up to date", table.display());
+        return ExitCode::SUCCESS;
+    }
+    if check {
+        println!(
+            "codegen: {} differs from what redis-server gives: run `cargo xtask codegen`",
+            table.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    match std::fs::write(&table, fresh) {
+        Ok(()) => {
+            println!("codegen: {} rewritten", table.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xtask codegen: {}: {e}", table.display());
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn workspace_root() -> PathBuf {

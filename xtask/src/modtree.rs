@@ -148,8 +148,8 @@ impl ModTree {
             .find_map(|n| self.modules.get(&path[..n]).copied())
     }
 
-    /// The folder a file's module sits in: `session/order` for `session/order/release.rs`,
-    /// `session` for `session/order.rs` and for `session/mod.rs`'s children alike.
+    /// The folder a file's module sits in: `session/send` for `session/send/release.rs`,
+    /// `session` for `session/send/mod.rs`'s siblings such as `session/order.rs` and for `session/mod.rs`'s children alike.
     pub fn folder(&self, file: usize) -> PathBuf {
         let rel = Path::new(&self.files[file].rel);
         rel.parent().map(Path::to_path_buf).unwrap_or_default()

@@ -1,3 +1,5 @@
+//! The slot map built from CLUSTER SLOTS and SHARDS replies, patched and redirected.
+
 use bytes::Bytes;
 use resp::Value;
 

@@ -1,3 +1,5 @@
+//! SLOWLOG GET/LEN/RESET/HELP answered as Redis answers them, over the shared log.
+
 use super::*;
 use crate::config::SlowlogConfig;
 use crate::context::slowlog::*;

@@ -1,3 +1,5 @@
+//! Routing: which `Route` each request gets, and Redis's own refusals for bad shapes.
+
 use super::*;
 
 fn req(args: &[&str]) -> Request {

@@ -1,3 +1,5 @@
+//! INFO replies from the masters merged into one, section by section.
+
 use super::*;
 
 fn bulk(text: &str) -> Bytes {

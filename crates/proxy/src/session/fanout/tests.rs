@@ -1,3 +1,5 @@
+//! Requests split by slot and broadcast, and their parts' replies merged in key order.
+
 use super::*;
 use crate::route::PartShape;
 

@@ -1,3 +1,5 @@
+//! The reply queue: entries leave from the head only, in request order.
+
 use super::*;
 
 fn entry() -> Entry {
