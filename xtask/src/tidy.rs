@@ -95,7 +95,11 @@ fn known_paths(files: &[PathBuf], repo: &Path) -> BTreeSet<String> {
 fn comment_of(line: &str) -> Option<&str> {
     let at = line.find("//")?;
     let before = &line[..at];
-    (before.matches('"').count() % 2 == 0).then(|| &line[at..])
+    before
+        .matches('"')
+        .count()
+        .is_multiple_of(2)
+        .then(|| &line[at..])
 }
 
 /// The `.rs` paths a comment names in backticks, each with a leading slash so that it
