@@ -114,8 +114,8 @@ impl ClusterView {
         self.nodes.clone()
     }
 
-    pub(crate) fn shards(&self, protocol: u8) -> Bytes {
-        if protocol == 3 {
+    pub(crate) fn shards(&self, resp3: bool) -> Bytes {
+        if resp3 {
             self.shards_resp3.clone()
         } else {
             self.shards_resp2.clone()

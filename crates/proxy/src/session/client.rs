@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::backend::{Backend, Wire};
 use crate::context::registry::ClientHandle;
-use crate::session::local::SessionInfo;
+use crate::session::local::{Protocol, SessionInfo};
 use crate::session::login::Login;
 use crate::session::queue::{ClientCell, Entry};
 use crate::session::slowlog::Tracker;
@@ -39,7 +39,7 @@ pub(crate) struct Client {
 impl Client {
     /// Whether this client speaks RESP3 (HELLO 3): its requests go to RESP3 connections.
     pub(crate) fn resp3(&self) -> bool {
-        self.info.protocol == 3
+        self.info.protocol == Protocol::Resp3
     }
 
     /// The protocol and database of the connections its requests go to.

@@ -11,13 +11,31 @@ use crate::identity::ServerIdentity;
 use crate::reply::error;
 use crate::route::Local;
 
+/// The protocol a client speaks, as HELLO sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Protocol {
+    #[default]
+    Resp2,
+    Resp3,
+}
+
+impl Protocol {
+    /// HELLO's `proto` field and CLIENT LIST's `resp=`.
+    pub(crate) fn number(self) -> u8 {
+        match self {
+            Protocol::Resp2 => 2,
+            Protocol::Resp3 => 3,
+        }
+    }
+}
+
 /// What the proxy knows about one client connection.
 #[derive(Debug)]
 pub(crate) struct SessionInfo {
     pub id: u64,
     pub name: Option<Bytes>,
-    /// 2 or 3, as set by HELLO.
-    pub protocol: u8,
+    /// As set by HELLO.
+    pub protocol: Protocol,
     /// Set by QUIT: write the pending replies, then close.
     pub quit: bool,
     /// READONLY: reads may go to replicas (`config/read_policy.rs`); READWRITE clears it.
@@ -31,7 +49,7 @@ impl SessionInfo {
         SessionInfo {
             id,
             name: None,
-            protocol: 2,
+            protocol: Protocol::Resp2,
             quit: false,
             readonly: false,
             db: 0,
@@ -75,7 +93,12 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
             resp::write_int(&mut out, i64::from(cluster::key_slot(req.arg(2))))
         }
         Local::ClusterSlots => return shared.group.view().slots(),
-        Local::ClusterShards => return shared.group.view().shards(session.protocol),
+        Local::ClusterShards => {
+            return shared
+                .group
+                .view()
+                .shards(session.protocol == Protocol::Resp3)
+        }
         Local::ClusterNodes => return shared.group.view().nodes(),
         Local::ClusterMyid => return shared.group.view().myid(),
         Local::ClusterMyShardId => return shared.group.view().myshardid(),
@@ -116,7 +139,7 @@ fn select(req: &Request, session: &mut SessionInfo, nodes: &ServerIdentity) -> B
 /// protocol version, then each option's syntax and the name; the credentials are checked
 /// after that by the caller, and only then is anything applied (`Hello::apply`).
 pub(crate) struct Hello {
-    protocol: Option<u8>,
+    protocol: Option<Protocol>,
     pub(crate) auth: Option<(Bytes, Bytes)>,
     name: Option<Bytes>,
 }
@@ -126,7 +149,8 @@ impl Hello {
         let mut protocol = None;
         if req.argc() >= 2 {
             match resp::string2ll(req.arg(1)) {
-                Some(v @ 2..=3) => protocol = Some(v as u8),
+                Some(2) => protocol = Some(Protocol::Resp2),
+                Some(3) => protocol = Some(Protocol::Resp3),
                 Some(_) => {
                     return Err(Bytes::from_static(
                         b"-NOPROTO unsupported protocol version\r\n",
@@ -183,13 +207,13 @@ fn hello_reply(session: &SessionInfo, id: &ServerIdentity) -> Bytes {
     let fields: [(&[u8], Field); 7] = [
         (b"server", Field::Text(id.name.as_bytes())),
         (b"version", Field::Text(id.version().as_bytes())),
-        (b"proto", Field::Int(i64::from(session.protocol))),
+        (b"proto", Field::Int(i64::from(session.protocol.number()))),
         (b"id", Field::Int(session.id as i64)),
         (b"mode", Field::Text(b"standalone")),
         (b"role", Field::Text(b"master")),
         (b"modules", Field::Empty),
     ];
-    if session.protocol == 3 {
+    if session.protocol == Protocol::Resp3 {
         out.extend_from_slice(format!("%{}\r\n", fields.len()).as_bytes());
     } else {
         resp::write_array_header(&mut out, fields.len() * 2);
@@ -222,7 +246,7 @@ fn client(req: &Request, session: &mut SessionInfo) -> Bytes {
                 resp::write_bulk(&mut out, name);
                 out.freeze()
             }
-            None if session.protocol == 3 => Bytes::from_static(b"_\r\n"),
+            None if session.protocol == Protocol::Resp3 => Bytes::from_static(b"_\r\n"),
             None => Bytes::from_static(b"$-1\r\n"),
         },
         b"setname" => {
@@ -402,7 +426,7 @@ mod tests {
     fn hello_switches_protocol_and_quit_marks_the_session() {
         let s = &mut SessionInfo::new(1);
         assert!(run_args(&["HELLO", "3"], s).starts_with("%7\r\n"));
-        assert_eq!(s.protocol, 3);
+        assert_eq!(s.protocol, Protocol::Resp3);
         assert!(run_args(&["HELLO", "2"], s).starts_with("*14\r\n"));
         assert_eq!(run_args(&["QUIT"], s), "+OK\r\n");
         assert!(s.quit);

@@ -261,7 +261,7 @@ impl Session {
         let user = self.client.login.user().map_or(0, |u| u as u32 + 1);
         live.user.store(user, Relaxed);
         live.resp
-            .store(u32::from(self.client.info.protocol), Relaxed);
+            .store(u32::from(self.client.info.protocol.number()), Relaxed);
         live.db.store(u32::from(self.client.info.db), Relaxed);
     }
 

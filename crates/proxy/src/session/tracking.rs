@@ -343,7 +343,7 @@ impl ClientTracking {
                 // Sorted: BCAST without PREFIX (the empty prefix) comes first.
                 let every = t.prefixes.first().is_some_and(|p| p.is_empty());
                 if every && confined.is_none() {
-                    if t.redirect.is_none() && client.info.protocol == 3 {
+                    if t.redirect.is_none() && client.resp3() {
                         // BCAST of every key to the client itself: as it comes.
                         return Some(true);
                     }
