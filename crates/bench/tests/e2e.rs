@@ -195,7 +195,16 @@ fn redirects_are_followed_while_slots_migrate() {
             "--verify",
         ])
     });
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // Migrate once the load is flowing: the first master (whose slots move) has served
+    // some of its SETs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while sets_on_first_master(&cluster) < 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the load never reached the cluster"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let moved = bench::scen_reshard::migrate(&cluster, 400).expect("migrate");
     let v = load.join().expect("load thread");
     cluster.stop().expect("stop cluster");
@@ -206,4 +215,22 @@ fn redirects_are_followed_while_slots_migrate() {
         v["redirects_followed"]["moved"].as_u64().unwrap() > 0,
         "{v}"
     );
+}
+
+/// SET calls on the master whose slots `scen_reshard::migrate` moves (the first one).
+fn sets_on_first_master(cluster: &devcluster::Cluster) -> u64 {
+    let first = cluster.nodes().iter().find(|n| n.master_of.is_none());
+    let first = first.expect("a master").addr;
+    let stats = cluster.command(first, &["INFO", "commandstats"]);
+    let stats = stats.map(|r| r.lines()).unwrap_or_default();
+    stats
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("cmdstat_set:calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
 }

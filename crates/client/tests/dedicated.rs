@@ -6,17 +6,44 @@
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use slotgate_client::{Client, Cmd, Config, Error, Pipeline, Value};
 
 /// `blocked_clients` in the node's INFO clients.
-fn blocked_clients(cluster: &devcluster::Cluster, node: std::net::SocketAddr) -> u64 {
+fn blocked_clients(cluster: &devcluster::Cluster, node: SocketAddr) -> u64 {
     let info = cluster.command(node, &["INFO", "clients"]).expect("INFO");
     info.lines()
         .iter()
         .find_map(|l| l.strip_prefix("blocked_clients:")?.trim().parse().ok())
         .expect("blocked_clients in INFO clients")
+}
+
+/// Client-side ports of `node`'s normal clients (its CLIENT LIST), the listing one aside.
+fn client_ports(cluster: &devcluster::Cluster, node: SocketAddr) -> Vec<u16> {
+    let list = cluster
+        .command(node, &["CLIENT", "LIST", "TYPE", "normal"])
+        .expect("CLIENT LIST");
+    list.lines()
+        .iter()
+        .filter(|l| !l.contains(" cmd=client|list "))
+        .filter_map(|l| {
+            let addr = l.split(' ').find_map(|f| f.strip_prefix("addr="))?;
+            addr.rsplit_once(':')?.1.parse().ok()
+        })
+        .collect()
+}
+
+/// Whether this host's TCP socket from local `port` to `node` is still established, i.e.
+/// has not received the node's FIN (`/proc/net/tcp`, state 01).
+fn established(port: u16, node: SocketAddr) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let (local, remote) = (format!(":{port:04X}"), format!(":{:04X}", node.port()));
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && f[1].ends_with(&local) && f[2].ends_with(&remote) && f[3] == "01"
+    })
 }
 
 fn bulk(s: &str) -> Value {
@@ -47,6 +74,7 @@ fn blpop_waits_on_its_own_connection() {
             assert!(Instant::now() < ceiling, "the BLPOP never reached the node");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let parked = Instant::now();
         let gets = async {
             for i in 0..100 {
                 let v = c.get(format!("{{q}}k{i}")).await.expect("get");
@@ -58,7 +86,13 @@ fn blpop_waits_on_its_own_connection() {
             .expect("the GETs completed while the BLPOP was parked");
         assert!(!pop.is_finished(), "the BLPOP is still parked");
         assert_eq!(blocked_clients(&cluster, node), 1, "and still blocks");
-        tokio::time::sleep(Duration::from_millis(900)).await;
+        // No pause before the push: the BLPOP stayed parked through the whole burst of GETs
+        // (the events above), and it is still pending now, so only the push can end it.
+        let held = parked.elapsed();
+        assert!(
+            !pop.is_finished(),
+            "the BLPOP is still parked before the push"
+        );
         let pusher = c.clone();
         tokio::spawn(async move {
             pusher
@@ -73,10 +107,7 @@ fn blpop_waits_on_its_own_connection() {
             r.expect("blpop"),
             Value::Array(vec![bulk("{q}list"), bulk("woken")])
         );
-        assert!(
-            waited >= Duration::from_millis(900),
-            "woke after {waited:?}"
-        );
+        assert!(waited >= held, "woke after {waited:?}, parked for {held:?}");
     });
 }
 
@@ -105,8 +136,19 @@ fn own_timeout_argument_bounds_a_blocking_command() {
         );
         // An idle connection the server closed is noticed, not used.
         let node = cluster.owner_of(b"t:l").expect("owner");
+        let ports = client_ports(&cluster, node);
+        assert!(
+            ports.iter().any(|&port| established(port, node)),
+            "the idle connection is the node's client: {ports:?}"
+        );
         common::admin(&cluster, node, &["CLIENT", "KILL", "TYPE", "normal"]);
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Until the server's FIN reached this side of every killed connection (the idle one
+        // is then readable as closed, which is what the client must notice).
+        let ceiling = Instant::now() + Duration::from_secs(10);
+        while ports.iter().any(|&port| established(port, node)) {
+            assert!(Instant::now() < ceiling, "the kill never reached {ports:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let r = c.cmd(Cmd::new("BLPOP").arg("t:l").arg("0.2")).await;
         assert!(matches!(r, Ok(Value::NullArray | Value::Null)), "{r:?}");
         let xread = ["XREAD", "BLOCK", "100", "STREAMS", "t:s", "$"];

@@ -11,6 +11,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use slotgate_client::{Client, Cmd, Error, Pipeline, Value};
 
+/// `blocked_clients` in the node's INFO clients (a client held by CLIENT PAUSE counts).
+fn blocked_clients(cluster: &devcluster::Cluster, node: std::net::SocketAddr) -> u64 {
+    let info = cluster.command(node, &["INFO", "clients"]).expect("INFO");
+    info.lines()
+        .iter()
+        .find_map(|l| l.strip_prefix("blocked_clients:")?.trim().parse().ok())
+        .expect("blocked_clients in INFO clients")
+}
+
 fn bulk(s: &str) -> Value {
     Value::BulkString(Bytes::copy_from_slice(s.as_bytes()))
 }
@@ -62,8 +71,13 @@ fn pipeline_across_masters_keeps_order_through_moved() {
         assert!(s.moved >= 1, "{s:?}");
         assert!(s.refresh_requested >= 1, "{s:?}");
 
-        // A burst of MOVED-prone requests costs at most one refresh per interval.
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // A burst of MOVED-prone requests costs at most one refresh per interval: wait for
+        // the refresh the burst asked for (5 s at most), then count.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while client.stats().refresh_performed == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "no refresh ran");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let s = client.stats();
         // 20 MOVED in one round asked 20 times; one refresh ran (the patch had
         // already made the map right, so nothing new needed installing).
@@ -141,7 +155,15 @@ fn a_write_whose_connection_died_is_reported_not_resent() {
         p.cmd(["INCR", "{q}:n"]).cmd(["GET", "{q}:g"]);
         let c2 = client.clone();
         let run = tokio::spawn(async move { c2.execute(&p).await });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Kill once the INCR is on the node, held by the pause (a blocked client there).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while blocked_clients(&cluster, node) == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the INCR never reached the node"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         common::admin(&cluster, node, &["CLIENT", "KILL", "TYPE", "normal"]);
         let replies = run.await.expect("task");
         common::admin(&cluster, node, &["CLIENT", "UNPAUSE"]);
@@ -203,7 +225,16 @@ fn tryagain_is_retried_until_the_migration_ends() {
 
     let c2 = client.clone();
     let mget = rt.spawn(async move { c2.mget(&["{t}a", "{t}b"]).await });
-    std::thread::sleep(Duration::from_millis(300));
+    // End the migration once the MGET has met TRYAGAIN (and is being retried).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client.stats().tryagain == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no TRYAGAIN: {:?}",
+            client.stats()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     common::migrate_slot(&cluster, slot, src, dst);
     let got = rt.block_on(mget).expect("task").expect("mget");
     assert_eq!(got, vec![Some(Bytes::from("1")), Some(Bytes::from("2"))]);

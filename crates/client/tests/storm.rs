@@ -44,7 +44,14 @@ fn a_migration_under_load_costs_few_refreshes_and_no_errors() {
         })
         .collect();
     let start = Instant::now();
-    std::thread::sleep(Duration::from_millis(200));
+    // Migrate once the load is flowing (200 GETs answered: a few per task).
+    while ops.load(Ordering::Relaxed) < 200 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the load never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     common::migrate_slot(&cluster, cluster::key_slot(b"storm"), src, dst);
     // Keep the load on for at least 1.5 s after the migration and until it has done 1000
     // more requests (slow CI VMs: a condition under a generous ceiling, not a fixed time).

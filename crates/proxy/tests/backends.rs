@@ -109,11 +109,20 @@ fn a_killed_master_shows_as_down_with_failures_counted() {
     assert_eq!(text(&c.call(&["SET", "victim", "1"])), "OK");
     wait_for(&mut c, &addr, |n| n["state"] == "up");
     h.cluster.kill(victim).unwrap();
-    // The first request finds the connection broken, later ones find the node refusing.
-    for _ in 0..5 {
+    // The first request finds the connection broken, later ones find the node refusing: ask
+    // (5 times at least) until a dial has failed. A request within the 100 ms backoff after
+    // a failed dial fails fast without dialling, hence the poll step between requests.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for asked in 1.. {
         let reply = text(&c.call(&["GET", "victim"]));
         assert!(reply.starts_with("-ERR slotgate: node"), "{reply}");
-        std::thread::sleep(Duration::from_millis(150));
+        let all = nodes(&mut c);
+        let dial_failed = all.get(&addr).is_some_and(|n| n["connect_failures"] != "0");
+        if asked >= 5 && dial_failed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{addr}: {all:?}");
+        std::thread::sleep(Duration::from_millis(20));
     }
     wait_for(&mut c, &addr, |n| {
         n["state"] == "down"

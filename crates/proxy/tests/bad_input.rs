@@ -264,7 +264,7 @@ fn a_request_sent_one_byte_at_a_time_is_served() {
     let mut c = h.client();
     for b in b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nv1\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n" {
         c.send_raw(&[*b]);
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(1)); // pacing: one byte per segment
     }
     assert_eq!(read_exactly(&mut c, 13), b"+OK\r\n$2\r\nv1\r\n");
 }

@@ -73,23 +73,45 @@ fn clients_that_never_read_stay_within_the_budget_and_the_largest_are_evicted() 
     proxy.shutdown();
 }
 
-/// Drains what the kernel buffered for a client that never read: true when the proxy closed
-/// it (evicted), false when it goes quiet once served.
+/// Drains what the kernel buffered for a client that never read, and asks a PING after what
+/// it sent: true when the proxy closed it (evicted), false once the PING is answered (served
+/// to the end: replies come in order, so nothing sent before it is pending any more). Inside
+/// MULTI the PING is only queued: there only a close ends the wait.
 fn closes(stream: &std::net::TcpStream) -> bool {
+    use std::io::ErrorKind::WouldBlock;
+    const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
     stream.set_nonblocking(true).unwrap();
     let mut sink = vec![0u8; 1 << 20];
-    let mut quiet_since = Instant::now();
-    while quiet_since.elapsed() < Duration::from_millis(300) {
+    let (mut written, mut tail) = (0, Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // The proxy may read this client's input only as it drains: keep trying.
+        if written < PING.len() {
+            match (&*stream).write(&PING[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == WouldBlock => {}
+                Err(_) => return true,
+            }
+        }
         match (&*stream).read(&mut sink) {
             Ok(0) => return true,
-            Ok(_) => quiet_since = Instant::now(),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5))
+            Ok(n) => {
+                tail.extend_from_slice(&sink[..n]);
+                tail.drain(..tail.len().saturating_sub(7));
+                if written == PING.len() && tail == b"+PONG\r\n" {
+                    return false;
+                }
+            }
+            Err(e) if e.kind() == WouldBlock => {
+                assert!(
+                    Instant::now() < deadline,
+                    "neither closed nor answering a PING"
+                );
+                std::thread::sleep(Duration::from_millis(5));
             }
             Err(_) => return true,
         }
     }
-    false
 }
 
 /// Four bursts from every hog while the good client keeps checking its replies, for 3 s;
@@ -112,6 +134,7 @@ fn flood(hogs: &mut [Client], good: &mut Client, admin: SocketAddr) -> (u64, u64
         if started.elapsed() > Duration::from_secs(3) {
             break;
         }
+        // Pacing, not waiting: one check and one sample per 20 ms while the bursts land.
         std::thread::sleep(Duration::from_millis(20));
     }
     (peak_rss, peak_counted)

@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use common::{text, Client, Harness};
 
+/// Ceiling for waits that normally end within a second (slow, loaded CI machines).
+const CEILING: Duration = Duration::from_secs(20);
+
 fn key(i: usize) -> String {
     format!("key:{i}")
 }
@@ -143,7 +146,8 @@ fn a_slot_migrated_under_load_is_invisible_to_clients() {
             std::thread::spawn(move || load_loop(addr, t, &stop, &errors, &ops))
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    // Migrate once the load is flowing (a few SET+GET pairs per thread done).
+    common::wait_until(CEILING, || ops.load(Ordering::Relaxed) >= 100);
 
     let cmd = |node, args: &[&str]| {
         h.cluster
@@ -172,12 +176,18 @@ fn a_slot_migrated_under_load_is_invisible_to_clients() {
         ];
         args.extend(keys.iter().map(String::as_str));
         cmd(src, &args);
+        // Pacing, not waiting: the load meets the slot half migrated (ASK) between batches.
         std::thread::sleep(Duration::from_millis(20));
     }
     for node in h.cluster.masters() {
         cmd(node, &["CLUSTER", "SETSLOT", &s, "NODE", &dst_id]);
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // Keep the load on until it has followed a MOVED from the slot's new owner and done 1000
+    // more requests since the migration ended (on the map that MOVED corrected).
+    let ops_then = ops.load(Ordering::Relaxed);
+    common::wait_until(CEILING, || {
+        stat(&mut c, "redirects_moved:") > 0 && ops.load(Ordering::Relaxed) >= ops_then + 1000
+    });
     stop.store(true, Ordering::Relaxed);
     for t in load {
         t.join().expect("load thread");
@@ -215,6 +225,14 @@ fn a_slot_migrated_under_load_is_invisible_to_clients() {
     let line = backends.lines().find(|l| l.contains(&from_src));
     let line = line.unwrap_or_else(|| panic!("{src} in {backends}"));
     assert!(!line.contains(",redirects=0,"), "{line}");
+}
+
+/// A counter of the proxy's INFO stats (`name` with its colon).
+fn stat(c: &mut Client, name: &str) -> u64 {
+    let info = text(&c.call(&["INFO", "stats"]));
+    let line = info.lines().find_map(|l| l.strip_prefix(name));
+    line.and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {info}"))
 }
 
 fn load_loop(

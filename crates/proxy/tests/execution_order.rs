@@ -229,8 +229,14 @@ fn moved_round(h: &Harness, round: usize) {
     patch_map_from_another_worker(h, &k);
     a.send(&[b"SET", k.as_bytes(), b"2"]);
     a.send(&[b"GET", k.as_bytes()]);
-    // Let the proxy route A's last two requests while the first two are held.
-    std::thread::sleep(Duration::from_millis(200));
+    // Let the proxy route A's last two requests while the first two are held: done once its
+    // CLIENT LIST shows the GET as A's last command (requests are counted as they are
+    // routed, in order).
+    let me = a.stream.local_addr().expect("local addr");
+    let mut probe = h.client();
+    wait_for(10, "the proxy to read A's GET", || {
+        last_command(&mut probe, me).as_deref() == Some("get")
+    });
     admin(&h.cluster, m.src, &["CLIENT", "UNPAUSE"]);
     let replies: Vec<String> = (0..4).map(|_| text(&a.read().expect("reply"))).collect();
     assert_eq!(
@@ -243,6 +249,16 @@ fn moved_round(h: &Harness, round: usize) {
         "2",
         "round {round}: SET k 1 ran last"
     );
+}
+
+/// `cmd=` of the proxy's CLIENT LIST line for the client connected from `addr`.
+fn last_command(probe: &mut Client, addr: SocketAddr) -> Option<String> {
+    let list = text(&probe.call(&["CLIENT", "LIST"]));
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!(" addr={addr} ")))?;
+    let cmd = line.split(' ').find_map(|f| f.strip_prefix("cmd="))?;
+    Some(cmd.to_string())
 }
 
 /// GET `k` from several connections until one answers: those on the other worker reach the
@@ -270,12 +286,14 @@ fn patch_map_from_another_worker(h: &Harness, k: &str) {
 fn a_resend_refused_again_is_not_overtaken_by_the_next_one() {
     let h = Harness::start(3, 0);
     let mut c = h.client();
+    let mut probe = h.client();
     for round in 0..5 {
         let tag = format!("{{rr{round}}}");
         let (absent, moved) = (format!("{tag}n"), format!("{tag}s"));
         assert_eq!(text(&c.call(&["SET", &moved, "old"])), "OK");
         let m = Move::begin(&h.cluster, &tag);
         m.migrate(std::slice::from_ref(&moved));
+        let retries = info(&mut probe, "tryagain_retries");
         let script = "return {redis.call('INCR', KEYS[1]), redis.call('GET', KEYS[2])}";
         c.send(&[
             b"EVAL",
@@ -285,8 +303,11 @@ fn a_resend_refused_again_is_not_overtaken_by_the_next_one() {
             moved.as_bytes(),
         ]);
         c.send(&[b"SET", moved.as_bytes(), b"new"]);
-        // Ends the migration well inside the retry budget (2-3 s): the script then runs.
-        std::thread::sleep(Duration::from_millis(200));
+        // Ends the migration once the target refused the script (TRYAGAIN, being retried),
+        // well inside the retry budget (2-3 s): the script then runs.
+        wait_for(10, "the script's TRYAGAIN", || {
+            info(&mut probe, "tryagain_retries") > retries
+        });
         m.finish();
         let eval = c.read().expect("EVAL reply");
         let got: Vec<String> = eval.as_array().expect("array").iter().map(text).collect();

@@ -181,7 +181,7 @@ fn load(
             other.lock().unwrap().push(other_set);
         }
         i += 1;
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(5)); // pacing the load, not waiting
     }
 }
 

@@ -109,7 +109,15 @@ fn pubsub_introspection_and_admin_commands() {
     let mut sub = h.client();
     let mut c = h.client();
     sub.call(&["SUBSCRIBE", "intro"]);
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    // The confirmation is the node's; still, wait (asking the masters directly) until the
+    // subscription is in force on one of them before asking the proxy.
+    common::wait_until(std::time::Duration::from_secs(10), || {
+        let on_masters = h.cluster.masters().into_iter().map(|node| {
+            let got = Client::connect(node).call(&["PUBSUB", "NUMSUB", "intro"]);
+            got.as_array().and_then(|a| a.get(1)?.as_int()).unwrap_or(0)
+        });
+        on_masters.sum::<i64>() == 1
+    });
     let numsub = c.call(&["PUBSUB", "NUMSUB", "intro", "nobody"]);
     let numsub: Vec<String> = numsub.as_array().unwrap().iter().map(text).collect();
     assert_eq!(numsub, vec!["intro", ":1", "nobody", ":0"]);

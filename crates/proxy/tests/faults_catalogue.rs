@@ -58,6 +58,16 @@ fn wait_replica(h: &Harness, node: SocketAddr) {
     });
 }
 
+/// The proxy's INFO stats `cluster_error_retries` (CLUSTERDOWN and the like, retried).
+fn cluster_error_retries(c: &mut Client) -> u64 {
+    let info = text(&c.call(&["INFO", "stats"]));
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cluster_error_retries:"));
+    line.and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no cluster_error_retries in {info}"))
+}
+
 #[test]
 fn f1_primary_killed() {
     let mut h = Harness::start(3, 1);
@@ -126,6 +136,8 @@ fn f5_two_of_three_primaries_paused() {
         .map(|n| n.pid)
         .collect();
     let run = Run::start(&h, "F5", "SIGSTOP of 2 of 3 primaries", &[VICTIM, &other]);
+    let mut stats = h.client();
+    let retries = cluster_error_retries(&mut stats);
     stopped.iter().for_each(|&p| signal(p, "STOP"));
     // The survivor sees it has no majority and refuses keyed commands.
     wait_until(Duration::from_secs(60), || {
@@ -134,7 +146,12 @@ fn f5_two_of_three_primaries_paused() {
             .unwrap_or_default()
             .contains("cluster_state:fail")
     });
-    std::thread::sleep(Duration::from_secs(1));
+    // The outage lasts until the proxy's clients have met it: the proxy retried the
+    // survivor's refusals, then passed one on (or a request failed otherwise).
+    wait_until(Duration::from_secs(60), || {
+        cluster_error_retries(&mut stats) > retries
+    });
+    run.wait_proxy_failure();
     stopped.iter().for_each(|&p| signal(p, "CONT"));
     h.cluster.wait_healthy(Duration::from_secs(60)).unwrap();
     run.wait_acks(200);

@@ -35,7 +35,7 @@ impl Bystander {
                 let t = Instant::now();
                 assert_eq!(text(&c.call(&["PING"])), "PONG");
                 worst = worst.max(t.elapsed());
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(2)); // pacing the bystander's PINGs
             }
             worst
         });

@@ -82,7 +82,8 @@ fn idle_clients_are_closed_silently_and_busy_ones_are_not() {
 #[test]
 fn a_request_trickling_in_past_the_deadline_is_cut() {
     let h = Harness::start(1, 0);
-    // 2 s: the well-behaved request below (its two halves ~150 ms apart) has wide margin.
+    // 2 s: the well-behaved request below (in two halves, the second sent once the proxy
+    // holds the first) has wide margin.
     let proxy = start_proxy(&h.cluster, |cfg| cfg.limits.request_deadline_ms = 2000);
     let mut slow = Client::connect(proxy.local_addr());
     slow.stream
@@ -96,7 +97,15 @@ fn a_request_trickling_in_past_the_deadline_is_cut() {
     ok.stream
         .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\nab")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(150));
+    // The second half goes once the proxy holds the first (CLIENT LIST: a query buffer).
+    let me = format!(" addr={} ", ok.stream.local_addr().unwrap());
+    let mut probe = Client::connect(proxy.local_addr());
+    wait_until(CEILING, || {
+        let list = text(&probe.call(&["CLIENT", "LIST"]));
+        let line = list.lines().find(|l| l.contains(&me)).unwrap_or_default();
+        let qbuf = line.split(' ').find_map(|f| f.strip_prefix("qbuf="));
+        qbuf.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) > 0
+    });
     ok.stream.write_all(b"c\r\n").unwrap();
     assert_eq!(text(&ok.read().unwrap()), "OK");
     proxy.shutdown();

@@ -37,6 +37,12 @@ fn info_in(c: &mut Client, section: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("INFO has no {key}"))
 }
 
+/// Milliseconds since the Unix epoch (the clock of `last_refresh_unix_ms`).
+fn unix_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.expect("after 1970").as_millis() as u64
+}
+
 /// The replica of the master serving `tag`.
 fn replica_of(cluster: &Cluster, tag: &str) -> SocketAddr {
     let master = cluster.owner_of(tag.as_bytes()).expect("owner");
@@ -88,6 +94,8 @@ fn load(addr: SocketAddr, t: usize, stop: &AtomicBool) -> Vec<String> {
 #[test]
 fn manual_failover_under_load() {
     let h = Harness::start(MASTERS, 1);
+    // The proxy's refresher started before this instant.
+    let started_ms = unix_ms();
     let addr = h.addr();
     let mut c = h.client();
     let stop = Arc::new(AtomicBool::new(false));
@@ -97,9 +105,17 @@ fn manual_failover_under_load() {
             std::thread::spawn(move || load(addr, t, &stop))
         })
         .collect();
-    // Past the refresher's first throttle window (1 s from start), so the refresh asked
-    // for by the first MOVED can run at once.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Past the refresher's throttle window (its minimum interval plus the jitter, from its
+    // start or its latest refresh), so the refresh asked for by the first MOVED can run at
+    // once: that window is a time, so this waits on the proxy's own clock readings.
+    let proxy = h.proxy.as_ref().expect("proxy running");
+    let pacing = proxy.topology().pacing();
+    let window = (pacing.min_interval + pacing.max_extra).as_millis() as u64;
+    let stats = &proxy.topology().stats;
+    wait_until(CEILING, || {
+        let latest = stats.last_refresh_unix_ms.load(Ordering::Relaxed);
+        unix_ms() >= started_ms.max(latest) + window
+    });
     let moved0 = info(&mut c, "redirects_moved");
     let replica = replica_of(&h.cluster, "{t0}");
     let reply = h
@@ -111,7 +127,6 @@ fn manual_failover_under_load() {
     wait_until(CEILING, || role(&h.cluster, replica) == "master");
     // Under load until the proxy has refreshed since the failover (a lagging answer would
     // undo the MOVED patches: more MOVED) and its map routes every tag to its real owner.
-    let proxy = h.proxy.as_ref().expect("proxy running");
     wait_until(CEILING, || {
         info_topology(&mut c, "topology_refresh_performed") > refreshes0
             && (0..TAGS).all(|i| {

@@ -16,6 +16,9 @@ use common::{text, Client, Harness};
 use devcluster::Cluster;
 use resp::Value;
 
+/// Ceiling for waits that normally end within a second or two (slow, loaded CI machines).
+const CEILING: Duration = Duration::from_secs(30);
+
 /// CLUSTER SLOTS calls summed over the masters (`INFO commandstats`).
 fn cluster_slots_calls(cluster: &Cluster) -> u64 {
     let field = |line: &str| {
@@ -105,6 +108,7 @@ fn moved_storm_costs_one_refresh_per_interval() {
     }
     let before = cluster_slots_calls(&h.cluster);
     let started = Instant::now();
+    let commands0 = info(&mut c, "total_commands_processed");
     let stop = Arc::new(AtomicBool::new(false));
     let addr = h.addr();
     let load: Vec<_> = (0..20)
@@ -113,14 +117,38 @@ fn moved_storm_costs_one_refresh_per_interval() {
             std::thread::spawn(move || storm_load(addr, &keys, &stop))
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // Move the slot once the load is flowing (a round of 100 GETs per connection).
+    common::wait_until(CEILING, || {
+        info(&mut c, "total_commands_processed") >= commands0 + 2000
+    });
     let m = Move::begin(&h.cluster, "{m2}");
     for chunk in keys.chunks(10) {
         m.migrate(chunk);
+        // Pacing, not waiting: the load meets the slot half moved (ASK) between chunks.
         std::thread::sleep(Duration::from_millis(20));
     }
+    let refreshed = info(&mut c, "topology_refresh_performed");
     m.finish();
-    std::thread::sleep(Duration::from_millis(1000));
+    // Under load until the storm is over: MOVED seen, the refresh it asked for run, the
+    // proxy routing the slot to its new owner; then one more round of every connection, in
+    // which a patch undone or a refresh loop would show.
+    let proxy = h.proxy.as_ref().expect("proxy running");
+    let slot: u16 = m.slot.parse().expect("a slot number");
+    let dst = m.dst.to_string();
+    common::wait_until(CEILING, || {
+        let routed = proxy
+            .topology()
+            .current()
+            .node_of(slot)
+            .map(|n| n.addr.clone());
+        info(&mut c, "redirects_moved") > 0
+            && info(&mut c, "topology_refresh_performed") > refreshed
+            && routed.as_deref() == Some(dst.as_str())
+    });
+    let commands = info(&mut c, "total_commands_processed");
+    common::wait_until(CEILING, || {
+        info(&mut c, "total_commands_processed") >= commands + 2000
+    });
     stop.store(true, Ordering::Relaxed);
     let rounds: usize = load
         .into_iter()

@@ -17,7 +17,7 @@ pub use wait::wait_until;
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -63,6 +63,7 @@ pub struct State {
     counts: Mutex<HashMap<String, usize>>,
     log: Mutex<Vec<String>>,
     store: Mutex<HashMap<Vec<u8>, Vec<u8>>>,
+    delayed_sent: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -79,6 +80,13 @@ impl State {
     /// How many requests named `command` arrived (upper case; `CLUSTER SLOTS` has two words).
     pub fn count(&self, command: &str) -> usize {
         lock(&self.counts).get(command).copied().unwrap_or(0)
+    }
+
+    /// How many [`Reply::Delayed`] answers went out: their pause over and their bytes
+    /// written (or their connection found closed by then). A test that must see what
+    /// follows a late reply waits for this instead of for a time.
+    pub fn delayed_sent(&self) -> usize {
+        self.delayed_sent.load(Ordering::SeqCst)
     }
 
     /// Every request so far, as its arguments joined by spaces, in arrival order.
@@ -155,6 +163,7 @@ impl FakeNode {
             counts: Mutex::default(),
             log: Mutex::default(),
             store: Mutex::default(),
+            delayed_sent: AtomicUsize::new(0),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let script: Arc<Script> = Arc::new(script);
@@ -249,8 +258,10 @@ fn serve(mut stream: TcpStream, state: &State, script: &Script, stop: &AtomicBoo
             }
             Err(_) => return,
         }
-        let (out, close) = conn.answer(state, script);
-        if !out.is_empty() && stream.write_all(&out).is_err() {
+        let (out, close, delayed) = conn.answer(state, script);
+        let written = out.is_empty() || stream.write_all(&out).is_ok();
+        state.delayed_sent.fetch_add(delayed, Ordering::SeqCst);
+        if !written {
             return;
         }
         if close {
@@ -269,9 +280,10 @@ struct Conn {
 }
 
 impl Conn {
-    /// Answer every complete request buffered: the bytes to write, and whether to close after.
-    fn answer(&mut self, state: &State, script: &Script) -> (Vec<u8>, bool) {
-        let mut out = Vec::new();
+    /// Answer every complete request buffered: the bytes to write, whether to close after,
+    /// and how many of the answers were delayed ones.
+    fn answer(&mut self, state: &State, script: &Script) -> (Vec<u8>, bool, usize) {
+        let (mut out, mut delayed) = (Vec::new(), 0);
         while let Ok(Progress::Done(parsed)) = self.parser.parse(&mut self.buf) {
             let Parsed::Request(req) = parsed else {
                 continue;
@@ -288,13 +300,14 @@ impl Conn {
                 Reply::Delayed(pause, b) => {
                     std::thread::sleep(pause);
                     out.extend(b);
+                    delayed += 1;
                 }
                 Reply::CloseAfter(b) => {
                     out.extend(b);
-                    return (out, true);
+                    return (out, true, delayed);
                 }
             }
         }
-        (out, false)
+        (out, false, delayed)
     }
 }

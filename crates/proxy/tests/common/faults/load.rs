@@ -125,7 +125,7 @@ fn run(
             match w.call(&[b"RPUSH", key.as_bytes(), value.as_bytes()]) {
                 // Never written: the same write again, later (a cluster client's retry).
                 Outcome::NotSent if !stop.load(Ordering::Relaxed) => {
-                    std::thread::sleep(Duration::from_millis(10));
+                    std::thread::sleep(Duration::from_millis(10)); // a retry's pacing
                 }
                 other => break other,
             }
@@ -137,7 +137,7 @@ fn run(
         if seq % 8 == 0 {
             check_tail(&mut w, &key, &mine, &mut seen);
         }
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(1)); // pacing the writer
     }
     seen.redirects = w.redirects;
     seen

@@ -162,10 +162,15 @@ fn verdicts(seen: &[Seen], nodes: &[SocketAddr]) -> Vec<Verdict> {
     let mut w = Wire::new(Target::Direct(nodes.to_vec()));
     (seen.iter().enumerate())
         .map(|(id, s)| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
             let stored = loop {
                 match w.call(&[b"LRANGE", s.key.as_bytes(), b"0", b"-1"]) {
                     Outcome::Reply(Value::Array(items)) => break items,
-                    _ => std::thread::sleep(Duration::from_millis(50)),
+                    _ => {
+                        let now = std::time::Instant::now();
+                        assert!(now < deadline, "LRANGE {} never answered", s.key);
+                        std::thread::sleep(Duration::from_millis(50)) // a poll step
+                    }
                 }
             };
             let stored: Vec<Vec<u8>> = (stored.iter())
