@@ -11,7 +11,7 @@ use crate::num::{parse_double, parse_reply_int};
 /// framer buffer an endless "number".
 pub(crate) const MAX_NUMERIC_LINE: usize = 32;
 
-/// Deepest accepted aggregate nesting.
+/// Deepest aggregate nesting `decode` builds into a [`crate::Value`] (the framer has no cap).
 pub(crate) const MAX_DEPTH: usize = 1024;
 
 /// What a header line announces.

@@ -5,9 +5,15 @@
 //! bulk) and arrive in many reads, so the framer keeps its position and an
 //! explicit stack of open aggregates between calls: each call only looks at
 //! new bytes, and no input can make it recurse or overflow the call stack.
+//!
+//! Any depth a server can send is framed: a Lua script returning a self-referencing table
+//! gets thousands of levels from Redis, and refusing it would drop a backend connection
+//! other clients share for a reply the server legitimately sent. The stack of open
+//! aggregates is run-length encoded, so a chain of one-element arrays (the deep case
+//! servers produce) costs one entry however deep it goes.
 
 use crate::error::FrameError;
-use crate::header::{check_blob, line_cap, parse_header, too_long_error, Header, MAX_DEPTH};
+use crate::header::{check_blob, line_cap, parse_header, too_long_error, Header};
 use crate::scan::{find_term, Line};
 
 /// Largest bulk a reply may announce by default (4 GiB): far above Redis's
@@ -40,8 +46,8 @@ pub struct ReplyFramer {
     /// Start of the next unread value.
     pos: usize,
     phase: Phase,
-    /// Children still expected by each open aggregate, outermost first.
-    stack: Vec<u64>,
+    /// Open aggregates, outermost first.
+    stack: Levels,
     max_bulk_len: u64,
 }
 
@@ -58,12 +64,12 @@ pub fn is_error_frame(frame: &[u8]) -> bool {
 }
 
 impl ReplyFramer {
-    /// A framer accepting bulks up to 4 GiB and nesting up to 1024 levels.
+    /// A framer accepting bulks up to 4 GiB, nested to any depth.
     pub fn new() -> Self {
         ReplyFramer {
             pos: 0,
             phase: Phase::Header { scan: 0 },
-            stack: Vec::new(),
+            stack: Levels::default(),
             max_bulk_len: DEFAULT_MAX_REPLY_BULK,
         }
     }
@@ -187,10 +193,7 @@ impl ReplyFramer {
                 return Ok(Step::Opened);
             }
             Header::Aggregate { elements } if elements > 0 => {
-                if self.stack.len() >= MAX_DEPTH {
-                    return Err(FrameError::TooDeep);
-                }
-                self.stack.push(elements);
+                self.stack.open(elements);
                 self.pos = next;
                 return Ok(Step::Opened);
             }
@@ -229,13 +232,55 @@ impl ReplyFramer {
     /// Records that a value ended at `self.pos`, closing every aggregate it
     /// completes. Returns true when the outermost value (the frame) is done.
     fn close_value(&mut self) -> bool {
-        while let Some(top) = self.stack.last_mut() {
-            *top -= 1;
-            if *top > 0 {
+        while !self.stack.is_empty() {
+            if !self.stack.child_done() {
                 return false;
             }
-            self.stack.pop();
         }
         true
+    }
+}
+
+/// The open aggregates as runs: `(children still expected, levels)`, outermost first.
+/// Consecutive levels expecting the same count share one entry, so memory grows with the
+/// number of distinct runs, never with depth alone.
+#[derive(Debug, Clone, Default)]
+struct Levels {
+    runs: Vec<(u64, u64)>,
+}
+
+impl Levels {
+    fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.runs.clear();
+    }
+
+    /// A new innermost aggregate expecting `children` (> 0) values.
+    fn open(&mut self, children: u64) {
+        match self.runs.last_mut() {
+            Some((expected, levels)) if *expected == children => *levels += 1,
+            _ => self.runs.push((children, 1)),
+        }
+    }
+
+    /// The innermost aggregate got one more child; true when that closed it.
+    fn child_done(&mut self) -> bool {
+        let Some((expected, levels)) = self.runs.last_mut() else {
+            return false;
+        };
+        let left = *expected - 1;
+        // Only the innermost level of the run changes: it leaves the run.
+        *levels -= 1;
+        if *levels == 0 {
+            self.runs.pop();
+        }
+        if left == 0 {
+            return true;
+        }
+        self.open(left);
+        false
     }
 }

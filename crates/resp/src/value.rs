@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use crate::error::FrameError;
-use crate::header::{parse_header, Header};
+use crate::header::{parse_header, Header, MAX_DEPTH};
 use crate::num::{parse_double, parse_reply_int};
 use crate::reply_framer::ReplyFramer;
 
@@ -127,6 +127,11 @@ fn build(frame: &Bytes) -> Result<Value, FrameError> {
             Item::Leaf(v) => v,
             Item::Aggregate { kind, elements: 0 } => finish(kind, Vec::new())?,
             Item::Aggregate { kind, elements } => {
+                // The framer frames any depth; a tree of values is capped, because dropping
+                // one recurses once per level.
+                if stack.len() >= MAX_DEPTH {
+                    return Err(FrameError::TooDeep);
+                }
                 // The frame is complete, so each element needs >= 3 bytes of it.
                 let cap = usize::try_from(elements).unwrap_or(usize::MAX);
                 let cap = cap.min(frame.len().saturating_sub(pos) / 3 + 1);

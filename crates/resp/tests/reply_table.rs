@@ -68,12 +68,29 @@ fn framer_table() {
 }
 
 #[test]
-fn nesting_is_capped_without_recursion() {
+fn any_depth_is_framed_without_recursion() {
+    // A Lua script returning a self-referencing table gets thousands of levels from Redis:
+    // the framer frames them (and keeps one run for the whole chain); a `Value` tree stays
+    // capped at 1024 levels, since dropping it recurses.
     let ok = [b"*1\r\n".repeat(1024), b":1\r\n".to_vec()].concat();
     assert_eq!(frame(&ok), Ok(Some(ok.len())));
     assert!(matches!(decode(&Bytes::from(ok)), Ok(Some(_))));
-    let deep = b"*1\r\n".repeat(1025);
-    assert_eq!(frame(&deep), Err(F::TooDeep));
+    let deep = [b"*1\r\n".repeat(1_000_000), b"-ERR end\r\n".to_vec()].concat();
+    assert_eq!(frame(&deep), Ok(Some(deep.len())));
+    assert_eq!(decode(&Bytes::from(deep)), Err(F::TooDeep));
+    // Mixed counts at every level, fed one byte at a time.
+    let mut mixed = Vec::new();
+    for _ in 0..3000 {
+        mixed.extend_from_slice(b"*2\r\n+a\r\n*3\r\n:1\r\n:2\r\n");
+    }
+    mixed.extend_from_slice(b"_\r\n");
+    let mut framer = ReplyFramer::new();
+    for end in 1..mixed.len() {
+        assert_eq!(framer.next_frame(&mixed[..end]), Ok(None), "at {end}");
+    }
+    assert_eq!(framer.next_frame(&mixed), Ok(Some(mixed.len())));
+    // Incomplete at any depth is pending, not an error.
+    assert_eq!(frame(&b"*1\r\n".repeat(5000)), Ok(None));
     // A huge declared count allocates nothing.
     assert_eq!(frame(b"*9223372036854775807\r\n:1\r\n"), Ok(None));
 }

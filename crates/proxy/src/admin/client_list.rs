@@ -199,6 +199,7 @@ fn flag_letters(flags: u32, no_evict: bool) -> String {
         (flag::PUBSUB, 'P'),
         (flag::MULTI, 'x'),
         (flag::BLOCKED, 'b'),
+        (flag::TRACKING, 't'),
     ] {
         if flags & bit != 0 {
             s.push(letter);

@@ -115,13 +115,33 @@ fn server(shared: &Shared, out: &mut String) {
     line(out, "worker_threads", shared.workers.len());
 }
 
+/// Redis's Clients section, counted over the proxy's own clients (the nodes' clients are
+/// the proxy's connections, not what a client of one Redis asks about). `blocked_clients`
+/// is what tests and monitors wait on while a BLPOP is parked.
 fn clients(shared: &Shared, out: &mut String) {
     let t = shared.totals();
+    let mut census = crate::context::registry::Census::default();
+    for w in &shared.workers {
+        w.registry.census(&mut census);
+    }
     line(
         out,
         "connected_clients",
         t.connections_received.saturating_sub(t.connections_closed),
     );
+    line(out, "cluster_connections", 0);
+    line(
+        out,
+        "maxclients",
+        shared.live.load().config.limits.maxclients,
+    );
+    line(out, "client_recent_max_input_buffer", census.max_qbuf);
+    line(out, "client_recent_max_output_buffer", census.max_omem);
+    line(out, "blocked_clients", census.blocked);
+    line(out, "tracking_clients", census.tracking);
+    line(out, "pubsub_clients", census.pubsub);
+    line(out, "watching_clients", census.watching);
+    line(out, "clients_in_timeout_table", census.blocked);
 }
 
 fn stats(shared: &Shared, out: &mut String) {

@@ -80,6 +80,23 @@ pub(crate) mod flag {
     pub const MULTI: u32 = 2;
     pub const BLOCKED: u32 = 4;
     pub const WRITABLE: u32 = 8;
+    /// CLIENT TRACKING on (flag letter `t`).
+    pub const TRACKING: u32 = 16;
+    /// A WATCH in force (INFO's `watching_clients`).
+    pub const WATCHING: u32 = 32;
+}
+
+/// What INFO's Clients section counts over one worker's clients.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Census {
+    pub blocked: u64,
+    pub pubsub: u64,
+    pub tracking: u64,
+    pub watching: u64,
+    /// The largest query buffer and output memory right now (Redis reports the largest
+    /// of the last seconds; the proxy's sessions publish theirs once per wake-up).
+    pub max_qbuf: u64,
+    pub max_omem: u64,
 }
 
 /// What the session publishes as it runs: single writer (its session), relaxed.
@@ -214,6 +231,26 @@ impl Registry {
                 now_ms,
             })
         }));
+    }
+
+    /// Count this worker's clients by state into `into` (INFO clients): O(clients), under
+    /// the lock briefly, no allocation.
+    pub(crate) fn census(&self, into: &mut Census) {
+        let slab = self.lock();
+        for slot in slab.slots.iter().filter(|s| s.meta.is_some()) {
+            let live = &slot.live;
+            if live.killed.load(Relaxed) {
+                continue;
+            }
+            let flags = live.flags.load(Relaxed);
+            let count = |bit: u32| u64::from(flags & bit != 0);
+            into.blocked += count(flag::BLOCKED);
+            into.pubsub += count(flag::PUBSUB);
+            into.tracking += count(flag::TRACKING);
+            into.watching += count(flag::WATCHING);
+            into.max_qbuf = into.max_qbuf.max(live.qbuf.load(Relaxed));
+            into.max_omem = into.max_omem.max(live.omem.load(Relaxed));
+        }
     }
 
     /// Wake every client of this worker (a graceful shutdown changed phase).

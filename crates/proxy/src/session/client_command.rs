@@ -26,7 +26,7 @@ use crate::context::Shared;
 use crate::reply::error;
 use crate::route::Local;
 use crate::session::local::{self, SessionInfo};
-use crate::session::queue::ClientCell;
+use crate::session::queue::{ClientCell, ReplyMode};
 use crate::tls::Stream;
 use crate::worker::Worker;
 
@@ -84,12 +84,34 @@ pub(crate) fn command(req: &Request, me: &mut Asker<'_>) -> Bytes {
         b"kill" => kill(req, me),
         b"no-evict" => no_evict(req, me),
         b"setinfo" => setinfo(req, me),
+        b"reply" => reply(req, me.cell),
         _ => {
             let reply = local::run(Local::Client, req, me.info, me.shared);
             sync_name(me.client, me.info);
             reply
         }
     }
+}
+
+/// CLIENT REPLY ON|OFF|SKIP, as Redis: OFF and SKIP answer nothing (their own entry is
+/// silent), SKIP also silences the next command's reply, ON answers OK. Requests keep
+/// running; only the writing of their replies stops (`ClientCell::pop_ready`).
+fn reply(req: &Request, cell: &ClientCell) -> Bytes {
+    if req.argc() != 3 {
+        return Bytes::from_static(
+            b"-ERR wrong number of arguments for 'client|reply' command\r\n",
+        );
+    }
+    let mode = match req.arg(2).to_ascii_lowercase().as_slice() {
+        b"on" => ReplyMode::On,
+        b"off" => ReplyMode::Off,
+        // While OFF, SKIP changes nothing (Redis ignores it then).
+        b"skip" if cell.reply_mode() == ReplyMode::Off => ReplyMode::Off,
+        b"skip" => ReplyMode::Skip(2),
+        _ => return Bytes::from_static(b"-ERR syntax error\r\n"),
+    };
+    cell.set_reply_mode(mode);
+    Bytes::from_static(b"+OK\r\n")
 }
 
 /// Copy the session's name into its registry entry (after SETNAME, HELLO, RESET).

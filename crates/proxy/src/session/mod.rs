@@ -251,7 +251,9 @@ impl Session {
         let flags = bit(self.pubsub.is_on(), flag::PUBSUB)
             | bit(self.tx.open.is_some(), flag::MULTI)
             | bit(matches!(self.intake, Intake::Blocked), flag::BLOCKED)
-            | bit(!self.io.out.is_empty(), flag::WRITABLE);
+            | bit(!self.io.out.is_empty(), flag::WRITABLE)
+            | bit(self.tracking.is_on(), flag::TRACKING)
+            | bit(self.tx.watch.is_some(), flag::WATCHING);
         live.flags.store(flags, Relaxed);
         let (sub, ssub) = self.pubsub.counts();
         live.sub.store(sub, Relaxed);

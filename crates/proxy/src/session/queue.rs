@@ -84,6 +84,21 @@ pub(crate) struct ClientCell {
     inflight_charge: Cell<usize>,
     /// Execution order: lanes of tracked requests, and the requests waiting their turn.
     order: RefCell<crate::session::order::Order>,
+    /// CLIENT REPLY: whether the next entries' replies are written.
+    reply_mode: Cell<ReplyMode>,
+}
+
+/// CLIENT REPLY's state, decided per request in request order as each entry is pushed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum ReplyMode {
+    /// Every reply is written.
+    #[default]
+    On,
+    /// No reply is written until CLIENT REPLY ON.
+    Off,
+    /// The next `n` entries' replies are dropped (CLIENT REPLY SKIP: its own and the next
+    /// command's), then On again.
+    Skip(u8),
 }
 
 // === impl ClientCell ===
@@ -113,6 +128,7 @@ impl ClientCell {
             no_evict: Default::default(),
             inflight_charge: Default::default(),
             order: Default::default(),
+            reply_mode: Default::default(),
         })
     }
 
@@ -206,8 +222,34 @@ impl ClientCell {
         self.budget.add(bytes);
     }
 
+    /// CLIENT REPLY: applies from the next entry pushed (the CLIENT REPLY's own).
+    pub(crate) fn set_reply_mode(&self, mode: ReplyMode) {
+        self.reply_mode.set(mode);
+    }
+
+    pub(crate) fn reply_mode(&self) -> ReplyMode {
+        self.reply_mode.get()
+    }
+
+    /// Whether the entry pushed now is silent, stepping a SKIP along.
+    fn take_silence(&self) -> bool {
+        match self.reply_mode.get() {
+            ReplyMode::On => false,
+            ReplyMode::Off => true,
+            ReplyMode::Skip(n) => {
+                let left = n.saturating_sub(1);
+                self.reply_mode.set(match left {
+                    0 => ReplyMode::On,
+                    _ => ReplyMode::Skip(left),
+                });
+                true
+            }
+        }
+    }
+
     /// Append an entry and return its sequence number.
     pub(crate) fn push(&self, mut entry: Entry) -> u64 {
+        entry.silent = self.take_silence();
         if let Some(sample) = self.next_sample.take() {
             entry.sampled = Some(sample);
         }
@@ -302,13 +344,17 @@ impl ClientCell {
             let mut pieces = 0;
             for piece in head.partial.drain(..) {
                 pieces += 1;
+                if head.silent {
+                    self.sub_queued(piece.len());
+                    continue;
+                }
                 n += piece.len();
                 self.queued_bytes
                     .set(self.queued_bytes.get().saturating_sub(piece.len()));
                 out.push_back(piece);
             }
             if head.reply.is_none() {
-                if pieces > 0 {
+                if pieces > 0 && !head.silent {
                     self.mid_reply.set(true);
                 }
                 break;
@@ -328,6 +374,11 @@ impl ClientCell {
                 break;
             };
             q.head_seq += 1;
+            if entry.silent {
+                // CLIENT REPLY OFF/SKIP: it ran; its reply is dropped, not written.
+                self.sub_queued(reply.len());
+                continue;
+            }
             // Handed to the writer: still held (and budgeted) until written.
             self.queued_bytes
                 .set(self.queued_bytes.get().saturating_sub(reply.len()));

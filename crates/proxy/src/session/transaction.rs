@@ -163,10 +163,14 @@ impl Transactions {
         }
         let reply = match route {
             Route::Refuse(err) => Some(err),
-            Route::Slot(slot) | Route::Read(slot) if tx.slot.is_some_and(|s| s != slot) => {
+            // A blocking command inside MULTI does not block (Redis runs it with no wait),
+            // so it travels with the transaction like any keyed command.
+            Route::Slot(slot) | Route::Read(slot) | Route::Exclusive(Some(slot))
+                if tx.slot.is_some_and(|s| s != slot) =>
+            {
                 Some(Bytes::from_static(CROSSSLOT))
             }
-            Route::Slot(slot) | Route::Read(slot) => {
+            Route::Slot(slot) | Route::Read(slot) | Route::Exclusive(Some(slot)) => {
                 tx.slot = Some(slot);
                 None
             }

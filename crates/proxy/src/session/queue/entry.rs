@@ -20,6 +20,9 @@ pub(crate) struct Entry {
     pub sampled: Option<(u16, tokio::time::Instant)>,
     /// What the request is: what a redirect or a retry may do with it.
     pub kind: Kind,
+    /// CLIENT REPLY OFF or SKIP was in force when it was read: it runs, and its reply is
+    /// dropped when it reaches the head instead of being written.
+    pub silent: bool,
 }
 
 /// A request, by the way it went out.
@@ -114,6 +117,7 @@ impl Entry {
             partial: Vec::new(),
             sampled: None,
             kind: Kind::Local,
+            silent: false,
         }
     }
 
@@ -124,6 +128,7 @@ impl Entry {
             partial: Vec::new(),
             sampled: None,
             kind: Kind::Local,
+            silent: false,
         }
     }
 
@@ -134,6 +139,7 @@ impl Entry {
             partial: Vec::new(),
             sampled: None,
             kind: Kind::Sent(sent),
+            silent: false,
         }
     }
 
@@ -144,6 +150,7 @@ impl Entry {
             partial: Vec::new(),
             sampled: None,
             kind: Kind::Fanout(Box::new(fanout)),
+            silent: false,
         }
     }
 

@@ -1,0 +1,131 @@
+//! What Redis's own test suite found through the proxy (issue 25, `docs/suite.md`), each
+//! class checked here against a standalone redis-server as the oracle, so that it stays
+//! fixed without running the Tcl suite: deep replies, CLIENT REPLY, blocking commands
+//! inside MULTI, INFO's client counts.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::reference::{exchange, read_frames, Reference};
+use common::{text, Client, Harness};
+
+/// The same commands (whole arguments, spaces allowed) sent to both, `frames` replies each.
+fn both(h: &Harness, reference: &Reference, cmds: &[&[&str]], frames: usize) -> [Vec<String>; 2] {
+    [h.client(), reference.client()].map(|mut c| {
+        for cmd in cmds {
+            let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+            c.send(&args);
+        }
+        read_frames(&mut c, frames)
+    })
+}
+
+#[test]
+fn a_script_reply_of_any_depth_passes_and_the_shared_connection_survives() {
+    let h = Harness::start(1, 0);
+    let reference = Reference::start();
+    // Thousands of levels, as a script returning a self-referencing table gets from Redis:
+    // the framer used to refuse past 1024 and drop the node connection others share.
+    let script = "local t = {} local c = t for i = 1, 3000 do local n = {} c[1] = n c = n end \
+                  c[1] = 'leaf' return t";
+    let cmds: &[&[&str]] = &[&["SET", "k", "v"], &["EVAL", script, "0"], &["GET", "k"]];
+    let [proxied, direct] = both(&h, &reference, cmds, 3);
+    assert!(direct[1].len() > 3000 * 4, "the oracle nests deeply");
+    assert_eq!(proxied, direct);
+    // Another client, on the same shared connection, still served.
+    let mut other = h.client();
+    assert_eq!(text(&other.call(&["GET", "k"])), "v");
+}
+
+#[test]
+fn client_reply_off_skip_and_on_answer_as_redis() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    let cmds = [
+        "CLIENT REPLY OFF",
+        "SET a 1",
+        "GET a",
+        "CLIENT REPLY SKIP",
+        "CLIENT REPLY ON",
+        "GET a",
+        "CLIENT REPLY SKIP",
+        "INCR a",
+        "GET a",
+        "CLIENT REPLY SKIP",
+        "CLIENT REPLY SKIP",
+        "INCR a",
+        "GET a",
+        "CLIENT REPLY MAYBE",
+        "CLIENT REPLY",
+    ];
+    let mut got = Vec::new();
+    for addr in [h.addr(), reference.addr] {
+        let mut c = Client::connect(addr);
+        got.push(exchange(&mut c, &cmds, 6));
+    }
+    assert_eq!(got[0], got[1]);
+    assert_eq!(got[0][0], "+OK\r\n", "ON answers");
+    assert_eq!(got[0][2], "$1\r\n2\r\n", "the skipped INCR ran");
+}
+
+#[test]
+fn blocking_commands_inside_multi_run_without_blocking() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    let cmds = [
+        "DEL {l}1",
+        "MULTI",
+        "BLPOP {l}1 0",
+        "LPUSH {l}1 x y",
+        "BRPOP {l}1 0",
+        "BLMOVE {l}1 {l}2 LEFT RIGHT 0",
+        "EXEC",
+    ];
+    let mut got = Vec::new();
+    for addr in [h.addr(), reference.addr] {
+        let mut c = Client::connect(addr);
+        got.push(exchange(&mut c, &cmds, 7));
+    }
+    assert_eq!(got[0], got[1]);
+    assert!(
+        got[0][6].starts_with("*4\r\n*-1\r\n:2\r\n"),
+        "{:?}",
+        got[0][6]
+    );
+}
+
+#[test]
+fn info_counts_blocked_pubsub_and_watching_clients() {
+    let h = Harness::start(3, 0);
+    let mut admin = h.client();
+    let field = |c: &mut Client, name: &str| -> String {
+        let info = text(&c.call(&["INFO", "clients"]));
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+            .trim()
+            .to_string()
+    };
+    let wait_for = |c: &mut Client, name: &str, want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while field(c, name) != want {
+            assert!(Instant::now() < deadline, "{name} never became {want}");
+            std::thread::sleep(Duration::from_millis(10)); // poll step
+        }
+    };
+    assert_eq!(field(&mut admin, "blocked_clients"), "0");
+    let mut blocked = h.client();
+    blocked.send(&[b"BLPOP", b"nothing-yet", b"0"]);
+    wait_for(&mut admin, "blocked_clients", "1");
+    let mut subscriber = h.client();
+    subscriber.call(&["SUBSCRIBE", "ch"]);
+    wait_for(&mut admin, "pubsub_clients", "1");
+    let mut watcher = h.client();
+    assert_eq!(text(&watcher.call(&["WATCH", "w"])), "OK");
+    wait_for(&mut admin, "watching_clients", "1");
+    assert_eq!(text(&admin.call(&["LPUSH", "nothing-yet", "v"])), ":1");
+    assert!(blocked.read().is_some());
+    wait_for(&mut admin, "blocked_clients", "0");
+    assert!(field(&mut admin, "maxclients").parse::<u64>().unwrap() > 0);
+}
