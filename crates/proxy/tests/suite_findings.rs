@@ -129,3 +129,104 @@ fn info_counts_blocked_pubsub_and_watching_clients() {
     wait_for(&mut admin, "blocked_clients", "0");
     assert!(field(&mut admin, "maxclients").parse::<u64>().unwrap() > 0);
 }
+
+#[test]
+fn client_pause_errors_answer_as_redis() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    let cmds = [
+        "CLIENT PAUSE abc",
+        "CLIENT PAUSE -1",
+        "CLIENT PAUSE 10 MAYBE",
+        "CLIENT PAUSE x MAYBE",
+        "CLIENT PAUSE 10 ALL extra",
+        "CLIENT PAUSE",
+        "CLIENT PAUSE 0 WRITE",
+        "SET p 1",
+        "CLIENT UNPAUSE",
+        "CLIENT UNPAUSE now",
+    ];
+    let mut got = Vec::new();
+    for addr in [h.addr(), reference.addr] {
+        let mut c = Client::connect(addr);
+        got.push(exchange(&mut c, &cmds, cmds.len()));
+    }
+    assert_eq!(got[0], got[1]);
+}
+
+#[test]
+fn client_pause_write_holds_writes_until_unpaused_and_lets_reads_pass() {
+    let h = Harness::start(3, 0);
+    let mut admin = h.client();
+    let blocked = |c: &mut Client| -> String {
+        let info = text(&c.call(&["INFO", "clients"]));
+        info.lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(text(&admin.call(&["SET", "k", "before"])), "OK");
+    assert_eq!(
+        text(&admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"])),
+        "OK"
+    );
+    let mut writer = h.client();
+    writer.send(&[b"SET", b"k", b"during"]);
+    let mut tx = h.client();
+    for cmd in [&["MULTI"][..], &["INCR", "n"]] {
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+        tx.send(&args);
+    }
+    tx.send(&[b"EXEC"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while blocked(&mut admin) != "2" {
+        assert!(
+            Instant::now() < deadline,
+            "the write and the EXEC were never held"
+        );
+        std::thread::sleep(Duration::from_millis(10)); // poll step
+    }
+    // Reads, read-only transactions and the pausing client's own reads pass.
+    let mut reader = h.client();
+    assert_eq!(text(&reader.call(&["GET", "k"])), "before");
+    assert_eq!(text(&reader.call(&["MULTI"])), "OK");
+    assert_eq!(text(&reader.call(&["GET", "k"])), "QUEUED");
+    assert_eq!(
+        text(&reader.call(&["EXEC"])),
+        "Array([BulkString(b\"before\")])"
+    );
+    let read_only = "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])";
+    assert_eq!(text(&reader.call(&["EVAL", read_only, "1", "k"])), "before");
+    let list = text(&admin.call(&["CLIENT", "LIST"]));
+    let held = list
+        .lines()
+        .filter(|l| {
+            l.split(' ')
+                .any(|f| f.starts_with("flags=") && f.contains('b'))
+        })
+        .count();
+    assert_eq!(held, 2, "{list}");
+    assert_eq!(text(&admin.call(&["CLIENT", "UNPAUSE"])), "OK");
+    assert_eq!(text(&writer.read().unwrap()), "OK");
+    assert_eq!(text(&tx.read().unwrap()), "OK");
+    assert_eq!(text(&tx.read().unwrap()), "QUEUED");
+    assert_eq!(text(&tx.read().unwrap()), "Array([Integer(1)])");
+    assert_eq!(text(&reader.call(&["GET", "k"])), "during");
+}
+
+#[test]
+fn client_pause_all_holds_everyone_until_it_ends() {
+    let h = Harness::start(3, 0);
+    let mut admin = h.client();
+    let started = Instant::now();
+    assert_eq!(text(&admin.call(&["CLIENT", "PAUSE", "500", "ALL"])), "OK");
+    let mut other = h.client();
+    // Held, not refused: answered once the pause ends on its own (no UNPAUSE).
+    assert_eq!(text(&other.call(&["GET", "k"])), "(nil)");
+    assert_eq!(text(&admin.call(&["PING"])), "PONG");
+    assert!(
+        started.elapsed() >= Duration::from_millis(450),
+        "the pause cannot end early"
+    );
+}

@@ -9,6 +9,7 @@ pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
 pub(crate) mod group;
 pub(crate) mod live;
+pub(crate) mod pause;
 pub(crate) mod reads;
 pub(crate) mod registry;
 pub(crate) mod slowlog;
@@ -56,6 +57,8 @@ pub struct Shared {
     pub(crate) group: group::GroupState,
     /// SLOWLOG's threshold, ids and coarse clock.
     pub slowlog: crate::context::slowlog::Slowlog,
+    /// CLIENT PAUSE in force, if any (`pause.rs`).
+    pub(crate) pause: pause::ClientPause,
     /// The TLS listener's settings, when `tls.listen` is set.
     pub(crate) tls_acceptor: Option<Arc<crate::tls::Acceptor>>,
     /// TLS towards the nodes, when `backend_tls.enabled`.
@@ -138,6 +141,11 @@ pub struct Totals {
 }
 
 impl Shared {
+    /// Milliseconds since the proxy started: the clock of CLIENT PAUSE's end.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
     /// One command's counters summed over the workers.
     pub fn command_totals(&self, command: usize) -> crate::context::cmdstats::CommandTotals {
         let mut t = crate::context::cmdstats::CommandTotals::default();

@@ -85,12 +85,54 @@ pub(crate) fn command(req: &Request, me: &mut Asker<'_>) -> Bytes {
         b"no-evict" => no_evict(req, me),
         b"setinfo" => setinfo(req, me),
         b"reply" => reply(req, me.cell),
+        b"pause" => pause(req, me.shared),
+        b"unpause" if req.argc() == 2 => {
+            me.shared.pause.unpause();
+            // Every paused session re-checks at once, on its own worker.
+            for w in &me.shared.workers {
+                w.registry.wake_all();
+            }
+            Bytes::from_static(b"+OK\r\n")
+        }
         _ => {
             let reply = local::run(Local::Client, req, me.info, me.shared);
             sync_name(me.client, me.info);
             reply
         }
     }
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL]: the proxy's dispatch pauses (`context/pause.rs`),
+/// with Redis's checks in Redis's order (the mode, then the timeout).
+fn pause(req: &Request, shared: &Shared) -> Bytes {
+    use crate::context::pause::PauseKind;
+    if !(3..=4).contains(&req.argc()) {
+        return error(&format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(req.arg(1))
+        ));
+    }
+    let kind = match req.argc() {
+        3 => PauseKind::All,
+        _ => match req.arg(3).to_ascii_lowercase().as_slice() {
+            b"write" => PauseKind::Write,
+            b"all" => PauseKind::All,
+            _ => return error("CLIENT PAUSE mode must be WRITE or ALL"),
+        },
+    };
+    let timeout = std::str::from_utf8(req.arg(2))
+        .ok()
+        .and_then(|t| t.parse::<i64>().ok());
+    let Some(timeout) = timeout else {
+        return error("timeout is not an integer or out of range");
+    };
+    if timeout < 0 {
+        return error("timeout is negative");
+    }
+    shared
+        .pause
+        .pause(shared.now_ms().saturating_add(timeout as u64), kind);
+    Bytes::from_static(b"+OK\r\n")
 }
 
 /// CLIENT REPLY ON|OFF|SKIP, as Redis: OFF and SKIP answer nothing (their own entry is

@@ -28,15 +28,24 @@
 //! Nothing after them is read until they ran, so the next request is routed in the mode
 //! they leave. RESP2 subscribed mode (`Session::dispatch_subscribed`) sends what Redis
 //! allows down the subscription connection and refuses the rest with Redis's own error.
+//!
+//! CLIENT PAUSE holds a request here too (`Intake::Paused`), before it runs: the pause in
+//! force is read from `context/pause.rs` per request (one relaxed load while none is), and
+//! the held request is dispatched when the pause ends (a timer) or is lifted (CLIENT
+//! UNPAUSE wakes every session).
+
+use std::future::Future;
+use std::task::Context;
 
 use bytes::Bytes;
 use resp::Request;
 
 use crate::backend::Outgoing;
-use crate::route::Local;
-use crate::session::held::{Exclusive, Held, Intake, Via};
+use crate::route::{Local, Route};
+use crate::session::held::{Exclusive, Held, Intake, Paused, Via};
 use crate::session::local::SessionInfo;
 use crate::session::login::Login;
+use crate::session::pause;
 use crate::session::queue::{Conn, Entry, Sent};
 use crate::session::Session;
 
@@ -63,6 +72,10 @@ impl Session {
             // A waiting upload resumes from the parse loop; serial mode ends here.
             Intake::UploadWaiting => {
                 self.intake = Intake::UploadWaiting;
+                return false;
+            }
+            paused @ Intake::Paused(_) => {
+                self.intake = paused;
                 return false;
             }
             Intake::Open | Intake::Serial | Intake::Blocked => return false,
@@ -130,7 +143,7 @@ impl Session {
     pub(crate) fn exclusive_busy(&self) -> bool {
         let waiting = match self.intake {
             Intake::Open => false,
-            Intake::Held(_) => true,
+            Intake::Held(_) | Intake::Paused(_) => true,
             Intake::Serial | Intake::Blocked | Intake::UploadWaiting => {
                 self.client.cell.in_flight() > 0
             }
@@ -224,6 +237,46 @@ impl Session {
         let auth_required = self.client.worker.live().config.auth_required();
         self.client.login = Login::at_connect(auth_required);
         self.io.parser.set_unauthenticated(auth_required);
+    }
+
+    /// Hold `req` until the pause that covers it ends at `end_ms` (or is lifted).
+    pub(super) fn pause(&mut self, req: Request, route: Route, command: Option<usize>, end: u64) {
+        let deadline = pause::deadline(&self.client, end);
+        self.intake = Intake::Paused(Box::new(Paused {
+            req,
+            route,
+            command,
+            wake: Box::pin(tokio::time::sleep_until(deadline)),
+        }));
+    }
+
+    /// Dispatch the request CLIENT PAUSE held once no pause covers it any more; until then
+    /// keep the timer armed for the pause's end (which a later CLIENT PAUSE may move).
+    /// True when it was dispatched.
+    pub(crate) fn release_paused(&mut self, cx: &mut Context<'_>) -> bool {
+        let Intake::Paused(paused) = &mut self.intake else {
+            return false;
+        };
+        if let Some(end) = pause::end(&self.client, &self.tx, &paused.req) {
+            let deadline = pause::deadline(&self.client, end);
+            if paused.wake.deadline() != deadline {
+                paused.wake.as_mut().reset(deadline);
+            }
+            if paused.wake.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+        }
+        let Intake::Paused(paused) = std::mem::take(&mut self.intake) else {
+            return false;
+        };
+        let Paused {
+            req,
+            route,
+            command,
+            ..
+        } = *paused;
+        self.dispatch_admitted(req, route, command);
+        true
     }
 }
 

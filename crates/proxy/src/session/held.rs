@@ -30,6 +30,18 @@ pub(crate) enum Intake {
     /// The big request at the parser's head is streamed once the requests before it are
     /// answered (or a streamed one's reply is awaited): it must not be framed meanwhile.
     UploadWaiting,
+    /// CLIENT PAUSE holds this request (`context/pause.rs`): nothing after it is parsed
+    /// until the pause ends or is lifted; CLIENT LIST shows `b`, INFO counts it blocked.
+    Paused(Box<Paused>),
+}
+
+/// A request held by CLIENT PAUSE, already checked (AUTH, ACL) and routed, and the timer
+/// that wakes the session when the pause is due to end.
+pub(crate) struct Paused {
+    pub req: Request,
+    pub route: crate::route::Route,
+    pub command: Option<usize>,
+    pub wake: std::pin::Pin<Box<tokio::time::Sleep>>,
 }
 
 /// A request waiting for its turn, by kind.

@@ -320,6 +320,7 @@ mod tests {
             replicas: Default::default(),
             identity: Default::default(),
             slowlog: Default::default(),
+            pause: Default::default(),
             tls_acceptor: None,
             backend_tls: None,
         }

@@ -66,6 +66,7 @@ pub(crate) mod limits;
 pub(crate) mod local;
 pub(crate) mod login;
 pub(crate) mod order;
+mod pause;
 pub(crate) mod pubsub;
 pub(crate) mod pubsub_frame;
 mod push_shape;
@@ -250,7 +251,10 @@ impl Session {
         let bit = |on: bool, f: u32| if on { f } else { 0 };
         let flags = bit(self.pubsub.is_on(), flag::PUBSUB)
             | bit(self.tx.open.is_some(), flag::MULTI)
-            | bit(matches!(self.intake, Intake::Blocked), flag::BLOCKED)
+            | bit(
+                matches!(self.intake, Intake::Blocked | Intake::Paused(_)),
+                flag::BLOCKED,
+            )
             | bit(!self.io.out.is_empty(), flag::WRITABLE)
             | bit(self.tracking.is_on(), flag::TRACKING)
             | bit(self.tx.watch.is_some(), flag::WATCHING);
@@ -310,6 +314,18 @@ impl Session {
         }
         let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
+        // After AUTH, ACL and the shape checks, before anything runs: as Redis, which
+        // answers those errors at once during a pause.
+        if !matches!(route, Route::Refuse(_)) {
+            if let Some(end) = pause::end(&self.client, &self.tx, &req) {
+                return self.pause(req, route, command, end);
+            }
+        }
+        self.dispatch_admitted(req, route, command);
+    }
+
+    /// A request past AUTH, ACL and CLIENT PAUSE: counted, noted, and sent on its way.
+    fn dispatch_admitted(&mut self, req: Request, route: Route, command: Option<usize>) {
         if self.tracking.is_on() {
             self.tracking
                 .note_request(&self.client, &req, self.tx.open.is_some());

@@ -82,6 +82,17 @@ impl Transaction {
     }
 }
 
+impl Transactions {
+    /// A queued command writes or may replicate: EXEC then waits out a CLIENT PAUSE WRITE.
+    pub(crate) fn queued_writes(&self) -> bool {
+        let Some(tx) = &self.open else { return false };
+        tx.queued.iter().any(|r| {
+            cluster::lookup(r.arg(0))
+                .is_some_and(|s| s.resolve(r.argc(), |i| r.arg(i)).replicates())
+        })
+    }
+}
+
 /// The client's transaction state: the MULTI in progress and the WATCH in force, each
 /// None until used.
 #[derive(Default)]

@@ -76,7 +76,7 @@ impl Session {
         }
         // After the pop: a held request waits for the replies before it to be written. One
         // that ran may have answered at once (QUIT, RESET, HELLO): pop that reply too.
-        if self.release_held() {
+        if self.release_held() || self.release_paused(cx) {
             self.io.out_bytes += self.client.cell.pop_ready(&mut self.io.out);
         }
         if self.poll_flush(cx).is_err()
@@ -97,7 +97,7 @@ impl Session {
         }
         // A blocked command may never answer: a departed client must not keep it. Any other
         // request read is answered and its reply written first (EXEC, WATCH: review S7).
-        let blocked = matches!(self.intake, Intake::Blocked);
+        let blocked = matches!(self.intake, Intake::Blocked | Intake::Paused(_));
         let done = blocked || (self.io.out.is_empty() && self.client.cell.in_flight() == 0);
         Some(if done { Poll::Ready(()) } else { Poll::Pending })
     }

@@ -1,0 +1,47 @@
+//! CLIENT PAUSE as a session sees it: whether the pause in force (`context/pause.rs`)
+//! covers a request, and when it ends on tokio's clock. The session holds a covered request
+//! (`Intake::Paused`, `exclusive.rs`) and dispatches it once this says it no longer is.
+
+use resp::Request;
+
+use crate::context::pause::PauseKind;
+use crate::session::client::Client;
+use crate::session::transaction::Transactions;
+
+/// When CLIENT PAUSE covers `req` now: the pause's end (ms on the proxy's clock). A WRITE
+/// pause covers what Redis's does: commands that write or may replicate, and EXEC of a
+/// transaction holding one.
+pub(crate) fn end(client: &Client, tx: &Transactions, req: &Request) -> Option<u64> {
+    let shared = &client.worker.shared;
+    let (kind, end) = shared.pause.current(|| shared.now_ms())?;
+    let covered = match kind {
+        PauseKind::All => true,
+        PauseKind::Write => {
+            let spec = cluster::lookup(req.arg(0)).map(|s| s.resolve(req.argc(), |i| req.arg(i)));
+            match spec {
+                Some(spec) if spec.name == "exec" => tx.queued_writes(),
+                Some(spec) if spec.name == "eval" && declares_no_writes(req.arg(1)) => false,
+                Some(spec) => spec.replicates(),
+                None => false,
+            }
+        }
+    };
+    covered.then_some(end)
+}
+
+/// A script whose shebang line says `flags=no-writes` (`#!lua flags=no-writes,…`): Redis
+/// 7 runs it as read-only, so a WRITE pause lets it through.
+fn declares_no_writes(script: &[u8]) -> bool {
+    let Some(rest) = script.strip_prefix(b"#!") else {
+        return false;
+    };
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+    line.split(|b| b.is_ascii_whitespace())
+        .filter_map(|word| word.strip_prefix(b"flags="))
+        .any(|flags| flags.split(|&b| b == b',').any(|f| f == b"no-writes"))
+}
+
+/// The instant `end_ms` (on the proxy's clock) falls at, for the session's timer.
+pub(crate) fn deadline(client: &Client, end_ms: u64) -> tokio::time::Instant {
+    client.worker.shared.started + std::time::Duration::from_millis(end_ms)
+}
