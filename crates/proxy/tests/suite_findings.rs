@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::reference::{exchange, read_frames, Reference};
 use common::{text, Client, Harness};
+use resp::Value;
 
 /// The same commands (whole arguments, spaces allowed) sent to both, `frames` replies each.
 fn both(h: &Harness, reference: &Reference, cmds: &[&[&str]], frames: usize) -> [Vec<String>; 2] {
@@ -229,4 +230,79 @@ fn client_pause_all_holds_everyone_until_it_ends() {
         started.elapsed() >= Duration::from_millis(450),
         "the pause cannot end early"
     );
+}
+
+#[test]
+fn latency_histogram_counts_every_masters_calls() {
+    let h = Harness::start(3, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["CONFIG", "RESETSTAT"])), "OK");
+    // Keys on every master: each keeps its own histogram.
+    for i in 0..30 {
+        assert_eq!(text(&c.call(&["SET", &format!("k{i}"), "v"])), "OK");
+    }
+    let Value::Array(histo) = c.call(&["LATENCY", "HISTOGRAM", "set"]) else {
+        panic!("an array");
+    };
+    assert_eq!(text(&histo[0]), "set");
+    let Value::Array(stats) = &histo[1] else {
+        panic!("set's stats: {:?}", histo[1]);
+    };
+    assert_eq!(text(&stats[0]), "calls");
+    assert_eq!(stats[1], Value::Integer(30));
+    // The cumulative buckets end at every call.
+    let Value::Array(buckets) = &stats[3] else {
+        panic!("buckets: {:?}", stats[3]);
+    };
+    assert_eq!(buckets.last(), Some(&Value::Integer(30)));
+    assert!(matches!(c.call(&["LATENCY", "LATEST"]), Value::Array(_)));
+    assert!(matches!(
+        c.call(&["LATENCY", "HISTORY", "command"]),
+        Value::Array(_)
+    ));
+    assert!(matches!(
+        c.call(&["LATENCY", "DOCTOR"]),
+        Value::BulkString(_)
+    ));
+    proxy.shutdown();
+}
+
+#[test]
+fn config_set_slowlog_settings_reach_the_proxys_own_log() {
+    let h = Harness::start(3, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut c = Client::connect(proxy.local_addr());
+    let set = [
+        "CONFIG",
+        "SET",
+        "slowlog-log-slower-than",
+        "0",
+        "slowlog-max-len",
+        "5",
+    ];
+    assert_eq!(text(&c.call(&set)), "OK");
+    assert_eq!(text(&c.call(&["SLOWLOG", "RESET"])), "OK");
+    for i in 0..12 {
+        c.call(&["SET", &format!("s{i}"), "v"]);
+    }
+    assert_eq!(text(&c.call(&["SLOWLOG", "LEN"])), ":5");
+    let off = ["CONFIG", "SET", "slowlog-log-slower-than", "-1"];
+    assert_eq!(text(&c.call(&off)), "OK");
+    assert_eq!(text(&c.call(&["SLOWLOG", "RESET"])), "OK");
+    c.call(&["SET", "after", "v"]);
+    assert_eq!(text(&c.call(&["SLOWLOG", "LEN"])), ":0");
+    // The nodes took it too: CONFIG GET answers what was set.
+    let got = c.call(&["CONFIG", "GET", "slowlog-max-len"]);
+    assert_eq!(
+        format!("{got:?}"),
+        format!(
+            "{:?}",
+            Value::Array(vec![
+                Value::BulkString("slowlog-max-len".into()),
+                Value::BulkString("5".into()),
+            ])
+        )
+    );
+    proxy.shutdown();
 }

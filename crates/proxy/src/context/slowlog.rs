@@ -103,6 +103,40 @@ impl Slowlog {
         self.max_len.store(cfg.max_len, Ordering::Relaxed);
     }
 
+    /// CONFIG SET through the proxy: its `slowlog-log-slower-than` and `slowlog-max-len`
+    /// set this log (the one SLOWLOG answers from), as they set one Redis's; the request
+    /// still goes to the nodes. Applied only when every such value parses (the nodes refuse
+    /// the same ones); a later reload sets the configured values again.
+    pub(crate) fn config_set(&self, req: &Request) {
+        if !(req.argc() >= 2 && req.arg(1).eq_ignore_ascii_case(b"set")) {
+            return;
+        }
+        let (mut threshold, mut max_len) = (None, None);
+        let mut i = 2;
+        while i + 1 < req.argc() {
+            let value = std::str::from_utf8(req.arg(i + 1)).ok();
+            let name = req.arg(i);
+            if name.eq_ignore_ascii_case(b"slowlog-log-slower-than") {
+                match value.and_then(|v| v.parse::<i64>().ok()) {
+                    Some(v) => threshold = Some(v),
+                    None => return,
+                }
+            } else if name.eq_ignore_ascii_case(b"slowlog-max-len") {
+                match value.and_then(|v| v.parse::<usize>().ok()) {
+                    Some(v) => max_len = Some(v),
+                    None => return,
+                }
+            }
+            i += 2;
+        }
+        if let Some(t) = threshold {
+            self.threshold_us.store(t, Ordering::Relaxed);
+        }
+        if let Some(m) = max_len {
+            self.max_len.store(m, Ordering::Relaxed);
+        }
+    }
+
     /// Microseconds since start. Callers read it per read or per batch of replies.
     pub(crate) fn now_us(&self) -> u64 {
         self.origin.elapsed().as_micros() as u64

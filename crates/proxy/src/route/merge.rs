@@ -36,6 +36,9 @@ pub(crate) enum Merge {
     /// CLUSTER SLOT-STATS: every master's slots in one list, in the order asked
     /// (`slot_stats.rs`).
     SlotStats(super::slot_stats::SlotOrder),
+    /// LATENCY HISTOGRAM, LATEST, HISTORY, DOCTOR, GRAPH: every master's monitor merged
+    /// (`latency.rs`).
+    Latency(super::latency::Latency),
 }
 
 /// The merge a response policy asks for, or None when the proxy cannot merge it (yet).
@@ -192,6 +195,7 @@ pub(crate) fn merged(
         Merge::Info => super::info::merge_info(prefix, replies),
         Merge::ConfigGet => crate::redact::config_reply(replies[0]),
         Merge::SlotStats(order) => super::slot_stats::merge(order, replies),
+        Merge::Latency(kind) => super::latency::merge(kind, replies),
     }
 }
 

@@ -17,6 +17,7 @@ use slot_stats::SlotOrder;
 pub(crate) mod frames;
 pub(crate) mod info;
 pub(crate) mod keyspace;
+pub(crate) mod latency;
 pub(crate) mod merge;
 pub(crate) mod scan;
 pub(crate) mod slot_stats;
@@ -161,6 +162,10 @@ fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option
     if spec.name == "cluster|slot-stats" {
         // Each master reports its own slots: every master is asked, the entries merged.
         return Some(Route::Broadcast(Merge::SlotStats(SlotOrder::of(req))));
+    }
+    if let Some(kind) = latency::Latency::of(spec.name).filter(|_| allow_admin) {
+        // Each master monitors its own latency: all are asked, the replies merged.
+        return Some(Route::Broadcast(Merge::Latency(kind)));
     }
     if let Some(why) = unsupported(spec, allow_admin) {
         return Some(Route::Refuse(error(&format!(

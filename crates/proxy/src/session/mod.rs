@@ -398,7 +398,13 @@ impl Session {
             Route::Broadcast(Merge::Concat) if req.arg(0).eq_ignore_ascii_case(b"keys") => {
                 self.hold(Held::Keys(req))
             }
-            Route::Broadcast(merge) => send::parts::broadcast(&self.client, &req, merge),
+            Route::Broadcast(merge) => {
+                if req.arg(0).eq_ignore_ascii_case(b"config") {
+                    // The proxy's SLOWLOG follows CONFIG SET slowlog-*, as one Redis's does.
+                    self.client.worker.shared.slowlog.config_set(&req);
+                }
+                send::parts::broadcast(&self.client, &req, merge)
+            }
         }
     }
 
