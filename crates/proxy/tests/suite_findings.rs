@@ -180,11 +180,14 @@ fn client_pause_write_holds_writes_until_unpaused_and_lets_reads_pass() {
         tx.send(&args);
     }
     tx.send(&[b"EXEC"]);
+    // PUBLISH and PFCOUNT may replicate (Redis's `may_replicate`): held too.
+    let mut publisher = h.client();
+    publisher.send(&[b"PUBLISH", b"ch", b"m"]);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while blocked(&mut admin) != "2" {
+    while blocked(&mut admin) != "3" {
         assert!(
             Instant::now() < deadline,
-            "the write and the EXEC were never held"
+            "the write, the EXEC and the PUBLISH were never held"
         );
         std::thread::sleep(Duration::from_millis(10)); // poll step
     }
@@ -207,12 +210,13 @@ fn client_pause_write_holds_writes_until_unpaused_and_lets_reads_pass() {
                 .any(|f| f.starts_with("flags=") && f.contains('b'))
         })
         .count();
-    assert_eq!(held, 2, "{list}");
+    assert_eq!(held, 3, "{list}");
     assert_eq!(text(&admin.call(&["CLIENT", "UNPAUSE"])), "OK");
     assert_eq!(text(&writer.read().unwrap()), "OK");
     assert_eq!(text(&tx.read().unwrap()), "OK");
     assert_eq!(text(&tx.read().unwrap()), "QUEUED");
     assert_eq!(text(&tx.read().unwrap()), "Array([Integer(1)])");
+    assert_eq!(text(&publisher.read().unwrap()), ":0");
     assert_eq!(text(&reader.call(&["GET", "k"])), "during");
 }
 
@@ -305,4 +309,47 @@ fn config_set_slowlog_settings_reach_the_proxys_own_log() {
         )
     );
     proxy.shutdown();
+}
+
+#[test]
+fn bcast_invalidations_come_one_message_per_prefix() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    let mut got = Vec::new();
+    for addr in [h.addr(), reference.addr] {
+        let mut tracked = Client::connect(addr);
+        tracked.call(&["HELLO", "3"]);
+        let on = [
+            "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "a:", "PREFIX", "b:",
+        ];
+        assert_eq!(text(&tracked.call(&on)), "OK");
+        let mut writer = Client::connect(addr);
+        let cmds = [
+            "MULTI",
+            "INCR a:1{t}",
+            "INCR b:1{t}",
+            "INCR a:2{t}",
+            "INCR b:2{t}",
+            "INCR c:1{t}",
+            "EXEC",
+        ];
+        exchange(&mut writer, &cmds, cmds.len());
+        // Two messages, one per prefix, each with its keys (in any order).
+        let messages: Vec<Vec<String>> = (0..2)
+            .map(|_| match tracked.read() {
+                Some(Value::Push(items)) => {
+                    let Some(Value::Array(keys)) = items.get(1) else {
+                        panic!("an invalidation: {items:?}")
+                    };
+                    let mut keys: Vec<String> = keys.iter().map(text).collect();
+                    keys.sort();
+                    keys
+                }
+                other => panic!("a push: {other:?}"),
+            })
+            .collect();
+        got.push(messages);
+    }
+    assert_eq!(got[0], got[1]);
+    assert_eq!(got[0][0], ["a:1{t}", "a:2{t}"]);
 }

@@ -441,12 +441,15 @@ impl CommandSpec {
 
     /// Whether a call may write what replicas must then receive: `write` or
     /// `may_replicate`, or a script or function call that is not read-only (EVAL, EVALSHA,
-    /// FCALL: Redis 7.0's `COMMAND INFO` does not report their `may_replicate`). WAIT counts
-    /// the writes of a client by it.
+    /// FCALL), or PUBLISH, SPUBLISH, PFCOUNT: Redis 7.0's `COMMAND INFO` does not report
+    /// `may_replicate`, which its sources give exactly these six. WAIT counts the writes of
+    /// a client by it, and CLIENT PAUSE WRITE holds them.
     pub fn replicates(&self) -> bool {
+        const MAY_REPLICATE_7_0: [&str; 3] = ["publish", "spublish", "pfcount"];
         self.has(flags::WRITE)
             || self.has(flags::MAY_REPLICATE)
             || (self.acl_categories & acl::SCRIPTING != 0 && !self.has(flags::READONLY))
+            || MAY_REPLICATE_7_0.contains(&self.name)
     }
 
     /// What the key at argument `pos` of a call with `argc` arguments needs (bits from

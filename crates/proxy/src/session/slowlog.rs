@@ -84,6 +84,9 @@ impl Tracker {
         cell: &ClientCell,
         name: Option<&Bytes>,
     ) {
+        // The threshold in force when the reply comes, as Redis checks it after the command
+        // ran: `CONFIG SET slowlog-log-slower-than -1` is not logged itself.
+        self.threshold_us = log.threshold();
         let threshold = match self.threshold_us {
             Some(threshold) => threshold,
             // Turned off since: drain what was armed, log nothing.

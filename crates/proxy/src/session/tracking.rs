@@ -42,7 +42,7 @@ pub(crate) mod redirect;
 pub(crate) struct Tracking {
     /// The worker's tracking connections, which this session listens to.
     hub: std::rc::Rc<TrackingHub>,
-    /// BCAST's prefixes, sorted (`under_prefix`): they add up, as in Redis; `""` (BCAST
+    /// BCAST's prefixes, sorted (`prefix_of`): they add up, as in Redis; `""` (BCAST
     /// without PREFIX) stands for every key.
     prefixes: Vec<Bytes>,
     /// The client's CLIENT TRACKING reply, owed once every master answered.
@@ -208,11 +208,11 @@ fn overlap(a: &[u8], b: &[u8]) -> bool {
     a[..n] == b[..n]
 }
 
-/// Whether `key` is under one of `prefixes`, kept sorted and without overlap: only the
+/// Which of `prefixes` (sorted, without overlap) `key` is under, if any: only the
 /// greatest prefix not above the key can start it.
-fn under_prefix(prefixes: &[Bytes], key: &[u8]) -> bool {
+fn prefix_of(prefixes: &[Bytes], key: &[u8]) -> Option<usize> {
     let i = prefixes.partition_point(|p| p.as_ref() <= key);
-    i > 0 && key.starts_with(&prefixes[i - 1])
+    (i > 0 && key.starts_with(&prefixes[i - 1])).then(|| i - 1)
 }
 
 // === impl Session (client tracking) ===
@@ -348,12 +348,26 @@ impl ClientTracking {
                         return Some(true);
                     }
                     Some(frame.clone())
+                } else if every {
+                    keys::keep_only(frame, |k| confined.is_none_or(|u| u.may_access(k)))
                 } else {
+                    // One message per prefix that has keys, in the prefixes' order, as
+                    // Redis sends BCAST invalidations (clients and tests count them).
                     let prefixes = &t.prefixes;
-                    keys::keep_only(frame, |k| {
-                        (every || under_prefix(prefixes, k))
-                            && confined.is_none_or(|u| u.may_access(k))
-                    })
+                    let per_prefix = keys::split_by(frame, |k| {
+                        prefix_of(prefixes, k).filter(|_| confined.is_none_or(|u| u.may_access(k)))
+                    });
+                    if let Some(t) = self.0.as_ref() {
+                        for push in per_prefix {
+                            redirect::deliver(
+                                t.redirect.as_ref(),
+                                push,
+                                client.resp3(),
+                                &client.cell,
+                            );
+                        }
+                    }
+                    None
                 }
             }
         };
@@ -448,7 +462,7 @@ mod tests {
         assert!(reply.contains("overlaps"), "{reply}");
         let mut sorted = many;
         sorted.sort_unstable();
-        assert!(under_prefix(&sorted, b"p123:k") && !under_prefix(&sorted, b"q1:k"));
-        assert!(!under_prefix(&sorted, b"p12") && under_prefix(&sorted, b"p12:"));
+        assert!(prefix_of(&sorted, b"p123:k").is_some() && prefix_of(&sorted, b"q1:k").is_none());
+        assert!(prefix_of(&sorted, b"p12").is_none() && prefix_of(&sorted, b"p12:").is_some());
     }
 }

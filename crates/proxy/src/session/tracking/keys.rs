@@ -186,6 +186,34 @@ pub(crate) fn keep_only(frame: &Bytes, keep: impl Fn(&[u8]) -> bool) -> Option<B
     }
 }
 
+/// An invalidation cut into one per group: `group` names each key's group (None: drop
+/// it); the messages come in the groups' order. Anything but an invalidation of keys
+/// passes whole.
+pub(crate) fn split_by(frame: &Bytes, group: impl Fn(&[u8]) -> Option<usize>) -> Vec<Bytes> {
+    let Ok(Some((Value::Push(items), _))) = resp::decode(frame) else {
+        return vec![frame.clone()];
+    };
+    let [Value::BulkString(kind), Value::Array(keys)] = items.as_slice() else {
+        return vec![frame.clone()];
+    };
+    if &kind[..] != b"invalidate" {
+        return vec![frame.clone()];
+    }
+    let mut grouped: Vec<(usize, Bytes)> = keys
+        .iter()
+        .filter_map(|k| match k {
+            Value::BulkString(k) => group(k).map(|g| (g, k.clone())),
+            _ => None,
+        })
+        .collect();
+    // Stable: keys keep their order within a group.
+    grouped.sort_by_key(|(g, _)| *g);
+    grouped
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|run| invalidation(&run.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>()))
+        .collect()
+}
+
 /// `>2 invalidate [keys…]`, as Redis sends it.
 pub(crate) fn invalidation(keys: &[Bytes]) -> Bytes {
     let mut out = BytesMut::new();
