@@ -271,6 +271,15 @@ impl Levels {
         let Some((expected, levels)) = self.runs.last_mut() else {
             return false;
         };
+        if *levels == 1 {
+            // The common case (an array of scalars): count down in place.
+            *expected -= 1;
+            if *expected == 0 {
+                self.runs.pop();
+                return true;
+            }
+            return false;
+        }
         let left = *expected - 1;
         // Only the innermost level of the run changes: it leaves the run.
         *levels -= 1;

@@ -250,3 +250,48 @@ fn encode_table() {
         assert_eq!(&out[..], resp2, "RESP2 of {value:?}");
     }
 }
+
+#[test]
+fn random_nestings_frame_as_decode_reads_them() {
+    // Aggregates of 1-3 children, nested at random, some levels in runs of equal counts:
+    // the run-length stack must agree with `decode`'s plain one on every frame's length.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for _ in 0..500 {
+        let mut out = Vec::new();
+        // (children still to write) per open aggregate
+        let mut open: Vec<u64> = Vec::new();
+        let mut written = 0;
+        loop {
+            let deep_enough = open.len() > 40 || written > 400;
+            if !deep_enough && next(3) > 0 {
+                let n = 1 + next(3);
+                out.extend_from_slice(format!("*{n}\r\n").as_bytes());
+                open.push(n);
+                continue;
+            }
+            out.extend_from_slice(b":7\r\n");
+            written += 1;
+            while let Some(top) = open.last_mut() {
+                *top -= 1;
+                if *top > 0 {
+                    break;
+                }
+                open.pop();
+            }
+            if open.is_empty() {
+                break;
+            }
+        }
+        out.extend_from_slice(b"+next\r\n");
+        let whole = Bytes::from(out.clone());
+        let (_, len) = decode(&whole).unwrap().unwrap();
+        assert_eq!(frame(&out), Ok(Some(len)));
+        assert_eq!(len, out.len() - b"+next\r\n".len());
+    }
+}
