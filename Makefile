@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what they need.
 CARGO ?= cargo
 
-.PHONY: deps build release demo test test-unit test-cluster compat compat-all compat-matrix difftest matrix soak faults fuzz-hostile lint fmt bench-core bench-smoke bench-all clean suite
+.PHONY: deps build release demo test test-unit test-cluster compat compat-all compat-matrix difftest matrix soak faults fuzz-hostile lint fmt bench-core bench-smoke bench-all clean suite suite-ci
 
 deps:
 	@bash scripts/install-deps
@@ -18,12 +18,14 @@ demo: deps release
 
 # The tests in tiers, fastest first: unit, property and component tests (test-unit), the
 # integration tests against real servers (test-cluster), then the redis-py compatibility
-# run, the differential test, the server matrix and a short hostile-client run
+# run, the differential test, the server matrix, the servers' own suites on the newest
+# Redis and Valkey as a regression check (suite-ci, below) and a short hostile-client run
 # (docs/hostile.md; a release build, about 90 s).
 test: deps test-unit test-cluster
 	$(MAKE) --no-print-directory compat
 	$(MAKE) --no-print-directory difftest
 	$(MAKE) --no-print-directory matrix
+	$(MAKE) --no-print-directory suite-ci
 	$(MAKE) --no-print-directory fuzz-hostile SECONDS=60 HOSTILE_SHRINK=1 HOSTILE_PING_MS=1000 HOSTILE_SKIP=$(HOSTILE_CI_SKIP)
 
 # Tier 1, about 3 minutes on 2 cores, most of it the build: every crate's unit and
@@ -147,20 +149,43 @@ HOSTILE_SECONDS = $(if $(filter command line environment,$(origin SECONDS)),$(SE
 fuzz-hostile: deps release
 	./target/release/slotgate bench hostile --seconds $(HOSTILE_SECONDS) --shrink-tries $(HOSTILE_SHRINK) --ping-ms $(HOSTILE_PING_MS) $(if $(HOSTILE_SEED),--seed $(HOSTILE_SEED)) $(if $(HOSTILE_CASE),--case $(HOSTILE_CASE)) $(if $(HOSTILE_SKIP),--skip $(HOSTILE_SKIP))
 
-# Redis's own Tcl test suite (Redis 7.0.15's, at SUITE_DIR) against Debian's redis-server, each
-# unit twice on a fresh one-node cluster: directly, then through the debug proxy
-# (scripts/server_suite.py, docs/suite.md); fails if a test passes directly but not through the
-# proxy, less scripts/server_suite_exceptions.txt. Results in results/suite-redis-7.0.15-*/.
-# SUITE_JOBS runs at once; SUITE_UNITS=unit/type/incr,... for some units only; a unit's run
-# is killed after SUITE_TIMEOUT s (through the proxy, unit/tracking hangs after 5 tests today).
-# About 15 minutes on 2 cores with SUITE_JOBS=2, plus the build.
-SUITE_DIR ?= /tmp/redis-src/redis-7.0.15
+# The servers' own Tcl test suites (scripts/install-suites fetches each server's source tree
+# into ~/.cache/slotgate/suites/), each unit twice on a fresh one-node cluster: directly, then
+# through the debug proxy (scripts/server_suite.py, docs/suite.md). `make suite` runs every
+# unit of every server of the matrix that has its suite (Redis 7.0.15 on Debian's
+# redis-server, Redis 8.6.3 and Valkey 9.1.2 from scripts/install-servers) and reports, per
+# server, the tests that pass directly but not through the proxy (less
+# scripts/server_suite_exceptions.txt); results in results/suite-<server>-<version>-*/.
+# About 15 minutes per server on 2 cores with SUITE_JOBS=2. SUITE_UNITS=unit/type/incr,...
+# for some units only; a unit's run is killed after SUITE_TIMEOUT s.
+#
+# `make suite-ci` (in `make test`, about 5 minutes): SUITE_CI_UNITS on the newest Redis and
+# Valkey of the matrix, failing only on a regression: a test listed in
+# scripts/suite-expected/<server>.txt (what passed through slotgate when it was written,
+# `--write-expect`) that no longer does, after a second run of its unit.
+SUITES = $(HOME)/.cache/slotgate/suites
+SERVERS = $(HOME)/.cache/slotgate/servers
 SUITE_JOBS ?= 2
 SUITE_TIMEOUT ?= 300
 SUITE_UNITS ?=
+SUITE_CI_UNITS ?= unit/protocol,unit/keyspace,unit/info-command,unit/quit,unit/type/incr,unit/type/string,unit/type/hash,unit/type/set,unit/type/list,unit/type/zset,unit/expire,unit/multi,unit/pubsub,unit/bitops,unit/latency-monitor,unit/introspection-2
+SUITE_RUN = python3 scripts/server_suite.py --jobs $(SUITE_JOBS) --unit-timeout $(SUITE_TIMEOUT)
 suite: deps
 	$(CARGO) build -p slotgate
-	python3 scripts/server_suite.py --server /usr/bin/redis-server --suite $(SUITE_DIR) --jobs $(SUITE_JOBS) --unit-timeout $(SUITE_TIMEOUT) $(if $(SUITE_UNITS),--units $(SUITE_UNITS))
+	./scripts/install-servers
+	./scripts/install-suites
+	status=0; \
+	$(SUITE_RUN) --server /usr/bin/redis-server --suite $(SUITES)/redis-7.0 $(if $(SUITE_UNITS),--units $(SUITE_UNITS)) || status=1; \
+	$(SUITE_RUN) --server $(SERVERS)/redis-8.6/server --suite $(SUITES)/redis-8.6 $(if $(SUITE_UNITS),--units $(SUITE_UNITS)) || status=1; \
+	$(SUITE_RUN) --server $(SERVERS)/valkey-9.1/server --suite $(SUITES)/valkey-9.1 $(if $(SUITE_UNITS),--units $(SUITE_UNITS)) || status=1; \
+	exit $$status
+
+suite-ci: deps
+	$(CARGO) build -p slotgate
+	./scripts/install-servers
+	./scripts/install-suites
+	$(SUITE_RUN) --server $(SERVERS)/redis-8.6/server --suite $(SUITES)/redis-8.6 --units $(SUITE_CI_UNITS) --expect scripts/suite-expected/redis-8.6.txt --out $(CURDIR)/target/suite-ci/redis-8.6
+	$(SUITE_RUN) --server $(SERVERS)/valkey-9.1/server --suite $(SUITES)/valkey-9.1 --units $(SUITE_CI_UNITS) --expect scripts/suite-expected/valkey-9.1.txt --out $(CURDIR)/target/suite-ci/valkey-9.1
 
 # What CI checks besides the tests.
 lint: deps

@@ -22,6 +22,17 @@ fn both(h: &Harness, reference: &Reference, cmds: &[&[&str]], frames: usize) -> 
     })
 }
 
+/// The same pipeline (each string split on spaces) written to both in one write, `frames`
+/// raw replies read from each; they must be equal. The proxy's replies are returned.
+fn pipelined(h: &Harness, reference: &Reference, cmds: &[&str], frames: usize) -> Vec<String> {
+    let [proxied, direct] = [h.addr(), reference.addr].map(|addr| {
+        let mut c = Client::connect(addr);
+        exchange(&mut c, cmds, frames)
+    });
+    assert_eq!(proxied, direct);
+    proxied
+}
+
 #[test]
 fn a_script_reply_of_any_depth_passes_and_the_shared_connection_survives() {
     let h = Harness::start(1, 0);
@@ -60,14 +71,9 @@ fn client_reply_off_skip_and_on_answer_as_redis() {
         "CLIENT REPLY MAYBE",
         "CLIENT REPLY",
     ];
-    let mut got = Vec::new();
-    for addr in [h.addr(), reference.addr] {
-        let mut c = Client::connect(addr);
-        got.push(exchange(&mut c, &cmds, 6));
-    }
-    assert_eq!(got[0], got[1]);
-    assert_eq!(got[0][0], "+OK\r\n", "ON answers");
-    assert_eq!(got[0][2], "$1\r\n2\r\n", "the skipped INCR ran");
+    let got = pipelined(&h, &reference, &cmds, 6);
+    assert_eq!(got[0], "+OK\r\n", "ON answers");
+    assert_eq!(got[2], "$1\r\n2\r\n", "the skipped INCR ran");
 }
 
 #[test]
@@ -83,17 +89,8 @@ fn blocking_commands_inside_multi_run_without_blocking() {
         "BLMOVE {l}1 {l}2 LEFT RIGHT 0",
         "EXEC",
     ];
-    let mut got = Vec::new();
-    for addr in [h.addr(), reference.addr] {
-        let mut c = Client::connect(addr);
-        got.push(exchange(&mut c, &cmds, 7));
-    }
-    assert_eq!(got[0], got[1]);
-    assert!(
-        got[0][6].starts_with("*4\r\n*-1\r\n:2\r\n"),
-        "{:?}",
-        got[0][6]
-    );
+    let got = pipelined(&h, &reference, &cmds, 7);
+    assert!(got[6].starts_with("*4\r\n*-1\r\n:2\r\n"), "{:?}", got[6]);
 }
 
 #[test]
@@ -147,12 +144,7 @@ fn client_pause_errors_answer_as_redis() {
         "CLIENT UNPAUSE",
         "CLIENT UNPAUSE now",
     ];
-    let mut got = Vec::new();
-    for addr in [h.addr(), reference.addr] {
-        let mut c = Client::connect(addr);
-        got.push(exchange(&mut c, &cmds, cmds.len()));
-    }
-    assert_eq!(got[0], got[1]);
+    pipelined(&h, &reference, &cmds, cmds.len());
 }
 
 #[test]
@@ -352,4 +344,32 @@ fn bcast_invalidations_come_one_message_per_prefix() {
     }
     assert_eq!(got[0], got[1]);
     assert_eq!(got[0][0], ["a:1{t}", "a:2{t}"]);
+}
+
+#[test]
+fn a_transaction_the_node_refuses_at_queue_time_runs_nothing() {
+    // The proxy queues MULTI's commands itself and sends MULTI…EXEC at EXEC: the node's own
+    // queue-time checks (OOM here) then refuse a command, and EXEC answers EXECABORT with
+    // nothing run, as one Redis does; only the moment of the check differs (EXEC's, not
+    // the command's: its QUEUED came from the proxy).
+    let h = Harness::start(3, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut c = Client::connect(proxy.local_addr());
+    let mut admin = Client::connect(proxy.local_addr());
+    c.call(&["DEL", "{q}1", "{q}2"]);
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["SET", "{q}1", "v"])), "QUEUED");
+    assert_eq!(
+        text(&admin.call(&["CONFIG", "SET", "maxmemory", "1"])),
+        "OK"
+    );
+    assert_eq!(text(&c.call(&["LPUSH", "{q}2", "v"])), "QUEUED");
+    let exec = text(&c.call(&["EXEC"]));
+    assert_eq!(
+        text(&admin.call(&["CONFIG", "SET", "maxmemory", "0"])),
+        "OK"
+    );
+    assert!(exec.starts_with("-EXECABORT"), "{exec}");
+    assert_eq!(text(&c.call(&["EXISTS", "{q}1", "{q}2"])), ":0");
+    proxy.shutdown();
 }
