@@ -114,12 +114,27 @@ pub(crate) fn config_reply(reply: &Bytes) -> Bytes {
     out.extend_from_slice(&reply[..body]);
     for pair in frames.chunks(2) {
         out.extend_from_slice(&pair[0]);
-        match sensitive(&name_of(&pair[0])) {
+        // An empty value hides nothing, and tools save CONFIG GET * to set it back (Redis's
+        // own test framework does): "(redacted)" there would become the nodes' password.
+        let empty = pair[1].as_ref() == b"$0\r\n\r\n";
+        match sensitive(&name_of(&pair[0])) && !empty {
             true => resp::write_bulk(&mut out, REDACTED),
             false => out.extend_from_slice(&pair[1]),
         }
     }
     out.freeze()
+}
+
+/// CONFIG SET giving a secret parameter the placeholder CONFIG GET shows for it: a client
+/// setting back what it read would make `(redacted)` the nodes' password. Refused, with
+/// the reason.
+pub(crate) fn sets_placeholder(req: &Request) -> bool {
+    if req.argc() < 4 || !req.arg(1).eq_ignore_ascii_case(b"set") {
+        return false;
+    }
+    (2..req.argc() - 1)
+        .step_by(2)
+        .any(|i| sensitive(req.arg(i)) && req.arg(i + 1) == REDACTED)
 }
 
 /// The number of name/value pairs and where they start: `*2n` or `%n`.
@@ -227,5 +242,41 @@ mod tests {
             let b = Bytes::copy_from_slice(same);
             assert_eq!(config_reply(&b), b);
         }
+    }
+
+    #[test]
+    fn an_empty_secret_is_shown_and_the_placeholder_is_never_set() {
+        let none = Bytes::from_static(
+            b"*4\r\n$11\r\nrequirepass\r\n$0\r\n\r\n$10\r\nmasterauth\r\n$2\r\nmm\r\n",
+        );
+        let want =
+            b"*4\r\n$11\r\nrequirepass\r\n$0\r\n\r\n$10\r\nmasterauth\r\n$10\r\n(redacted)\r\n";
+        assert_eq!(&config_reply(&none)[..], &want[..]);
+        assert!(sets_placeholder(&req(&[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "1",
+            "requirepass",
+            "(redacted)"
+        ])));
+        assert!(!sets_placeholder(&req(&[
+            "CONFIG",
+            "SET",
+            "requirepass",
+            ""
+        ])));
+        assert!(!sets_placeholder(&req(&[
+            "CONFIG",
+            "SET",
+            "save",
+            "(redacted)"
+        ])));
+        assert!(!sets_placeholder(&req(&[
+            "CONFIG",
+            "GET",
+            "requirepass",
+            "(redacted)"
+        ])));
     }
 }

@@ -373,3 +373,34 @@ fn a_transaction_the_node_refuses_at_queue_time_runs_nothing() {
     assert_eq!(text(&c.call(&["EXISTS", "{q}1", "{q}2"])), ":0");
     proxy.shutdown();
 }
+
+#[test]
+fn config_saved_through_the_proxy_can_be_set_back_without_locking_the_nodes() {
+    // Redis's test framework saves CONFIG GET * and sets every value back: an empty
+    // password must come back empty, and the placeholder of a real one is never set.
+    let h = Harness::start(1, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut c = Client::connect(proxy.local_addr());
+    let got = c.call(&["CONFIG", "GET", "requirepass"]);
+    assert_eq!(
+        format!("{got:?}"),
+        format!(
+            "{:?}",
+            Value::Array(vec![
+                Value::BulkString("requirepass".into()),
+                Value::BulkString("".into()),
+            ])
+        )
+    );
+    assert_eq!(text(&c.call(&["CONFIG", "SET", "requirepass", ""])), "OK");
+    let placeholder = c.call(&["CONFIG", "SET", "requirepass", "(redacted)"]);
+    assert!(
+        text(&placeholder).starts_with("-ERR slotgate: CONFIG GET"),
+        "{placeholder:?}"
+    );
+    // The nodes still take a connection without a password.
+    let mut fresh = Client::connect(proxy.local_addr());
+    fresh.call(&["HELLO", "3"]);
+    assert_eq!(text(&fresh.call(&["SET", "k", "v"])), "OK");
+    proxy.shutdown();
+}

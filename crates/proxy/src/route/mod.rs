@@ -173,6 +173,12 @@ fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option
             spec.name
         ))));
     }
+    if spec.name == "config|set" && crate::redact::sets_placeholder(req) {
+        return Some(Route::Refuse(error(
+            "slotgate: CONFIG GET through the proxy shows '(redacted)' for a secret; \
+             CONFIG SET needs the real value",
+        )));
+    }
     // The nodes' reply carries their passwords: it comes back through a merge that hides
     // them (one master is asked, as any would do).
     (spec.name == "config|get").then_some(Route::Broadcast(Merge::ConfigGet))
