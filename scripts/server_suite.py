@@ -465,6 +465,16 @@ def read_exceptions(path):
     return names
 
 
+def listed_as(key, exceptions):
+    """The exceptions file's entry for test `key` (its name without the ` #2` count): the
+    name itself, or a line `/regexp` that matches it (runtest's --skipfile reads those as
+    regexps too); None when not listed."""
+    name = re.sub(r" #\d+$", "", key)
+    if name in exceptions:
+        return name
+    return next((p for p in exceptions if p.startswith("/") and re.search(p[1:], name)), None)
+
+
 def proxy_failure(direct, proxy, key):
     """Why `key` (passed directly) did not pass through the proxy: its first error line, or
     how the run ended before reaching it."""
@@ -503,7 +513,7 @@ def write_summary(args, version, results, exceptions, elapsed, complete):
         lost = [k for k in direct.order if k in direct.ok and (proxy is None or k not in proxy.ok)]
         if proxy is None and not direct.ok:
             lost = []
-        listed = [k for k in lost if re.sub(r" #\d+$", "", k) in exceptions]
+        listed = [k for k in lost if listed_as(k, exceptions)]
         real = [k for k in lost if k not in listed]
         n_proxy = len(proxy.ok) if proxy else 0
         total_direct += len(direct.ok)
@@ -525,7 +535,7 @@ def write_summary(args, version, results, exceptions, elapsed, complete):
             for k in real:
                 body.append(f"- `{k}`: {proxy_failure(direct, proxy, k)}")
             for k in listed:
-                reason = exceptions[re.sub(r" #\d+$", "", k)]
+                reason = exceptions[listed_as(k, exceptions)]
                 body.append(f"- (exception: {reason}) `{k}`: {proxy_failure(direct, proxy, k)}")
     final = (f"suite {version}: {total_direct} tests pass directly, {total_proxy} through "
              f"slotgate, {total_k} pass directly but not through the proxy "
