@@ -1126,12 +1126,15 @@ def errors(g, env):
         want = outcome(lambda args=args: m.execute_command(*args))
         g.eq(" ".join(args), outcome(lambda args=args: p.execute_command(*args)), want)
     for args in (("CONFIG", "SET", "maxmemory", "0"), ("CONFIG", "GET", "maxmemory"),
-                 ("DEBUG", "SLEEP", "0"), ("CLIENT", "PAUSE", "10"),
+                 ("DEBUG", "SLEEP", "0"), ("CLIENT", "UNBLOCK", "1"),
                  ("FUNCTION", "STATS")):
         e = errtext(lambda args=args: p.execute_command(*args))
         g.check(e is not None and e[2].startswith("slotgate:"),
                 f"{' '.join(args)} not refused with 'slotgate:': {short(e)}")
     g.eq("proxy alive after refusals", p.ping(), True)
+    # CLIENT PAUSE is the proxy's own (it pauses its dispatch), answered as a node answers.
+    g.eq("CLIENT PAUSE 10 WRITE", outcome(lambda: p.execute_command("CLIENT", "PAUSE", "10", "WRITE")),
+         outcome(lambda: m.execute_command("CLIENT", "PAUSE", "10", "WRITE")))
 
 
 @group("malformed requests")
