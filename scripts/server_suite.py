@@ -762,6 +762,9 @@ def main(argv=None):
         shutil.rmtree(args.workdir, ignore_errors=True)
     lost = {}
     if args.expect and complete:
+        # The main runs' teardown (kill_all) marked the script stopping, which refuses new
+        # processes: the second runs need them. An interrupt leaves `complete` false.
+        _STOPPING.clear()
         make_workdir(args, exceptions)
         try:
             lost = regressions(args, results, read_expect(args.expect), vmajor)
