@@ -51,7 +51,7 @@ impl Pki {
     }
 
     /// A leaf for 127.0.0.1 and `dns_names`, good for servers and clients alike, valid
-    /// for `days` from now.
+    /// for `days` from now less half a day (so it has `days - 1` whole days left).
     pub fn leaf(&self, name: &str, dns_names: &[&str], days: i64) -> Leaf {
         let names: Vec<String> = dns_names.iter().map(|s| s.to_string()).collect();
         let mut params = CertificateParams::new(names).unwrap();
@@ -65,7 +65,9 @@ impl Pki {
         ];
         let now = time::OffsetDateTime::now_utc();
         params.not_before = now - time::Duration::days(1);
-        params.not_after = now + time::Duration::days(days);
+        // Half a day short, so "whole days left" reads days - 1 however fast a test runs
+        // (expiring exactly `days` from now read `days` when the test ran within a second).
+        params.not_after = now + time::Duration::days(days) - time::Duration::hours(12);
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let leaf = Leaf {
