@@ -24,6 +24,10 @@ use cluster::command::{access, acl, flags, CommandSpec};
 use serde::Deserialize;
 
 pub(crate) mod mirror;
+pub(crate) mod passwords;
+pub(crate) mod setuser;
+
+use passwords::Passwords;
 
 /// One user as configured.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -72,7 +76,7 @@ pub enum AuthConfigError {
 #[derive(Debug, Clone)]
 pub(crate) struct User {
     pub name: String,
-    password: String,
+    pub(crate) passwords: Passwords,
     rules: Vec<Rule>,
     /// Key patterns; None: every key (`allkeys`).
     keys: Patterns,
@@ -136,24 +140,34 @@ impl User {
         tokens.extend(cfg.keys.iter().map(|k| format!("~{k}")));
         tokens.extend(cfg.channels.iter().map(|c| format!("&{c}")));
         tokens.extend(cfg.acl.split_ascii_whitespace().map(String::from));
+        User::with_rules(&cfg.name, Passwords::one(&cfg.password), tokens)
+    }
+
+    /// A user with `rules` (ACL SETUSER's command, key and channel rules, applied in order
+    /// to a user that starts with none).
+    pub(crate) fn with_rules(
+        name: &str,
+        passwords: Passwords,
+        rules: Vec<String>,
+    ) -> Result<User, AuthConfigError> {
         let mut user = User {
-            name: cfg.name.clone(),
-            password: cfg.password.clone(),
+            name: name.to_string(),
+            passwords,
             rules: Vec::new(),
             keys: Patterns::Some(Vec::new()),
             channels: Patterns::Some(Vec::new()),
-            acl: tokens.clone(),
+            acl: rules,
             unrestricted: false,
             removed: false,
         };
-        for token in &tokens {
+        for token in &user.acl {
             match parse_token(token).map_err(|why| match why {
                 None => AuthConfigError::Rule {
-                    user: cfg.name.clone(),
+                    user: name.to_string(),
                     rule: token.clone(),
                 },
                 Some(why) => AuthConfigError::Unsupported {
-                    user: cfg.name.clone(),
+                    user: name.to_string(),
                     rule: token.clone(),
                     why,
                 },
@@ -179,7 +193,7 @@ impl User {
     pub(crate) fn default_with_password(password: &str) -> User {
         User {
             name: "default".into(),
-            password: password.into(),
+            passwords: Passwords::one(password),
             rules: vec![Rule::AllowCategory(u64::MAX)],
             keys: Patterns::All,
             channels: Patterns::All,
@@ -194,7 +208,7 @@ impl User {
     pub(crate) fn removed(name: &str) -> User {
         User {
             name: name.into(),
-            password: String::new(),
+            passwords: Passwords::default(),
             rules: Vec::new(),
             keys: Patterns::Some(Vec::new()),
             channels: Patterns::Some(Vec::new()),
@@ -209,17 +223,9 @@ impl User {
         self.removed
     }
 
-    /// Constant-time-ish comparison, so a wrong password's timing reveals little.
+    /// Whether `given` logs in as this user (on, and nopass or one of its passwords).
     pub(crate) fn password_matches(&self, given: &[u8]) -> bool {
-        if self.removed {
-            return false;
-        }
-        let want = self.password.as_bytes();
-        let mut diff = want.len() ^ given.len();
-        for (i, b) in given.iter().enumerate() {
-            diff |= usize::from(b ^ want.get(i).copied().unwrap_or(0));
-        }
-        diff == 0
+        !self.removed && self.passwords.matches(given)
     }
 
     /// May this user run `spec` with arguments `arg(0..argc)`? Redis's order: the command,
@@ -280,6 +286,45 @@ impl User {
             }
         }
         allowed
+    }
+
+    /// Whether the user has every key (`allkeys`, `~*`).
+    pub(crate) fn every_key(&self) -> bool {
+        self.keys == Patterns::All
+    }
+
+    /// Whether the user has every channel (`allchannels`, `&*`).
+    pub(crate) fn every_channel(&self) -> bool {
+        self.channels == Patterns::All
+    }
+
+    /// The key patterns in ACL LIST's words: `~*`, else each one (`~`, `%R~`, `%W~`).
+    pub(crate) fn key_rules(&self) -> Vec<String> {
+        match &self.keys {
+            Patterns::All => vec!["~*".into()],
+            Patterns::Some(list) => list
+                .iter()
+                .map(|p| {
+                    let prefix = match p.grants {
+                        READ_WRITE => "~",
+                        access::READ => "%R~",
+                        _ => "%W~",
+                    };
+                    format!("{prefix}{}", String::from_utf8_lossy(&p.glob))
+                })
+                .collect(),
+        }
+    }
+
+    /// The channel patterns in ACL LIST's words: `&*`, else each one.
+    pub(crate) fn channel_rules(&self) -> Vec<String> {
+        match &self.channels {
+            Patterns::All => vec!["&*".into()],
+            Patterns::Some(list) => list
+                .iter()
+                .map(|p| format!("&{}", String::from_utf8_lossy(&p.glob)))
+                .collect(),
+        }
     }
 
     /// May this user read `key` (an invalidation or a notification about it)?
@@ -445,7 +490,7 @@ fn parse_rule(rule: &str) -> Option<Rule> {
                 Rule::DenyCategory(bits)
             })
         }
-        None if cluster::lookup(rest.split('|').next()?.as_bytes()).is_some() => {
+        None if known_command(rest) => {
             let name = rest.to_string();
             Some(if allow {
                 Rule::AllowCommand(name)
@@ -454,6 +499,22 @@ fn parse_rule(rule: &str) -> Option<Rule> {
             })
         }
         None => None,
+    }
+}
+
+/// A command rule's name: a command, `container|sub` of a known subcommand, or
+/// `command|first-arg` for a command without subcommands (as Redis 7.0 allows).
+fn known_command(name: &str) -> bool {
+    let (container, sub) = match name.split_once('|') {
+        Some((c, s)) => (c, Some(s)),
+        None => (name, None),
+    };
+    let Some(spec) = cluster::lookup(container.as_bytes()) else {
+        return false;
+    };
+    match sub {
+        Some(_) if !spec.subcommands.is_empty() => spec.subcommands.iter().any(|s| s.name == name),
+        _ => true,
     }
 }
 

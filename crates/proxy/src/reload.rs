@@ -161,19 +161,47 @@ fn install(shared: &Shared, mut config: Config) -> Result<ReloadReport, ReloadEr
     shared.replicas.set_max_lag(config.cluster.max_replica_lag);
     shared.replicas.set_zone(&config.cluster.availability_zone);
     let next = Live::next(&old, config);
-    let removed = old.removed_in(&next);
+    swap(shared, &old, next);
+    Ok(report)
+}
+
+/// ACL SETUSER and DELUSER through the proxy: `change` gets the users in force and gives
+/// the next list (a user keeps its index; a deleted one becomes a tombstone), or the error
+/// to answer. Installed as a reload installs users, under the same lock, so the two never
+/// interleave. The configuration file is not written: the next reload or restart goes back
+/// to its `[[users]]`, as Redis's ACL SETUSER lasts until a restart without an aclfile.
+pub(crate) fn change_users<E>(
+    shared: &Shared,
+    change: impl FnOnce(&Live) -> Result<Vec<crate::auth::User>, E>,
+) -> Result<(), E> {
+    let _one_at_a_time = shared
+        .config_source
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let old = shared.live.load_full();
+    let users = change(&old)?;
+    let next = Live {
+        config: old.config.clone(),
+        users,
+    };
+    swap(shared, &old, next);
+    Ok(())
+}
+
+/// Put `next` in force, and close the sessions of users it removed: each session looks at
+/// its own user when woken (`Session::poll`), so the decision is on the user it is now,
+/// never on the one its registry slot last showed (a client that ran AUTH as another user
+/// in the same batch as someone's ACL DELUSER of its former user stays).
+fn swap(shared: &Shared, old: &Live, next: Live) {
+    let removed = !old.removed_in(&next).is_empty();
     shared.live.store(std::sync::Arc::new(next));
     shared.live_gen.fetch_add(1, Ordering::Release);
     shared.group.wake.notify_one();
-    close_clients_of(shared, &removed);
-    // Sessions also look at their user when woken: one that authenticated just now, and
-    // was not yet visible in its registry slot, closes too.
-    if !removed.is_empty() {
+    if removed {
         for worker in &shared.workers {
             worker.registry.wake_all();
         }
     }
-    Ok(report)
 }
 
 /// The sections whose values changed (and are live).
@@ -221,23 +249,5 @@ fn install_tls(
     if let (Some(connector), Some(built)) = (&shared.backend_tls, client) {
         connector.install(built);
         report.applied.push("backend_tls certificates");
-    }
-}
-
-/// Close the sessions of users the reload removed, as Redis's ACL DELUSER does.
-fn close_clients_of(shared: &Shared, removed: &[usize]) {
-    if removed.is_empty() {
-        return;
-    }
-    let mut views = Vec::new();
-    for worker in &shared.workers {
-        views.clear();
-        worker.registry.snapshot(&mut views);
-        for view in &views {
-            let user = view.live.user.load(Ordering::Relaxed) as usize;
-            if user > 0 && removed.contains(&(user - 1)) {
-                worker.registry.kill(view.meta.id);
-            }
-        }
     }
 }

@@ -404,3 +404,78 @@ fn config_saved_through_the_proxy_can_be_set_back_without_locking_the_nodes() {
     assert_eq!(text(&fresh.call(&["SET", "k", "v"])), "OK");
     proxy.shutdown();
 }
+
+#[test]
+fn acl_users_set_through_the_proxy_log_in_and_are_checked_as_redis_checks_them() {
+    let h = Harness::start(3, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let reference = Reference::start();
+    let check = "return redis.acl_check_cmd('set','xx',1)";
+    let denied = "return redis.acl_check_cmd('hset','xx','f',1)";
+    let cmds: &[&[&str]] = &[
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+        ],
+        &["ACL", "GETUSER", "bob"],
+        &["ACL", "LIST"],
+        &["ACL", "USERS"],
+        &["ACL", "GETUSER", "nobody"],
+        &["ACL", "SETUSER", "bob", "bogus"],
+        &["ACL", "SETUSER", "bob", "allkeys", "~y"],
+        &["ACL", "SETUSER", "carol", ">pw"],
+        &["AUTH", "carol", "pw"],
+        &["AUTH", "bob", "nope"],
+        &["AUTH", "bob", "123"],
+        &["ACL", "WHOAMI"],
+        &["EVAL", check, "1", "xx"],
+        &["EVAL", denied, "1", "xx"],
+        &["SET", "xa", "1"],
+        &["SET", "yy", "1"],
+        &["GET", "xa"],
+        &["AUTH", "default", "anything"],
+        &["ACL", "WHOAMI"],
+        &["ACL", "DELUSER", "default"],
+        &["ACL", "DELUSER", "bob", "nobody"],
+        &["AUTH", "bob", "123"],
+        &["ACL", "USERS"],
+    ];
+    let [proxied, direct] = [proxy.local_addr(), reference.addr].map(|addr| {
+        let mut c = Client::connect(addr);
+        for cmd in cmds {
+            let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+            c.send(&args);
+        }
+        read_frames(&mut c, cmds.len())
+    });
+    for (i, cmd) in cmds.iter().enumerate() {
+        assert_eq!(proxied[i], direct[i], "{cmd:?}");
+    }
+    assert_eq!(proxied[10], "+OK\r\n", "bob logs in");
+    assert_eq!(proxied[12], ":1\r\n", "the script's ACL check is bob's");
+}
+
+#[test]
+fn a_deleted_users_clients_are_disconnected_and_admin_is_needed() {
+    let h = Harness::start(1, 0);
+    let mut plain = h.client();
+    let refused = text(&plain.call(&["ACL", "SETUSER", "bob"]));
+    assert!(refused.contains("allow_admin_commands"), "{refused}");
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut admin = Client::connect(proxy.local_addr());
+    let set = ["ACL", "SETUSER", "bob", "on", ">pw", "+@all", "~*"];
+    assert_eq!(text(&admin.call(&set)), "OK");
+    let mut bob = Client::connect(proxy.local_addr());
+    assert_eq!(text(&bob.call(&["AUTH", "bob", "pw"])), "OK");
+    assert_eq!(text(&bob.call(&["SET", "k", "v"])), "OK");
+    assert_eq!(admin.call(&["ACL", "DELUSER", "bob"]), Value::Integer(1));
+    // Closed by the proxy, as Redis's ACL DELUSER closes the user's clients.
+    let (_, closed) = bob.read_raw(Duration::from_secs(10));
+    assert!(closed, "bob's connection is closed");
+}

@@ -70,6 +70,11 @@ pub fn write_array_header(out: &mut BytesMut, n: usize) {
     write_header(out, b'*', n);
 }
 
+/// Appends the RESP3 map header `%n\r\n`; the caller then writes `n` key-value pairs.
+pub fn write_map_header(out: &mut BytesMut, n: usize) {
+    write_header(out, b'%', n);
+}
+
 /// Appends `<kind>n\r\n` for any length-prefixed type.
 pub(crate) fn write_header(out: &mut BytesMut, kind: u8, n: usize) {
     out.put_u8(kind);

@@ -29,8 +29,8 @@ mod value;
 mod value_encode;
 
 pub use encode::{
-    encode_command, write_array_header, write_bulk, write_error, write_int, write_null,
-    write_simple,
+    encode_command, write_array_header, write_bulk, write_error, write_int, write_map_header,
+    write_null, write_simple,
 };
 pub use error::{FrameError, ProtocolError};
 pub use limits::Limits;

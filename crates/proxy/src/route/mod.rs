@@ -57,8 +57,11 @@ pub(crate) enum Route {
 /// Commands the proxy answers without a backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Local {
-    /// ACL WHOAMI, CAT and DRYRUN, about the proxy's users (`session/acl.rs`).
+    /// ACL WHOAMI, CAT, DRYRUN and GENPASS, about the proxy's users (`session/acl.rs`).
     Acl,
+    /// ACL SETUSER, DELUSER, GETUSER, USERS and LIST: the proxy's users, with
+    /// `allow_admin_commands` only (`session/acl_users.rs`).
+    AclUsers,
     Ping,
     Echo,
     Quit,
@@ -154,7 +157,11 @@ fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option
         return Some(Route::Scan);
     }
     if let Some(local) = local_command(spec.name) {
-        return Some(Route::Local(local));
+        // Managing the proxy's users is an admin command, as in Redis: refused below
+        // unless allowed.
+        if local != Local::AclUsers || allow_admin {
+            return Some(Route::Local(local));
+        }
     }
     if let Some(merge) = pubsub_introspection(spec.name) {
         return Some(Route::Broadcast(merge));
@@ -271,7 +278,8 @@ fn local_command(name: &str) -> Option<Local> {
         "select" => Local::Select,
         "hello" => Local::Hello,
         "auth" => Local::Auth,
-        "acl|whoami" | "acl|cat" | "acl|dryrun" => Local::Acl,
+        "acl|whoami" | "acl|cat" | "acl|dryrun" | "acl|genpass" => Local::Acl,
+        "acl|setuser" | "acl|deluser" | "acl|getuser" | "acl|users" | "acl|list" => Local::AclUsers,
         "reset" => Local::Reset,
         "info" => Local::Info,
         "wait" => Local::Wait,

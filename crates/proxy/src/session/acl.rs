@@ -1,7 +1,6 @@
-//! ACL WHOAMI, CAT and DRYRUN, answered from the proxy's own users: a client asks about the
-//! users it authenticates as here, not about the nodes' (the backend user and the mirrors).
-//! Replies and errors are Redis 7.0's; the other ACL subcommands manage users and stay the
-//! nodes' (or are refused, as admin commands).
+//! ACL WHOAMI, CAT, DRYRUN and GENPASS, answered from the proxy's own users: a client asks
+//! about the users it authenticates as here, not about the nodes' (the backend user and the
+//! mirrors). Replies and errors are Redis 7.0's. Managing users is `acl_users.rs`.
 
 use bytes::{Bytes, BytesMut};
 use cluster::command::CommandSpec;
@@ -38,11 +37,35 @@ pub(crate) fn command(req: &Request, live: &Live, user: Option<usize>) -> Bytes 
             )),
         },
         (b"dryrun", n) if n >= 4 => dryrun(req, live),
+        (b"genpass", 2 | 3) => genpass(req),
         _ => error(&format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
             String::from_utf8_lossy(&req.arg(1)[..req.arg(1).len().min(128)])
         )),
     }
+}
+
+/// `ACL GENPASS [bits]`: that many random bits (256 by default) as hex, rounded up to a
+/// whole digit, as Redis gives them.
+fn genpass(req: &Request) -> Bytes {
+    let bits = match req.argc() {
+        2 => 256,
+        _ => match std::str::from_utf8(req.arg(2)).ok().and_then(|t| t.parse::<i64>().ok()) {
+            Some(n @ 1..=4096) => n as usize,
+            _ => {
+                return error(
+                    "ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
+                )
+            }
+        },
+    };
+    let mut bytes = vec![0u8; bits.div_ceil(8)];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut bytes);
+    let mut text = crate::auth::passwords::hex(&bytes);
+    text.truncate(bits.div_ceil(4));
+    let mut out = BytesMut::new();
+    resp::write_bulk(&mut out, text.as_bytes());
+    out.freeze()
 }
 
 /// `ACL DRYRUN user command [arg …]`: Redis's checks in its order, its texts.
@@ -52,7 +75,7 @@ fn dryrun(req: &Request, live: &Live) -> Bytes {
         .users
         .iter()
         .find(|u| !u.is_removed() && u.name.as_bytes() == name);
-    let nopass_default = !live.config.auth_required() && name == b"default";
+    let nopass_default = name == b"default" && !live.users.iter().any(|u| u.name == "default");
     if found.is_none() && !nopass_default {
         return error(&format!(
             "User '{}' not found",

@@ -86,31 +86,31 @@ pub(crate) fn hello(client: &mut Client, req: &Request) -> (Bytes, Option<Logged
 
 /// Check a user's password; on success the client is authenticated as that user, on
 /// failure it keeps the user it had (if any) and gets the error. With no client password
-/// configured, Redis's default user is `nopass`: any password is right for it, and only
-/// for it.
+/// configured, Redis's default user is `nopass`: any password is right for it; other users
+/// (added by ACL SETUSER) need theirs.
 pub(crate) fn authenticate(
     client: &mut Client,
     user: &[u8],
     pass: &[u8],
 ) -> Result<LoggedIn, Bytes> {
     let live = std::sync::Arc::clone(&client.worker.live());
-    if !live.config.auth_required() {
-        return match user {
-            b"default" => Ok(LoggedIn::default()),
-            _ => Err(Bytes::from_static(WRONGPASS)),
-        };
-    }
     let found = live
         .users
         .iter()
         .position(|u| u.name.as_bytes() == user && u.password_matches(pass));
-    let Some(idx) = found else {
-        tracing::debug!(client.id = client.info.id, "authentication failed");
-        return Err(Bytes::from_static(WRONGPASS));
+    // Without requirepass the default user is not in `users`: `nopass`, any password.
+    let nopass_default = user == b"default" && !live.config.auth_required();
+    let next = match found {
+        Some(idx) => Login::User(idx),
+        None if nopass_default => Login::Default,
+        None => {
+            tracing::debug!(client.id = client.info.id, "authentication failed");
+            return Err(Bytes::from_static(WRONGPASS));
+        }
     };
     let acting_before = client.login.acting_setup(&live);
-    let other_user = client.login.user().is_some_and(|old| old != idx);
-    client.login = Login::User(idx);
+    let other_user = client.login.user() != next.user() && client.login.user().is_some();
+    client.login = next;
     let other_acting = client.login.acting_setup(&live) != acting_before;
     Ok(LoggedIn {
         other_user,

@@ -49,6 +49,7 @@ use crate::worker::Worker;
 use local::SessionInfo;
 
 pub(crate) mod acl;
+pub(crate) mod acl_users;
 pub(crate) mod auth;
 pub(crate) mod budget;
 pub(crate) mod client;
@@ -446,6 +447,11 @@ impl Session {
             }
             Local::Acl => {
                 let reply = acl::command(req, &self.client.worker.live(), self.client.login.user());
+                self.client.reply_now(reply);
+            }
+            Local::AclUsers => {
+                let shared = self.client.worker.shared.clone();
+                let reply = acl_users::command(req, &shared, self.client.resp3());
                 self.client.reply_now(reply);
             }
             cmd => {
