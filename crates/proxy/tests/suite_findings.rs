@@ -479,3 +479,73 @@ fn a_deleted_users_clients_are_disconnected_and_admin_is_needed() {
     let (_, closed) = bob.read_raw(Duration::from_secs(10));
     assert!(closed, "bob's connection is closed");
 }
+
+#[test]
+fn a_running_script_shows_busy_to_ping_and_script_kill_reaches_it() {
+    let h = Harness::start(1, 0);
+    // One worker: the script runs on the one shared connection to the node, where SCRIPT
+    // KILL used to wait behind the script it was meant to stop.
+    let proxy = common::start_proxy(&h.cluster, |cfg| {
+        cfg.proxy.allow_admin_commands = true;
+        cfg.proxy.threads = 1;
+    });
+    let mut runner = Client::connect(proxy.local_addr());
+    let mut other = Client::connect(proxy.local_addr());
+    assert_eq!(
+        text(&other.call(&["CONFIG", "SET", "lua-time-limit", "10"])),
+        "OK"
+    );
+    runner.send(&[b"EVAL", b"while true do end", b"0"]);
+    let until = |c: &mut Client, want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = text(&c.call(&["PING"]));
+            if got.contains(want) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "PING never answered {want}: {got}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    until(&mut other, "BUSY");
+    // Answered by the node while the script runs (BUSY for an EVAL, the running function's
+    // name for an FCALL), not held behind it.
+    let stats = format!("{:?}", other.call(&["FUNCTION", "STATS"]));
+    assert!(stats.contains("BUSY"), "{stats}");
+    assert_eq!(text(&other.call(&["SCRIPT", "KILL"])), "OK");
+    let killed = text(&runner.read().expect("the script's reply"));
+    assert!(killed.contains("Script killed by user"), "{killed}");
+    until(&mut other, "PONG");
+    let not_busy = text(&other.call(&["SCRIPT", "KILL"]));
+    assert!(not_busy.contains("NOTBUSY"), "{not_busy}");
+}
+
+#[test]
+fn any_big_number_a_script_returns_passes_and_function_stats_answers_as_redis() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    // The script's text is sent as Redis sends it; the framer used to refuse it and drop
+    // the node connection other clients share.
+    let cmds: &[&[&str]] = &[
+        &["HELLO", "3"],
+        &["EVAL", "return {big_number='123  123'}", "0"],
+        &["SET", "k", "v"],
+        &["GET", "k"],
+        &["FUNCTION", "STATS"],
+        &["SCRIPT", "KILL"],
+        &["FUNCTION", "KILL"],
+    ];
+    let [proxied, direct] = [h.client(), reference.client()].map(|mut c| {
+        for cmd in cmds {
+            let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+            c.send(&args);
+        }
+        // HELLO's reply names the server: not compared.
+        read_frames(&mut c, cmds.len()).split_off(1)
+    });
+    assert_eq!(proxied, direct);
+    assert_eq!(proxied[0], "(123  123\r\n");
+}

@@ -53,6 +53,9 @@ pub(super) struct Conn {
     pub(super) watchdog: Watchdog,
     /// In-flight count last added to the node's counters.
     pub(super) reported_inflight: usize,
+    /// Slow commands owed (`InFlight::slow`), and the count last reported.
+    pub(super) slow_owed: usize,
+    pub(super) reported_slow: usize,
     /// A big bulk reply being passed on piece by piece (`backend/replies.rs`).
     pub(super) streaming: Option<ReplyStream>,
     /// Why the transaction whose EXEC comes next was refused (`backend/refusal.rs`).
@@ -77,6 +80,8 @@ impl Conn {
             framer: ReplyFramer::new(),
             watchdog: Watchdog::new(backend.request_timeout, backend.slow_timeout),
             reported_inflight: 0,
+            slow_owed: 0,
+            reported_slow: 0,
             streaming: None,
             refusal: None,
             gate: 0,
@@ -141,9 +146,9 @@ impl Conn {
             return Poll::Ready(format!("no reply within {ms} ms"));
         }
         let owed = self.in_flight.len();
-        self.backend
-            .node
-            .report_inflight(&mut self.reported_inflight, owed);
+        let node = &self.backend.node;
+        node.report_inflight(&mut self.reported_inflight, owed);
+        node.report_slow(&mut self.reported_slow, self.slow_owed);
         Poll::Pending
     }
 
@@ -218,7 +223,9 @@ impl Conn {
                 frag,
             };
             let limit = self.watchdog.owe(patience);
-            self.in_flight.push_back(InFlight { owed, limit });
+            let slow = patience == crate::patience::Patience::Slow;
+            self.slow_owed += usize::from(slow);
+            self.in_flight.push_back(InFlight { owed, limit, slow });
         }
     }
 }

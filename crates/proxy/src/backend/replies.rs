@@ -85,6 +85,7 @@ impl Conn {
     fn pop_owner(&mut self) -> Option<InFlight> {
         let owner = self.in_flight.pop_front()?;
         self.watchdog.paid(owner.limit);
+        self.slow_owed -= usize::from(owner.slow);
         Some(owner)
     }
 
@@ -159,6 +160,7 @@ impl Conn {
             &format!("connection lost ({reason}); the command may or may not have run"),
         );
         self.refusal = None;
+        self.slow_owed = 0;
         // A replica connection carries only read-only commands: running one again on the
         // master changes nothing, so its client need not see the loss (`hold.rs`).
         let rerun = self.backend.replica.is_some();

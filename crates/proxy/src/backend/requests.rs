@@ -62,6 +62,9 @@ pub(super) struct InFlight {
     pub owed: Owed,
     /// The watchdog's limit for this reply (`Watchdog::owe`), handed back when it comes.
     pub limit: u32,
+    /// A slow command (`Patience::Slow`: a script, KEYS…), counted while owed so that
+    /// PING knows the node may be busy (`session/side_call.rs`).
+    pub slow: bool,
 }
 
 /// The owner of a reply, by kind.
@@ -97,15 +100,18 @@ impl InFlight {
     pub const SET_UP: InFlight = InFlight {
         owed: Owed::SetUp,
         limit: 0,
+        slow: false,
     };
     pub const fn gate(gate: Gate) -> InFlight {
         InFlight {
             owed: Owed::Gate(gate),
             limit: 0,
+            slow: false,
         }
     }
     pub const QUEUED: InFlight = InFlight {
         owed: Owed::Queued,
         limit: 0,
+        slow: false,
     };
 }

@@ -16,6 +16,10 @@ use tokio::time::Instant;
 #[derive(Debug, Default)]
 pub struct NodeStats {
     inflight: AtomicU64,
+    /// Slow commands owed (scripts, KEYS…: `Patience::Slow`), reported per quiet turn.
+    slow: AtomicU64,
+    /// The worker's total of `slow` over its nodes (`NodeRegistry::slow`).
+    worker_slow: Arc<AtomicU64>,
     open: AtomicU64,
     connecting: AtomicU64,
     connect_failures: AtomicU64,
@@ -30,7 +34,12 @@ pub struct NodeStats {
 
 /// One worker's nodes, by address.
 #[derive(Debug, Default)]
-pub struct NodeRegistry(Mutex<HashMap<String, Arc<NodeStats>>>);
+pub struct NodeRegistry {
+    map: Mutex<HashMap<String, Arc<NodeStats>>>,
+    /// Slow commands owed over every node: PING reads it (one load per worker) to know
+    /// whether any node may be busy before it looks for which.
+    slow: Arc<AtomicU64>,
+}
 
 /// One node's counters summed over the workers.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +84,33 @@ pub(crate) fn now_ms() -> u64 {
 impl NodeRegistry {
     /// The counters of `addr`, created on first use.
     pub(crate) fn node(&self, addr: &str) -> Arc<NodeStats> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(addr.to_string()).or_default().clone()
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let stats = map.entry(addr.to_string()).or_insert_with(|| {
+            Arc::new(NodeStats {
+                worker_slow: self.slow.clone(),
+                ..NodeStats::default()
+            })
+        });
+        stats.clone()
+    }
+
+    /// Slow commands this worker's connections owe, over every node.
+    pub(crate) fn slow_owed(&self) -> u64 {
+        self.slow.load(Ordering::Relaxed)
+    }
+
+    /// The nodes this worker owes slow commands to (added to `into`, once each).
+    pub(crate) fn slow_nodes(&self, into: &mut Vec<String>) {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        for (addr, stats) in map.iter() {
+            if stats.slow.load(Ordering::Relaxed) > 0 && !into.contains(addr) {
+                into.push(addr.clone());
+            }
+        }
     }
 
     pub(crate) fn add_to(&self, into: &mut HashMap<String, NodeTotals>) {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         for (addr, stats) in map.iter() {
             stats.add_to(into.entry(addr.clone()).or_default());
         }
@@ -137,6 +167,16 @@ impl NodeStats {
     pub(crate) fn report_inflight(&self, reported: &mut usize, now: usize) {
         if *reported != now {
             add(&self.inflight, now as i64 - *reported as i64);
+            *reported = now;
+        }
+    }
+
+    /// A connection now owes `now` slow commands; it had reported `reported`.
+    pub(crate) fn report_slow(&self, reported: &mut usize, now: usize) {
+        if *reported != now {
+            let delta = now as i64 - *reported as i64;
+            add(&self.slow, delta);
+            add(&self.worker_slow, delta);
             *reported = now;
         }
     }

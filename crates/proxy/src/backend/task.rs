@@ -85,6 +85,7 @@ pub(super) async fn run(backend: Rc<Backend>) {
     }
     backend.note_break();
     backend.node.report_inflight(&mut conn.reported_inflight, 0);
+    backend.node.report_slow(&mut conn.reported_slow, 0);
     backend.node.closed(!backend.closed.get());
     if !backend.closed.get() {
         backend.topology.request_refresh_now();

@@ -52,6 +52,9 @@ pub(crate) enum Route {
     Scan,
     /// A subscribe/unsubscribe command, for the session's subscription connections.
     PubSub(PubSubTarget),
+    /// SCRIPT KILL, FUNCTION KILL, FUNCTION STATS: every master, each on a connection of
+    /// its own, never behind a script running on a shared one (`session/side_call.rs`).
+    OwnConnections,
 }
 
 /// Commands the proxy answers without a backend.
@@ -173,6 +176,12 @@ fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option
     if let Some(kind) = latency::Latency::of(spec.name).filter(|_| allow_admin) {
         // Each master monitors its own latency: all are asked, the replies merged.
         return Some(Route::Broadcast(Merge::Latency(kind)));
+    }
+    if matches!(
+        spec.name,
+        "script|kill" | "function|kill" | "function|stats"
+    ) {
+        return Some(Route::OwnConnections);
     }
     if let Some(why) = unsupported(spec, allow_admin) {
         return Some(Route::Refuse(error(&format!(

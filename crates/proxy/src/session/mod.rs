@@ -75,6 +75,7 @@ pub(crate) mod queue;
 pub(crate) mod redirect;
 pub(crate) mod resubscribe;
 pub(crate) mod send;
+mod side_call;
 pub(crate) mod slowlog;
 pub(crate) mod tracking;
 pub(crate) mod transaction;
@@ -373,7 +374,26 @@ impl Session {
         if let Some(slot) = mirror {
             return self.hold(Held::script(req, slot));
         }
+        let shared = &self.client.worker.shared;
+        if route == Route::Local(Local::Ping) {
+            // While a node may be busy with a script, PING asks it (`side_call.rs`).
+            if let Some(node) = side_call::busy_nodes(shared).into_iter().next() {
+                let resp3 = self.client.resp3();
+                return side_call::start(&req, vec![node], resp3, shared, &self.client.cell);
+            }
+        }
         match route {
+            Route::OwnConnections => {
+                let map = shared.topology.current();
+                let masters = map.nodes().iter().map(|n| n.addr.clone()).collect();
+                side_call::start(
+                    &req,
+                    masters,
+                    self.client.resp3(),
+                    shared,
+                    &self.client.cell,
+                )
+            }
             Route::Tx { cmd, slot } => {
                 if let Some(held) = self.tx.command(&self.client, cmd, req, slot) {
                     self.hold(held);

@@ -1,0 +1,120 @@
+//! Commands sent over connections of their own, for what must not wait behind a node's
+//! shared connections: a script or function runs on a node from one of them, and the node
+//! reads nothing more from that connection until it ends.
+//!
+//! - **SCRIPT KILL, FUNCTION KILL** go to every master this way (on a shared connection,
+//!   one behind the running script, they would wait for the script they are meant to stop);
+//!   the answer is `+OK` from the master that ran one, else the first master's error
+//!   (`-NOTBUSY …`), as one Redis answers.
+//! - **FUNCTION STATS** goes to every master the same way (Redis answers it while a
+//!   function runs, to show which): the master whose `running_script` is set answers, else
+//!   the first (the libraries are the same on every master when loaded through the proxy).
+//! - **PING**, while some node owes a slow command (a script, KEYS…: counted by the
+//!   backend connections, `NodeStats::report_slow`), goes to that node: Redis answers PING
+//!   with `-BUSY` while a script runs past `busy-reply-threshold`, and after the command
+//!   ends with `+PONG`, so a client sees what it would see from one Redis. Otherwise (the
+//!   common case, one relaxed load per worker) the proxy answers PING itself.
+//!
+//! ```text
+//!   request ─▶ entry pushed in the reply queue (order kept)
+//!           ─▶ task: NodeConn per master (backend AUTH, TLS) ─▶ replies merged ─▶ entry
+//! ```
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use resp::{Request, Value};
+
+use crate::context::Shared;
+use crate::node_query::NodeConn;
+use crate::session::queue::{ClientCell, Entry};
+
+/// The masters that owe slow commands now (empty, at the cost of one load per worker,
+/// when none does).
+pub(crate) fn busy_nodes(shared: &Shared) -> Vec<String> {
+    let mut nodes = Vec::new();
+    if shared.workers.iter().all(|w| w.nodes.slow_owed() == 0) {
+        return nodes;
+    }
+    for worker in &shared.workers {
+        worker.nodes.slow_nodes(&mut nodes);
+    }
+    nodes
+}
+
+/// Send `req` to each of `nodes` on its own connection (speaking the client's protocol);
+/// the merged answer goes to the entry pushed now.
+pub(crate) fn start(
+    req: &Request,
+    nodes: Vec<String>,
+    resp3: bool,
+    shared: &Shared,
+    cell: &Rc<ClientCell>,
+) {
+    let args: Vec<Bytes> = (0..req.argc())
+        .map(|i| Bytes::copy_from_slice(req.arg(i)))
+        .collect();
+    let auth = shared.backend_auth.clone();
+    let tls = shared.backend_tls.clone();
+    let seq = cell.push(Entry::pending_local());
+    let cell = cell.clone();
+    tokio::task::spawn_local(async move {
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_ref()).collect();
+        let mut replies = Vec::with_capacity(nodes.len());
+        for addr in &nodes {
+            let reply = match NodeConn::connect(addr, auth.as_ref(), tls.as_deref()).await {
+                Ok(mut conn) if resp3 => match conn.call(&[b"HELLO", b"3"]).await {
+                    Ok(_) => conn.call_unbounded(&argv).await,
+                    Err(e) => Err(e),
+                },
+                Ok(mut conn) => conn.call_unbounded(&argv).await,
+                Err(e) => Err(e),
+            };
+            replies.push((addr.as_str(), reply));
+        }
+        cell.deliver_local(seq, merge(&replies, resp3));
+    });
+}
+
+/// `+OK` if any node answered it (the one that ran the script), else a FUNCTION STATS
+/// reply showing a running function, else the first answer; a node that could not be asked
+/// reports why, as other node errors do.
+fn merge(replies: &[(&str, Result<Value, String>)], resp3: bool) -> Bytes {
+    let ok = replies
+        .iter()
+        .any(|(_, r)| matches!(r, Ok(Value::SimpleString(s)) if s.as_ref() == b"OK"));
+    if ok && replies.len() > 1 {
+        return Bytes::from_static(b"+OK\r\n");
+    }
+    let running = replies
+        .iter()
+        .find(|(_, r)| r.as_ref().is_ok_and(runs_something));
+    match running.or(replies.first()) {
+        Some((_, Ok(value))) => {
+            let mut out = BytesMut::new();
+            match resp3 {
+                true => value.encode(&mut out),
+                false => value.encode_resp2(&mut out),
+            }
+            out.freeze()
+        }
+        Some((addr, Err(e))) => crate::reply::error(&format!("slotgate: node {addr}: {e}")),
+        None => crate::reply::error("slotgate: no master to ask"),
+    }
+}
+
+/// Whether a FUNCTION STATS reply (a map, or in RESP2 a flat array of names and values)
+/// shows a running function.
+fn runs_something(reply: &Value) -> bool {
+    let running = |name: &Value, value: &Value| {
+        matches!(name, Value::BulkString(n) if n.as_ref() == b"running_script")
+            && !matches!(value, Value::Null | Value::NullArray)
+    };
+    match reply {
+        Value::Map(pairs) => pairs.iter().any(|(n, v)| running(n, v)),
+        Value::Array(items) => items
+            .chunks(2)
+            .any(|p| p.len() == 2 && running(&p[0], &p[1])),
+        _ => false,
+    }
+}
