@@ -45,15 +45,6 @@ pub(super) async fn run(backend: Rc<Backend>) {
         conn.write_queue.push_back(auth.clone());
         conn.in_flight.push_back(InFlight::SET_UP);
     }
-    if let Some(acting) = &backend.acting {
-        // Then the mirror user (`auth/mirror.rs`); no request is written before it is in
-        // force, so none can run as the backend user instead.
-        conn.write_queue.push_back(acting.clone());
-        for _ in 0..crate::auth::mirror::SETUP_COMMANDS {
-            conn.in_flight.push_back(InFlight::gate(Gate::Mirror));
-        }
-        conn.gate += crate::auth::mirror::SETUP_COMMANDS;
-    }
     let wire = backend.wire();
     if wire.resp3 {
         // Before anything else on this connection; its reply (a map) is dropped.
@@ -75,6 +66,17 @@ pub(super) async fn run(backend: Rc<Backend>) {
         // of answering MOVED. Its reply (+OK) is dropped.
         conn.write_queue.push_back(Bytes::from_static(READONLY));
         conn.in_flight.push_back(InFlight::SET_UP);
+    }
+    if let Some(acting) = &backend.acting {
+        // Then the mirror user (`auth/mirror.rs`); no request is written before it is in
+        // force, so none can run as the backend user instead. Last: HELLO, SELECT and READONLY
+        // are the backend user's to run (the mirror has the client's rules, which may lack
+        // them), and all three outlast the AUTH that switches users.
+        conn.write_queue.push_back(acting.clone());
+        for _ in 0..crate::auth::mirror::SETUP_COMMANDS {
+            conn.in_flight.push_back(InFlight::gate(Gate::Mirror));
+        }
+        conn.gate += crate::auth::mirror::SETUP_COMMANDS;
     }
     let reason = poll_fn(|cx| conn.poll(cx)).await;
     tracing::info!(node = %backend.addr, %reason, "backend connection closed");
