@@ -281,6 +281,7 @@ fn build_shared(
         identity: Default::default(),
         slowlog,
         pause: Default::default(),
+        monitors: Default::default(),
         tls_acceptor: tls.acceptor,
         backend_tls: tls.backend,
     })

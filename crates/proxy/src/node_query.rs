@@ -114,6 +114,12 @@ impl NodeConn {
 
     async fn read_reply(&mut self) -> Result<Value, String> {
         self.buf.clear();
+        self.next_reply().await
+    }
+
+    /// The next reply of a stream the node sends unasked (MONITOR's lines): what a read
+    /// brought beyond one reply is kept for the next call.
+    pub(crate) async fn next_reply(&mut self) -> Result<Value, String> {
         let mut framer = resp::ReplyFramer::new();
         loop {
             if let Some(len) = framer.next_frame(&self.buf).map_err(|e| e.to_string())? {

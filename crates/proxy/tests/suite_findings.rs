@@ -549,3 +549,48 @@ fn any_big_number_a_script_returns_passes_and_function_stats_answers_as_redis() 
     assert_eq!(proxied, direct);
     assert_eq!(proxied[0], "(123  123\r\n");
 }
+
+#[test]
+fn monitor_shows_every_clients_commands_in_redis_format() {
+    let h = Harness::start(3, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut monitor = Client::connect(proxy.local_addr());
+    assert_eq!(text(&monitor.call(&["MONITOR"])), "OK");
+    let mut c = Client::connect(proxy.local_addr());
+    let local = c.stream.local_addr().unwrap();
+    assert_eq!(text(&c.call(&["SET", "k", "a\"b\n"])), "OK");
+    let _ = c.call(&["CONFIG", "GET", "maxmemory"]); // admin: not shown
+    let _ = c.call(&["NOSUCH"]); // refused: not shown
+    let _ = c.call(&["AUTH", "user", "secret"]);
+    assert_eq!(text(&c.call(&["get", "k"])), "a\"b\n");
+    let lines: Vec<String> = (0..3).map(|_| text(&monitor.read().unwrap())).collect();
+    let tail = |l: &String| l.split_once(' ').map(|(_, t)| t.to_string()).unwrap();
+    assert_eq!(
+        lines.iter().map(tail).collect::<Vec<_>>(),
+        [
+            format!(r#"[0 {local}] "SET" "k" "a\"b\n""#),
+            format!(r#"[0 {local}] "AUTH" "(redacted)" "(redacted)""#),
+            format!(r#"[0 {local}] "get" "k""#),
+        ]
+    );
+    assert!(
+        lines[0].split(' ').next().unwrap().contains('.'),
+        "{}",
+        lines[0]
+    );
+    // What a script runs comes from the node's own MONITOR, after the EVAL's line.
+    let script = "redis.call('set',KEYS[1],ARGV[1])";
+    let _ = c.call(&["EVAL", script, "1", "foo", "bar"]);
+    let eval = text(&monitor.read().unwrap());
+    assert!(
+        eval.ends_with(&format!(r#"[0 {local}] "EVAL" "{script}" "1" "foo" "bar""#)),
+        "{eval}"
+    );
+    let inside = text(&monitor.read().unwrap());
+    assert!(inside.ends_with(r#"[0 lua] "set" "foo" "bar""#), "{inside}");
+    // While monitoring: the keyspace is refused as Redis refuses it; RESET ends it.
+    let refused = text(&monitor.call(&["GET", "k"]));
+    assert_eq!(refused, "-ERR Replica can't interact with the keyspace");
+    assert_eq!(text(&monitor.call(&["RESET"])), "RESET");
+    assert_eq!(text(&monitor.call(&["GET", "k"])), "a\"b\n");
+}

@@ -129,17 +129,35 @@ pub(crate) fn user_name(users: &[User], index_plus_one: usize) -> &str {
     }
 }
 
+/// The client asking (CLIENT LIST or INFO), whose line shows the request being answered as
+/// Redis shows it: its command with the subcommand (`client|list`), and its bytes still in
+/// the query buffer (`qbuf`), where the registry has the container and what is unread.
+pub(crate) struct Asking<'a> {
+    pub id: u64,
+    pub cmd: &'a str,
+    pub request_bytes: u64,
+}
+
 /// One CLIENT LIST line, Redis 7.2's fields in Redis's order; what does not apply to a proxy
 /// (databases, replication, tracking, argv memory) is 0 or -1, as Redis shows it unused.
-pub(crate) fn write_line(view: &ClientView, users: &[User], out: &mut impl std::fmt::Write) {
+pub(crate) fn write_line(
+    view: &ClientView,
+    users: &[User],
+    asking: &Asking<'_>,
+    out: &mut impl std::fmt::Write,
+) {
     let (meta, live) = (&view.meta, &view.live);
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
     let secs = |since: u64| view.now_ms.saturating_sub(since) / 1000;
     let laddr = meta.laddr.map(|a| a.to_string()).unwrap_or_default();
-    let (qbuf, rbs, omem) = (load(&live.qbuf), load(&live.rbs), load(&live.omem));
+    let (mut qbuf, rbs, omem) = (load(&live.qbuf), load(&live.rbs), load(&live.omem));
     let flags = live.flags.load(Relaxed);
     let multi = i64::from(live.multi.load(Relaxed)) - 1;
-    let cmd = last_command(live.last_cmd.load(Relaxed));
+    let mut cmd = last_command(live.last_cmd.load(Relaxed));
+    if meta.id == asking.id {
+        cmd = asking.cmd;
+        qbuf += asking.request_bytes;
+    }
     let _ = writeln!(
         out,
         "id={} addr={} laddr={laddr} fd={} name={} age={} idle={} flags={} db={} sub={} psub=0 \

@@ -9,6 +9,7 @@ pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
 pub(crate) mod group;
 pub(crate) mod live;
+pub(crate) mod monitor;
 pub(crate) mod pause;
 pub(crate) mod reads;
 pub(crate) mod registry;
@@ -59,6 +60,8 @@ pub struct Shared {
     pub slowlog: crate::context::slowlog::Slowlog,
     /// CLIENT PAUSE in force, if any (`pause.rs`).
     pub(crate) pause: pause::ClientPause,
+    /// MONITOR's feeds (`monitor.rs`).
+    pub(crate) monitors: monitor::Monitors,
     /// The TLS listener's settings, when `tls.listen` is set.
     pub(crate) tls_acceptor: Option<Arc<crate::tls::Acceptor>>,
     /// TLS towards the nodes, when `backend_tls.enabled`.

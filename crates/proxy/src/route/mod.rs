@@ -65,6 +65,8 @@ pub(crate) enum Local {
     /// ACL SETUSER, DELUSER, GETUSER, USERS and LIST: the proxy's users, with
     /// `allow_admin_commands` only (`session/acl_users.rs`).
     AclUsers,
+    /// MONITOR (`session/monitor.rs`), with `allow_admin_commands` only.
+    Monitor,
     Ping,
     Echo,
     Quit,
@@ -108,7 +110,9 @@ pub(crate) fn route_counted(req: &Request, allow_admin: bool) -> (Route, Option<
 }
 
 fn route_looked_up(req: &Request, spec: Option<&'static CommandSpec>, allow_admin: bool) -> Route {
-    let Some(spec) = spec else {
+    // `container|sub` names a subcommand to ACL rules and COMMAND INFO, never as a command
+    // sent (Redis answers `CONFIG|GET x` as an unknown command).
+    let Some(spec) = spec.filter(|_| !req.arg(0).contains(&b'|')) else {
         return Route::Refuse(unknown_command(req));
     };
     let spec = spec.resolve(req.argc(), |i: usize| req.arg(i));
@@ -160,9 +164,9 @@ fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option
         return Some(Route::Scan);
     }
     if let Some(local) = local_command(spec.name) {
-        // Managing the proxy's users is an admin command, as in Redis: refused below
-        // unless allowed.
-        if local != Local::AclUsers || allow_admin {
+        // Managing the proxy's users and MONITOR are admin commands, as in Redis: refused
+        // below unless allowed.
+        if !matches!(local, Local::AclUsers | Local::Monitor) || allow_admin {
             return Some(Route::Local(local));
         }
     }
@@ -289,6 +293,7 @@ fn local_command(name: &str) -> Option<Local> {
         "auth" => Local::Auth,
         "acl|whoami" | "acl|cat" | "acl|dryrun" | "acl|genpass" => Local::Acl,
         "acl|setuser" | "acl|deluser" | "acl|getuser" | "acl|users" | "acl|list" => Local::AclUsers,
+        "monitor" => Local::Monitor,
         "reset" => Local::Reset,
         "info" => Local::Info,
         "wait" => Local::Wait,
@@ -311,7 +316,7 @@ fn local_command(name: &str) -> Option<Local> {
 /// Commands that would break the shared, multiplexed backend connections or would silently
 /// give a one-node answer to a cluster-wide question. Each gets a clear refusal instead.
 fn unsupported(spec: &CommandSpec, allow_admin: bool) -> Option<&'static str> {
-    const STATEFUL: &[&str] = &["monitor", "sync", "psync"];
+    const STATEFUL: &[&str] = &["sync", "psync"];
     if STATEFUL.contains(&spec.name) {
         return Some("needs a dedicated connection, which this proxy does not offer yet");
     }

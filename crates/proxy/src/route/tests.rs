@@ -111,6 +111,14 @@ fn refuses_what_a_shared_connection_cannot_carry() {
         route_default(&req(&["KEYS", "*"])),
         Route::Broadcast(Merge::Concat)
     );
+    // A subcommand's table name is not a command (Redis: unknown command).
+    for args in [&["CONFIG|GET", "x"][..], &["GET|"], &["GET|SET", "k"]] {
+        let refused = refusal(route_default(&req(args)));
+        assert!(
+            refused.starts_with("-ERR unknown command"),
+            "{args:?}: {refused}"
+        );
+    }
     for args in [&["MONITOR"][..], &["CONFIG", "SET", "maxmemory", "1"]] {
         assert!(
             refusal(route_default(&req(args))).starts_with("-ERR slotgate: "),

@@ -80,7 +80,7 @@ pub(crate) fn command(req: &Request, me: &mut Asker<'_>) -> Bytes {
     let sub = req.arg(1).to_ascii_lowercase();
     match sub.as_slice() {
         b"list" => list(req, me),
-        b"info" => info(me),
+        b"info" => info(req, me),
         b"kill" => kill(req, me),
         b"no-evict" => no_evict(req, me),
         b"setinfo" => setinfo(req, me),
@@ -188,15 +188,23 @@ fn list(req: &Request, me: &Asker<'_>) -> Bytes {
             .filter(|v| filter.matches(v, me.users))
             .collect(),
     };
-    verbatim(&shown, me)
+    verbatim(&shown, me, asking(req, me, "client|list"))
 }
 
 /// `CLIENT INFO`: this client's line.
-fn info(me: &Asker<'_>) -> Bytes {
+fn info(req: &Request, me: &Asker<'_>) -> Bytes {
     let id = me.info.id;
     let views = all_clients(me.shared);
     let mine: Vec<&ClientView> = views.iter().filter(|v| v.meta.id == id).collect();
-    verbatim(&mine, me)
+    verbatim(&mine, me, asking(req, me, "client|info"))
+}
+
+fn asking<'a>(req: &Request, me: &Asker<'_>, cmd: &'a str) -> client_list::Asking<'a> {
+    client_list::Asking {
+        id: me.info.id,
+        cmd,
+        request_bytes: req.raw().len() as u64,
+    }
 }
 
 /// `CLIENT KILL addr` (old form: `+OK` or an error) or `CLIENT KILL <filter> <value> …`
@@ -290,13 +298,13 @@ fn all_clients(shared: &Shared) -> Vec<ClientView> {
 /// Written straight into the reply's one buffer, sized beforehand: names may be
 /// megabytes each (Redis does not bound them), and a text then copied into a frame
 /// would hold each listing three times over while it is built.
-fn verbatim(views: &[&ClientView], me: &Asker<'_>) -> Bytes {
+fn verbatim(views: &[&ClientView], me: &Asker<'_>, asking: client_list::Asking<'_>) -> Bytes {
     const HEAD: usize = 32;
     let room: usize = views.iter().map(|v| client_list::line_room(v)).sum();
     let mut out = BytesMut::with_capacity(HEAD + room + 2);
     out.resize(HEAD, 0);
     for view in views {
-        client_list::write_line(view, me.users, &mut out);
+        client_list::write_line(view, me.users, &asking, &mut out);
     }
     let len = out.len() - HEAD;
     let head = match me.resp3 {

@@ -226,6 +226,7 @@ impl Session {
     fn reset(&mut self) {
         self.pubsub.leave(&self.client); // also ends `reset_drain`
         self.tracking.off(&self.client);
+        self.monitor.stop(&self.client.worker.shared);
         self.tx.open = None;
         self.tx.forget_watch();
         self.client.info = SessionInfo::new(self.client.info.id);

@@ -70,7 +70,7 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
         Local::Select => return select(req, session, &shared.identity.current()),
         // Both may change the connection's user, which is the session's (`session/auth.rs`);
         // only a caller that cannot do that gets here.
-        Local::Hello | Local::Auth | Local::Acl | Local::AclUsers => {
+        Local::Hello | Local::Auth | Local::Acl | Local::AclUsers | Local::Monitor => {
             return error("slotgate: AUTH, HELLO and ACL cannot be used here")
         }
         Local::Client => return client(req, session),
@@ -321,6 +321,7 @@ mod tests {
             identity: Default::default(),
             slowlog: Default::default(),
             pause: Default::default(),
+            monitors: Default::default(),
             tls_acceptor: None,
             backend_tls: None,
         }

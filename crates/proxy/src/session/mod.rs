@@ -66,6 +66,7 @@ pub(crate) mod keyspace;
 pub(crate) mod limits;
 pub(crate) mod local;
 pub(crate) mod login;
+mod monitor;
 pub(crate) mod order;
 mod pause;
 pub(crate) mod pubsub;
@@ -126,6 +127,8 @@ pub(crate) struct Session {
     upload: crate::session::upload::Uploads,
     /// CLIENT TRACKING's connections, while it is on (`tracking.rs`).
     tracking: crate::session::tracking::ClientTracking,
+    /// MONITOR's feed, while the client monitors (`monitor.rs`).
+    monitor: crate::session::monitor::ClientMonitor,
 }
 
 /// The session's end, however it ends: also when its task panics (the unwinding drops it),
@@ -139,6 +142,7 @@ impl Drop for Session {
         self.tx.forget_watch();
         self.pubsub.leave(&self.client);
         self.tracking.off(&self.client);
+        self.monitor.stop(&self.client.worker.shared);
         self.client
             .worker
             .shared
@@ -189,6 +193,7 @@ impl Session {
             sample_scratch: Vec::new(),
             upload: Default::default(),
             tracking: Default::default(),
+            monitor: Default::default(),
         }
     }
 
@@ -314,6 +319,12 @@ impl Session {
                 return self.client.reply_now(noperm);
             }
         }
+        if self.monitor.is_on() {
+            let spec = cluster::lookup(req.arg(0)).map(|s| s.resolve(req.argc(), |i| req.arg(i)));
+            if let Some(refusal) = spec.and_then(|spec| self.monitor.refusal(spec)) {
+                return self.client.reply_now(refusal);
+            }
+        }
         let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
         let (route, command) = route::route_counted(&req, allow_admin);
         // After AUTH, ACL and the shape checks, before anything runs: as Redis, which
@@ -344,6 +355,11 @@ impl Session {
         self.client
             .slowlog
             .arm(&self.client.cell, &req, command, refused);
+        let shared = &self.client.worker.shared;
+        if !refused && shared.monitors.active() {
+            let peer = self.client.slowlog.peer();
+            monitor::feed(shared, &req, self.client.info.db, peer);
+        }
         if self.pubsub.subscribed_resp2(&self.client) {
             return self.dispatch_subscribed(req, route);
         }
@@ -468,6 +484,10 @@ impl Session {
             Local::Acl => {
                 let reply = acl::command(req, &self.client.worker.live(), self.client.login.user());
                 self.client.reply_now(reply);
+            }
+            Local::Monitor => {
+                self.monitor
+                    .start(&self.client.worker.shared, &self.client.cell);
             }
             Local::AclUsers => {
                 let shared = self.client.worker.shared.clone();

@@ -42,6 +42,11 @@ impl Tracker {
         }
     }
 
+    /// The client's address, as accept(2) gave it (None for a client without one).
+    pub(crate) fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
     /// Bytes just came in from the client: the requests they complete start now.
     pub(crate) fn stamp_read(&mut self, log: &Slowlog) {
         // A reload may change the threshold; one relaxed load per read picks it up.

@@ -66,7 +66,14 @@ impl Session {
             resp3,
             subscribed,
         );
-        let pushed = self.forward_pushes();
+        let mut pushed = self.forward_pushes();
+        if self.monitor.is_on() {
+            match self.monitor.take(&mut self.io.out, cx.waker()) {
+                Some(bytes) => pushed += bytes,
+                // Fell too far behind: closed, as Redis closes it past its buffer limit.
+                None => return Some(Poll::Ready(())),
+            }
+        }
         self.io.out_bytes += pushed;
         self.client.worker.budget.add(pushed);
         // An invalidation queued behind the replies owed (`tracking/keys.rs`) may be due now.
