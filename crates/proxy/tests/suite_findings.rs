@@ -594,3 +594,35 @@ fn monitor_shows_every_clients_commands_in_redis_format() {
     assert_eq!(text(&monitor.call(&["RESET"])), "RESET");
     assert_eq!(text(&monitor.call(&["GET", "k"])), "a\"b\n");
 }
+
+#[test]
+fn error_replies_are_counted_by_code_as_redis_counts_them() {
+    let h = Harness::start(3, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let reference = Reference::start();
+    let [proxied, direct] = [proxy.local_addr(), reference.addr].map(|addr| {
+        let mut c = Client::connect(addr);
+        let _ = c.call(&["CONFIG", "RESETSTAT"]);
+        let _ = c.call(&[
+            "EVAL",
+            "return redis.error_reply('MY_ERR_CODE custom msg')",
+            "0",
+        ]);
+        let _ = c.call(&["NOSUCH"]);
+        let _ = c.call(&["SET", "k", "v"]);
+        let _ = c.call(&["LPUSH", "k", "x"]);
+        let _ = c.call(&["GET", "k", "extra"]);
+        let info = text(&c.call(&["INFO", "errorstats"]));
+        let stats = text(&c.call(&["INFO", "stats"]));
+        let total = stats
+            .lines()
+            .find(|l| l.starts_with("total_error_replies:"));
+        (info, total.map(String::from))
+    });
+    assert_eq!(proxied, direct);
+    assert!(
+        proxied.0.contains("errorstat_MY_ERR_CODE:count=1"),
+        "{}",
+        proxied.0
+    );
+}

@@ -30,6 +30,7 @@ const SECTIONS: &[(&str, &str, Section)] = &[
     ("cpu", "CPU", crate::admin::cpu::info),
     ("topology", "Topology", topology),
     ("commandstats", "Commandstats", commandstats),
+    ("errorstats", "Errorstats", errorstats),
     ("latencystats", "Latencystats", latencystats),
     ("backends", "Backends", |shared, out| {
         // The masters' lines, then their replicas'.
@@ -168,12 +169,26 @@ fn stats(shared: &Shared, out: &mut String) {
         "config_reload_failures",
         shared.reload_failures.load(Ordering::Relaxed),
     );
+    let errors: u64 = shared.workers.iter().map(|w| w.errors.total()).sum();
+    line(out, "total_error_replies", errors);
     line(out, "client_limit_disconnections", t.limit_disconnects);
     line(
         out,
         "client_output_buffer_limit_disconnections",
         t.output_limit_disconnects,
     );
+}
+
+/// `errorstat_<CODE>:count=<n>`, by code, summed over the workers.
+fn errorstats(shared: &Shared, out: &mut String) {
+    let mut all = std::collections::BTreeMap::new();
+    shared
+        .workers
+        .iter()
+        .for_each(|w| w.errors.add_to(&mut all));
+    for (code, count) in all {
+        let _ = write!(out, "errorstat_{code}:count={count}\r\n");
+    }
 }
 
 fn topology(shared: &Shared, out: &mut String) {

@@ -7,6 +7,7 @@
 pub(crate) mod asks;
 pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
+pub(crate) mod errorstats;
 pub(crate) mod group;
 pub(crate) mod live;
 pub(crate) mod monitor;
@@ -102,6 +103,8 @@ pub struct WorkerStats {
     pub client_buffer_bytes: AtomicU64,
     /// Per-command calls and sampled latency.
     pub commands: crate::context::cmdstats::CommandStats,
+    /// Error replies by code (`errorstats.rs`).
+    pub errors: crate::context::errorstats::ErrorStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).
     pub sample_tick: AtomicU64,
     /// This worker's SLOWLOG entries.

@@ -437,8 +437,13 @@ impl Session {
             }
             Route::Broadcast(merge) => {
                 if req.arg(0).eq_ignore_ascii_case(b"config") {
-                    // The proxy's SLOWLOG follows CONFIG SET slowlog-*, as one Redis's does.
-                    self.client.worker.shared.slowlog.config_set(&req);
+                    // The proxy's SLOWLOG follows CONFIG SET slowlog-*, as one Redis's does,
+                    // and CONFIG RESETSTAT clears its error counts.
+                    let shared = &self.client.worker.shared;
+                    shared.slowlog.config_set(&req);
+                    if req.argc() == 2 && req.arg(1).eq_ignore_ascii_case(b"resetstat") {
+                        shared.workers.iter().for_each(|w| w.errors.reset());
+                    }
                 }
                 send::parts::broadcast(&self.client, &req, merge)
             }
@@ -502,8 +507,14 @@ impl Session {
         }
     }
 
-    /// Record the latency of sampled requests whose replies were just handed to the writer.
+    /// Record the latency of sampled requests whose replies were just handed to the writer,
+    /// and count the error replies among them (INFO errorstats).
     fn record_samples(&mut self) {
+        let mut errors = Vec::new();
+        self.client.cell.take_errors(&mut errors);
+        for reply in &errors {
+            self.client.worker.stats.errors.record(reply);
+        }
         self.client.cell.take_finished(&mut self.sample_scratch);
         if self.sample_scratch.is_empty() {
             return;

@@ -67,6 +67,9 @@ pub(crate) struct ClientCell {
     next_sample: Cell<Option<(u16, tokio::time::Instant)>>,
     /// Samples whose reply was handed to the writer, for the session to record.
     finished: RefCell<Vec<(u16, tokio::time::Instant)>>,
+    /// Whole error replies handed to the writer, for the session to count (INFO
+    /// errorstats); empty unless an error was answered.
+    errors: RefCell<Vec<Bytes>>,
     /// SLOWLOG: the mark the next pushed entry takes, and those of entries not yet popped.
     next_slow: Cell<Option<Mark>>,
     slow_marks: RefCell<VecDeque<(u64, Mark)>>,
@@ -120,6 +123,7 @@ impl ClientCell {
             mid_reply: Default::default(),
             next_sample: Default::default(),
             finished: Default::default(),
+            errors: Default::default(),
             next_slow: Default::default(),
             slow_marks: Default::default(),
             budget,
@@ -191,6 +195,14 @@ impl ClientCell {
     /// Samples completed since the last call.
     pub(crate) fn take_finished(&self, into: &mut Vec<(u16, tokio::time::Instant)>) {
         into.append(&mut self.finished.borrow_mut());
+    }
+
+    /// The error replies handed to the writer since the last call.
+    pub(crate) fn take_errors(&self, into: &mut Vec<Bytes>) {
+        let mut errors = self.errors.borrow_mut();
+        if !errors.is_empty() {
+            into.append(&mut errors);
+        }
     }
 
     /// Give the next entry pushed a SLOWLOG mark (`None`: the request is not logged).
@@ -374,6 +386,9 @@ impl ClientCell {
                 break;
             };
             q.head_seq += 1;
+            if pieces == 0 && matches!(reply.first(), Some(b'-' | b'!')) {
+                self.errors.borrow_mut().push(reply.clone());
+            }
             if entry.silent {
                 // CLIENT REPLY OFF/SKIP: it ran; its reply is dropped, not written.
                 self.sub_queued(reply.len());
