@@ -282,6 +282,7 @@ fn build_shared(
         slowlog,
         pause: Default::default(),
         monitors: Default::default(),
+        code_flags: Default::default(),
         tls_acceptor: tls.acceptor,
         backend_tls: tls.backend,
     })

@@ -160,6 +160,10 @@ fn client_pause_write_holds_writes_until_unpaused_and_lets_reads_pass() {
             .to_string()
     };
     assert_eq!(text(&admin.call(&["SET", "k", "before"])), "OK");
+    let library = "#!lua name=ro\nredis.register_function{function_name='ro', \
+                   callback=function(keys) return redis.call('get', keys[1]) end, \
+                   flags={'no-writes'}}";
+    assert_eq!(text(&admin.call(&["FUNCTION", "LOAD", library])), "ro");
     assert_eq!(
         text(&admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"])),
         "OK"
@@ -194,6 +198,11 @@ fn client_pause_write_holds_writes_until_unpaused_and_lets_reads_pass() {
     );
     let read_only = "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])";
     assert_eq!(text(&reader.call(&["EVAL", read_only, "1", "k"])), "before");
+    // SCRIPT LOAD does not replicate; EVALSHA of a script it loaded with `no-writes`, and
+    // FCALL of a function loaded through the proxy with that flag, pass as in Redis.
+    let sha = text(&reader.call(&["SCRIPT", "LOAD", read_only]));
+    assert_eq!(text(&reader.call(&["EVALSHA", &sha, "1", "k"])), "before");
+    assert_eq!(text(&reader.call(&["FCALL", "ro", "1", "k"])), "before");
     let list = text(&admin.call(&["CLIENT", "LIST"]));
     let held = list
         .lines()

@@ -448,7 +448,9 @@ impl CommandSpec {
         const MAY_REPLICATE_7_0: [&str; 3] = ["publish", "spublish", "pfcount"];
         self.has(flags::WRITE)
             || self.has(flags::MAY_REPLICATE)
-            || (self.acl_categories & acl::SCRIPTING != 0 && !self.has(flags::READONLY))
+            // The code runners only: SCRIPT LOAD, FUNCTION LIST and the other `@scripting`
+            // commands do not replicate (FUNCTION LOAD, DELETE, FLUSH are `write`).
+            || (self.runs_code() && !self.has(flags::READONLY))
             || MAY_REPLICATE_7_0.contains(&self.name)
     }
 

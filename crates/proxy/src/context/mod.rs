@@ -7,6 +7,7 @@
 pub(crate) mod asks;
 pub(crate) mod cluster_view;
 pub(crate) mod cmdstats;
+pub(crate) mod code_flags;
 pub(crate) mod errorstats;
 pub(crate) mod group;
 pub(crate) mod live;
@@ -61,6 +62,8 @@ pub struct Shared {
     pub slowlog: crate::context::slowlog::Slowlog,
     /// CLIENT PAUSE in force, if any (`pause.rs`).
     pub(crate) pause: pause::ClientPause,
+    /// Scripts and functions that declared `no-writes` (`code_flags.rs`).
+    pub(crate) code_flags: code_flags::CodeFlags,
     /// MONITOR's feeds (`monitor.rs`).
     pub(crate) monitors: monitor::Monitors,
     /// The TLS listener's settings, when `tls.listen` is set.

@@ -322,6 +322,7 @@ mod tests {
             slowlog: Default::default(),
             pause: Default::default(),
             monitors: Default::default(),
+            code_flags: Default::default(),
             tls_acceptor: None,
             backend_tls: None,
         }

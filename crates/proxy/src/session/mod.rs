@@ -355,6 +355,9 @@ impl Session {
         self.client
             .slowlog
             .arm(&self.client.cell, &req, command, refused);
+        if !refused {
+            self.learn_code_flags(&req, command);
+        }
         let shared = &self.client.worker.shared;
         if !refused && shared.monitors.active() {
             let peer = self.client.slowlog.peer();
@@ -447,6 +450,24 @@ impl Session {
                 }
                 send::parts::broadcast(&self.client, &req, merge)
             }
+        }
+    }
+
+    /// EVAL, SCRIPT and FUNCTION tell which code declares `no-writes`, for CLIENT PAUSE
+    /// WRITE (`context/code_flags.rs`): one compare of the command's first letter otherwise.
+    fn learn_code_flags(&self, req: &Request, command: Option<usize>) {
+        if !matches!(
+            req.arg(0).first(),
+            Some(b'e' | b'E' | b's' | b'S' | b'f' | b'F')
+        ) {
+            return;
+        }
+        let Some(spec) = command.and_then(cluster::command::at_stats_index) else {
+            return;
+        };
+        if matches!(spec.name, "eval" | "script" | "function") {
+            let sub = spec.resolve(req.argc(), |i| req.arg(i));
+            self.client.worker.shared.code_flags.learn(sub.name, req);
         }
     }
 

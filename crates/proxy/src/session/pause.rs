@@ -4,13 +4,16 @@
 
 use resp::Request;
 
+use crate::context::code_flags::declares_no_writes;
 use crate::context::pause::PauseKind;
 use crate::session::client::Client;
 use crate::session::transaction::Transactions;
 
 /// When CLIENT PAUSE covers `req` now: the pause's end (ms on the proxy's clock). A WRITE
 /// pause covers what Redis's does: commands that write or may replicate, and EXEC of a
-/// transaction holding one.
+/// transaction holding one; scripts and functions that declared `no-writes` pass (EVAL's
+/// shebang read here, EVALSHA's and FCALL's as learned when loaded through the proxy,
+/// `context/code_flags.rs`).
 pub(crate) fn end(client: &Client, tx: &Transactions, req: &Request) -> Option<u64> {
     let shared = &client.worker.shared;
     let (kind, end) = shared.pause.current(|| shared.now_ms())?;
@@ -18,27 +21,18 @@ pub(crate) fn end(client: &Client, tx: &Transactions, req: &Request) -> Option<u
         PauseKind::All => true,
         PauseKind::Write => {
             let spec = cluster::lookup(req.arg(0)).map(|s| s.resolve(req.argc(), |i| req.arg(i)));
+            let code = &shared.code_flags;
             match spec {
                 Some(spec) if spec.name == "exec" => tx.queued_writes(),
                 Some(spec) if spec.name == "eval" && declares_no_writes(req.arg(1)) => false,
+                Some(spec) if spec.name == "evalsha" && code.script_reads_only(req.arg(1)) => false,
+                Some(spec) if spec.name == "fcall" && code.function_reads_only(req.arg(1)) => false,
                 Some(spec) => spec.replicates(),
                 None => false,
             }
         }
     };
     covered.then_some(end)
-}
-
-/// A script whose shebang line says `flags=no-writes` (`#!lua flags=no-writes,…`): Redis
-/// 7 runs it as read-only, so a WRITE pause lets it through.
-fn declares_no_writes(script: &[u8]) -> bool {
-    let Some(rest) = script.strip_prefix(b"#!") else {
-        return false;
-    };
-    let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
-    line.split(|b| b.is_ascii_whitespace())
-        .filter_map(|word| word.strip_prefix(b"flags="))
-        .any(|flags| flags.split(|&b| b == b',').any(|f| f == b"no-writes"))
 }
 
 /// The instant `end_ms` (on the proxy's clock) falls at, for the session's timer.
