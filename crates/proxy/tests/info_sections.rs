@@ -40,6 +40,7 @@ fn info_has_the_sections_applications_read() {
             "# Replication",
             "# CPU",
             "# Topology",
+            "# Errorstats",
             "# Keyspace"
         ]
     );
@@ -99,6 +100,7 @@ fn info_sections_by_name_all_and_everything() {
                 "# CPU",
                 "# Topology",
                 "# Commandstats",
+                "# Errorstats",
                 "# Latencystats",
                 "# Backends",
                 "# Tls",
