@@ -83,7 +83,11 @@ fn list_and_info_show_every_client_of_every_worker() {
     assert_eq!(field(&info, "lib-name"), "redis-py");
     assert_eq!(field(&info, "lib-ver"), "5.0.1");
     assert_eq!(field(&info, "flags"), "N");
-    assert_eq!(field(&info, "cmd"), "client|info", "the command it runs, as Redis shows it");
+    assert_eq!(
+        field(&info, "cmd"),
+        "client|info",
+        "the command it runs, as Redis shows it"
+    );
     assert_eq!(field(&info, "user"), "default");
     assert_eq!(
         field(&info, "addr"),
