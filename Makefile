@@ -159,7 +159,7 @@ fuzz-hostile: deps release
 # About 15 minutes per server on 2 cores with SUITE_JOBS=2. SUITE_UNITS=unit/type/incr,...
 # for some units only; a unit's run is killed after SUITE_TIMEOUT s.
 #
-# `make suite-ci` (in `make test`, about 5 minutes): SUITE_CI_UNITS on the newest Redis and
+# `make suite-ci` (in `make test`, about 6 minutes): SUITE_CI_UNITS on the newest Redis and
 # Valkey of the matrix, failing only on a regression: a test listed in
 # scripts/suite-expected/<server>.txt (what passed through slotgate when it was written,
 # `--write-expect`) that no longer does, after a second run of its unit. unit/pubsub is left
@@ -170,7 +170,7 @@ SERVERS = $(HOME)/.cache/slotgate/servers
 SUITE_JOBS ?= 2
 SUITE_TIMEOUT ?= 300
 SUITE_UNITS ?=
-SUITE_CI_UNITS ?= unit/protocol,unit/keyspace,unit/info-command,unit/quit,unit/type/incr,unit/type/string,unit/type/hash,unit/type/set,unit/type/list,unit/type/zset,unit/expire,unit/multi,unit/bitops,unit/latency-monitor,unit/introspection-2
+SUITE_CI_UNITS ?= unit/protocol,unit/keyspace,unit/info-command,unit/quit,unit/type/incr,unit/type/string,unit/type/hash,unit/type/set,unit/type/list,unit/type/zset,unit/expire,unit/multi,unit/bitops,unit/latency-monitor,unit/introspection-2,unit/introspection,unit/scripting,unit/functions
 SUITE_RUN = python3 scripts/server_suite.py --jobs $(SUITE_JOBS) --unit-timeout $(SUITE_TIMEOUT)
 suite: deps
 	$(CARGO) build -p slotgate

@@ -635,3 +635,19 @@ fn error_replies_are_counted_by_code_as_redis_counts_them() {
         proxied.0
     );
 }
+
+#[test]
+fn client_kill_maxage_checks_its_argument_and_spares_young_clients() {
+    let h = Harness::start(1, 0);
+    let mut c = h.client();
+    let err = |c: &mut Client, age: &str| text(&c.call(&["CLIENT", "KILL", "MAXAGE", age]));
+    assert!(err(&mut c, "str").contains("not an integer or out of range"));
+    assert!(err(&mut c, "9999999999999999999").contains("not an integer or out of range"));
+    assert!(err(&mut c, "-1").contains("greater than 0"));
+    let _young = h.client();
+    // Everyone here is younger than an hour: nobody is killed.
+    assert_eq!(
+        c.call(&["CLIENT", "KILL", "MAXAGE", "3600"]),
+        Value::Integer(0)
+    );
+}

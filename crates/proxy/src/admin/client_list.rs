@@ -20,6 +20,8 @@ pub(crate) struct Filter {
     pub laddr: Option<String>,
     pub user: Option<String>,
     pub kind: Option<Kind>,
+    /// KILL's `MAXAGE secs` (Redis 7.4): clients connected longer than that.
+    pub max_age: Option<u64>,
     /// KILL does not kill the caller unless `SKIPME no` (new form) or the old form.
     pub skip_me: bool,
 }
@@ -106,6 +108,14 @@ fn kill_option(filter: &mut Filter, opt: &[u8], value: &[u8], users: &[User]) ->
                 return Err(error(&format!("No such user '{name}'")));
             }
             filter.user = Some(name);
+        }
+        b"maxage" => {
+            let age = resp::string2ll(value)
+                .ok_or_else(|| error("value is not an integer or out of range"))?;
+            if age <= 0 {
+                return Err(error("maxage should be greater than 0"));
+            }
+            filter.max_age = Some(age as u64);
         }
         b"skipme" => match value.to_ascii_lowercase().as_slice() {
             b"yes" => filter.skip_me = true,

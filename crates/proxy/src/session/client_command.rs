@@ -335,8 +335,10 @@ impl Filter {
             .user
             .as_ref()
             .is_none_or(|want| client_list::user_name(users, user) == want.as_str());
+        let age_s = view.now_ms.saturating_sub(view.meta.created_ms) / 1000;
         kind_ok
             && user_ok
+            && self.max_age.is_none_or(|max| age_s > max)
             && self.id.is_none_or(|id| id == view.meta.id)
             && self
                 .addr
