@@ -454,18 +454,18 @@ impl Session {
     }
 
     /// EVAL, SCRIPT and FUNCTION tell which code declares `no-writes`, for CLIENT PAUSE
-    /// WRITE (`context/code_flags.rs`): one compare of the command's first letter otherwise.
+    /// WRITE (`context/code_flags.rs`): three compares of the command's index otherwise.
     fn learn_code_flags(&self, req: &Request, command: Option<usize>) {
-        if !matches!(
-            req.arg(0).first(),
-            Some(b'e' | b'E' | b's' | b'S' | b'f' | b'F')
-        ) {
+        static CODE: std::sync::OnceLock<[Option<usize>; 3]> = std::sync::OnceLock::new();
+        let code = CODE.get_or_init(|| {
+            ["eval", "script", "function"].map(|name| {
+                cluster::lookup(name.as_bytes()).and_then(crate::context::cmdstats::command_index)
+            })
+        });
+        if command.is_none() || !code.contains(&command) {
             return;
         }
-        let Some(spec) = command.and_then(cluster::command::at_stats_index) else {
-            return;
-        };
-        if matches!(spec.name, "eval" | "script" | "function") {
+        if let Some(spec) = cluster::lookup(req.arg(0)) {
             let sub = spec.resolve(req.argc(), |i| req.arg(i));
             self.client.worker.shared.code_flags.learn(sub.name, req);
         }
