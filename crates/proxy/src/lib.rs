@@ -283,6 +283,7 @@ fn build_shared(
         pause: Default::default(),
         monitors: Default::default(),
         code_flags: Default::default(),
+        side_calls: Default::default(),
         tls_acceptor: tls.acceptor,
         backend_tls: tls.backend,
     })

@@ -64,6 +64,8 @@ pub struct Shared {
     pub(crate) pause: pause::ClientPause,
     /// Scripts and functions that declared `no-writes` (`code_flags.rs`).
     pub(crate) code_flags: code_flags::CodeFlags,
+    /// Requests on connections of their own now in flight (`session/side_call.rs`).
+    pub(crate) side_calls: std::sync::atomic::AtomicUsize,
     /// MONITOR's feeds (`monitor.rs`).
     pub(crate) monitors: monitor::Monitors,
     /// The TLS listener's settings, when `tls.listen` is set.

@@ -323,6 +323,7 @@ mod tests {
             pause: Default::default(),
             monitors: Default::default(),
             code_flags: Default::default(),
+            side_calls: Default::default(),
             tls_acceptor: None,
             backend_tls: None,
         }

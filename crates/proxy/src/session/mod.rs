@@ -402,6 +402,9 @@ impl Session {
             }
         }
         match route {
+            Route::OwnConnections if !side_call::room(shared) => self
+                .client
+                .reply_now(Bytes::from_static(side_call::TRY_AGAIN)),
             Route::OwnConnections => {
                 let map = shared.topology.current();
                 let masters = map.nodes().iter().map(|n| n.addr.clone()).collect();

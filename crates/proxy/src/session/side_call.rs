@@ -15,12 +15,17 @@
 //!   ends with `+PONG`, so a client sees what it would see from one Redis. Otherwise (the
 //!   common case, one relaxed load per worker) the proxy answers PING itself.
 //!
+//! At most `MAX_IN_FLIGHT` side calls run at once in the proxy (each opens a connection per
+//! node asked).
+//!
 //! ```text
 //!   request ─▶ entry pushed in the reply queue (order kept)
 //!           ─▶ task: NodeConn per master (backend AUTH, TLS) ─▶ replies merged ─▶ entry
 //! ```
 
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use resp::{Request, Value};
@@ -29,11 +34,26 @@ use crate::context::Shared;
 use crate::node_query::NodeConn;
 use crate::session::queue::{ClientCell, Entry};
 
+/// Most side calls in flight in the whole proxy: each opens a connection per node asked, so a
+/// client pipelining PINGs while a script runs must not open thousands. Past it, PING is
+/// answered by the proxy (as while no node is busy) and the KILLs and STATS get
+/// `TRY_AGAIN`.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// The answer to SCRIPT KILL, FUNCTION KILL or FUNCTION STATS past `MAX_IN_FLIGHT`.
+pub(crate) const TRY_AGAIN: &[u8] =
+    b"-ERR slotgate: too many requests on connections of their own in flight; try again\r\n";
+
+/// Whether another side call may start.
+pub(crate) fn room(shared: &Shared) -> bool {
+    shared.side_calls.load(Ordering::Relaxed) < MAX_IN_FLIGHT
+}
+
 /// The masters that owe slow commands now (empty, at the cost of one load per worker,
-/// when none does).
+/// when none does, or when no side call may start).
 pub(crate) fn busy_nodes(shared: &Shared) -> Vec<String> {
     let mut nodes = Vec::new();
-    if shared.workers.iter().all(|w| w.nodes.slow_owed() == 0) {
+    if shared.workers.iter().all(|w| w.nodes.slow_owed() == 0) || !room(shared) {
         return nodes;
     }
     for worker in &shared.workers {
@@ -48,7 +68,7 @@ pub(crate) fn start(
     req: &Request,
     nodes: Vec<String>,
     resp3: bool,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     cell: &Rc<ClientCell>,
 ) {
     let args: Vec<Bytes> = (0..req.argc())
@@ -58,6 +78,8 @@ pub(crate) fn start(
     let tls = shared.backend_tls.clone();
     let seq = cell.push(Entry::pending_local());
     let cell = cell.clone();
+    shared.side_calls.fetch_add(1, Ordering::Relaxed);
+    let shared = shared.clone();
     tokio::task::spawn_local(async move {
         let argv: Vec<&[u8]> = args.iter().map(|a| a.as_ref()).collect();
         let mut replies = Vec::with_capacity(nodes.len());
@@ -73,6 +95,7 @@ pub(crate) fn start(
             replies.push((addr.as_str(), reply));
         }
         cell.deliver_local(seq, merge(&replies, resp3));
+        shared.side_calls.fetch_sub(1, Ordering::Relaxed);
     });
 }
 
