@@ -97,6 +97,14 @@ impl ServerIdentity {
         }
     }
 
+    /// Inline requests join quoted and unquoted parts of an argument (Valkey 9's
+    /// `sdsparsearg`), where Redis refuses a closing quote not followed by a space.
+    pub fn mixed_inline_quotes(&self) -> bool {
+        self.valkey_version
+            .as_deref()
+            .is_some_and(|v| numbers(v).first() >= Some(&9))
+    }
+
     /// Whether the nodes have numbered databases in cluster mode (Valkey 9's
     /// `cluster-databases`, 1 by default): SELECT is then checked against their count
     /// ("DB index is out of range") instead of refused outright.

@@ -29,7 +29,9 @@ fn sensitive(name: &[u8]) -> bool {
 /// Whether argument `i` of `req` is a secret that a log must not keep. As Redis 7.0:
 /// `AUTH` (every argument; Redis spares a malformed AUTH's extra ones, this does not),
 /// `HELLO … AUTH user pass`, `CONFIG SET` values of sensitive parameters, `ACL SETUSER`
-/// (the user name and every rule), `MIGRATE … AUTH pass` and `AUTH2 user pass`.
+/// (the user name and every rule), `MIGRATE … AUTH pass` and `AUTH2 user pass`; and, as
+/// Redis 7.2 and Valkey, `ACL GETUSER` and `ACL DELUSER`'s user names (Redis 7.0 shows
+/// them: hiding a name is the safe side of that difference).
 pub(crate) fn argument(req: &Request, i: usize) -> bool {
     let name = req.arg(0);
     let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
@@ -38,7 +40,7 @@ pub(crate) fn argument(req: &Request, i: usize) -> bool {
         i >= 1
     } else if is(b"hello") {
         hello(req, i)
-    } else if is(b"acl") && sub(b"setuser") {
+    } else if is(b"acl") && (sub(b"setuser") || sub(b"getuser") || sub(b"deluser")) {
         i >= 2
     } else if is(b"config") && sub(b"set") {
         // CONFIG SET name value [name value …]: values sit at odd offsets from 2.
@@ -191,7 +193,9 @@ mod tests {
             hidden(&["ACL", "SETUSER", "foo", "on", ">pw", "~*"]),
             [2, 3, 4, 5]
         );
-        assert_eq!(hidden(&["ACL", "GETUSER", "foo"]), Vec::<usize>::new());
+        assert_eq!(hidden(&["ACL", "GETUSER", "foo"]), vec![2]);
+        assert_eq!(hidden(&["ACL", "DELUSER", "a", "b"]), vec![2, 3]);
+        assert_eq!(hidden(&["ACL", "WHOAMI"]), Vec::<usize>::new());
         let set = [
             "CONFIG",
             "SET",

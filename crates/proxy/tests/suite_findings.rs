@@ -651,3 +651,45 @@ fn client_kill_maxage_checks_its_argument_and_spares_young_clients() {
         Value::Integer(0)
     );
 }
+
+#[test]
+fn commands_for_every_master_or_the_proxy_run_inside_multi_as_redis_runs_them() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut cmds: Vec<Vec<&str>> = vec![
+        vec!["DEL", "k"],
+        vec!["MULTI"],
+        vec!["INCR", "k"],
+        vec!["SCRIPT", "FLUSH"],
+        vec!["CLIENT", "SETNAME", "replayed"],
+        vec!["EXEC"],
+        vec!["GET", "k"],
+        vec!["CLIENT", "GETNAME"],
+        vec!["MULTI"],
+    ];
+    // The suite's own: hundreds of SCRIPT FLUSH in one transaction.
+    cmds.extend(std::iter::repeat_n(vec!["SCRIPT", "FLUSH"], 300));
+    cmds.extend([vec!["EXEC"], vec!["PING"]]);
+    let frames = cmds.len();
+    let [proxied, direct] = [proxy.local_addr(), reference.addr].map(|addr| {
+        let mut c = Client::connect(addr);
+        for cmd in &cmds {
+            let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+            c.send(&args);
+        }
+        read_frames(&mut c, frames)
+    });
+    assert_eq!(proxied, direct);
+    assert_eq!(proxied[5], "*3\r\n:1\r\n+OK\r\n+OK\r\n");
+    // More than one command for a node beside them would not run as one unit: refused at
+    // queue time, and EXEC runs nothing.
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["INCR", "k"])), "QUEUED");
+    assert_eq!(text(&c.call(&["SCRIPT", "FLUSH"])), "QUEUED");
+    assert!(text(&c.call(&["INCR", "k"])).contains("only share its transaction"));
+    assert!(text(&c.call(&["EXEC"])).starts_with("-EXECABORT"));
+    assert_eq!(text(&c.call(&["GET", "k"])), "1");
+    proxy.shutdown();
+}

@@ -6,6 +6,10 @@
 //! quote must be followed by whitespace); the proxy must split identically or
 //! it would route and forward something different from what Redis would run.
 //!
+//! Valkey 9 loosened one rule (its `sdsparsearg`): a closing quote may be followed by more
+//! of the same argument, quoted or not, as in a shell (`"a"b'c'` is `abc`). The parser is
+//! told which server's rule to follow (`InlineQuotes`).
+//!
 //! Deviation: Redis's line search (`strchr`) stops at a NUL byte, so Redis
 //! never runs a line containing NUL and instead waits for more input. Here NUL
 //! is an ordinary argument byte.
@@ -28,6 +32,17 @@ fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
+/// What may follow a closing quote inside an inline line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InlineQuotes {
+    /// Redis (and Valkey before 9): only a space or the line's end; anything else is
+    /// `unbalanced quotes`.
+    #[default]
+    Strict,
+    /// Valkey 9: more of the same argument, quoted or not.
+    Mixed,
+}
+
 /// Where the scanner is inside the current token.
 #[derive(Clone, Copy)]
 enum Mode {
@@ -38,7 +53,10 @@ enum Mode {
 
 /// Splits one inline line (without its line terminator) into a multibulk
 /// [`Request`]. `Ok(None)` when the line holds no argument at all.
-pub(crate) fn parse_inline_line(line: &[u8]) -> Result<Option<Request>, ProtocolError> {
+pub(crate) fn parse_inline_line(
+    line: &[u8],
+    quotes: InlineQuotes,
+) -> Result<Option<Request>, ProtocolError> {
     let mut scratch = Vec::with_capacity(line.len());
     let mut ranges = ArgRanges::new();
     let mut i = 0;
@@ -50,7 +68,7 @@ pub(crate) fn parse_inline_line(line: &[u8]) -> Result<Option<Request>, Protocol
             break;
         }
         let start = scratch.len();
-        i = read_token(line, i, &mut scratch)?;
+        i = read_token(line, i, &mut scratch, quotes)?;
         ranges.push((start, scratch.len()));
     }
     if ranges.is_empty() {
@@ -65,7 +83,12 @@ type SmallArgs<'a> = smallvec::SmallVec<[&'a [u8]; 8]>;
 
 /// Reads one token starting at `i` (a non-space byte), appending its decoded
 /// bytes to `out`. Returns the index just past the token.
-fn read_token(line: &[u8], mut i: usize, out: &mut Vec<u8>) -> Result<usize, ProtocolError> {
+fn read_token(
+    line: &[u8],
+    mut i: usize,
+    out: &mut Vec<u8>,
+    quotes: InlineQuotes,
+) -> Result<usize, ProtocolError> {
     let mut mode = Mode::Bare;
     loop {
         let cur = line.get(i).copied();
@@ -82,6 +105,11 @@ fn read_token(line: &[u8], mut i: usize, out: &mut Vec<u8>) -> Result<usize, Pro
             (Mode::Single, Some(b'\\')) if next == Some(b'\'') => {
                 out.push(b'\'');
                 i += 1;
+            }
+            (Mode::Double, Some(b'"')) | (Mode::Single, Some(b'\''))
+                if quotes == InlineQuotes::Mixed =>
+            {
+                mode = Mode::Bare;
             }
             (Mode::Double, Some(b'"')) | (Mode::Single, Some(b'\'')) => {
                 return match next {
@@ -125,7 +153,11 @@ mod tests {
     type Split = Result<Vec<Vec<u8>>, ProtocolError>;
 
     fn split(line: &[u8]) -> Split {
-        Ok(match parse_inline_line(line)? {
+        split_as(line, InlineQuotes::Strict)
+    }
+
+    fn split_as(line: &[u8], quotes: InlineQuotes) -> Split {
+        Ok(match parse_inline_line(line, quotes)? {
             None => vec![],
             Some(req) => req.args().map(<[u8]>::to_vec).collect(),
         })
@@ -133,6 +165,22 @@ mod tests {
 
     fn ok(args: &[&[u8]]) -> Split {
         Ok(args.iter().map(|a| a.to_vec()).collect())
+    }
+
+    #[test]
+    fn valkey_9_joins_quoted_and_unquoted_parts() {
+        let bad = Err(ProtocolError::UnbalancedQuotes);
+        let mixed = |line: &[u8]| split_as(line, InlineQuotes::Mixed);
+        // Valkey 9.1's own suite (unit/protocol).
+        let set = b"set \"\"\"tes\"t-'k'e\"y\" \"test\"'-'value";
+        assert_eq!(mixed(set), ok(&[b"set", b"test-key", b"test-value"]));
+        assert_eq!(mixed(b"get test'-'key"), ok(&[b"get", b"test-key"]));
+        assert_eq!(mixed(b"set foo 'b'a'r"), bad.clone());
+        assert_eq!(mixed(b"set foo \"b\"a\"r"), bad.clone());
+        assert_eq!(mixed(b"ECHO \"a\"b c"), ok(&[b"ECHO", b"ab", b"c"]));
+        assert_eq!(mixed(b"ECHO \"\" ''"), ok(&[b"ECHO", b"", b""]));
+        // Redis's rule refuses the first.
+        assert_eq!(split(set), bad);
     }
 
     #[test]
@@ -178,7 +226,9 @@ mod tests {
 
     #[test]
     fn inline_request_is_reencoded() {
-        let req = parse_inline_line(b"GET \"k y\"").ok().flatten();
+        let req = parse_inline_line(b"GET \"k y\"", InlineQuotes::Strict)
+            .ok()
+            .flatten();
         let req = req.unwrap_or_else(|| Request::from_args(&[]));
         assert!(req.is_inline());
         assert_eq!(&req.raw()[..], b"*2\r\n$3\r\nGET\r\n$3\r\nk y\r\n");

@@ -33,6 +33,7 @@ pub use encode::{
     write_null, write_simple,
 };
 pub use error::{FrameError, ProtocolError};
+pub use inline::InlineQuotes;
 pub use limits::Limits;
 /// Redis's strict integer syntax (`string2ll`): optional `-`, digits, no `+`, no leading
 /// zeros, no spaces, within i64. Shared by every crate that reads a number from a request.

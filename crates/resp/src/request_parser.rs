@@ -22,7 +22,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use smallvec::SmallVec;
 
 use crate::error::ProtocolError;
-use crate::inline::parse_inline_line;
+use crate::inline::{parse_inline_line, InlineQuotes};
 use crate::limits::Limits;
 use crate::num::string2ll;
 use crate::request::{ArgRanges, Request};
@@ -132,6 +132,7 @@ fn classify(req: Request) -> Parsed {
 pub struct RequestParser {
     limits: Limits,
     unauthenticated: bool,
+    inline_quotes: InlineQuotes,
     state: State,
 }
 
@@ -148,6 +149,7 @@ impl RequestParser {
         RequestParser {
             limits,
             unauthenticated: false,
+            inline_quotes: InlineQuotes::Strict,
             state: State::Start,
         }
     }
@@ -157,6 +159,11 @@ impl RequestParser {
     /// lines not yet parsed.
     pub fn set_unauthenticated(&mut self, on: bool) {
         self.unauthenticated = on;
+    }
+
+    /// Which server's quoting rule inline lines follow (Redis's by default).
+    pub fn set_inline_quotes(&mut self, quotes: InlineQuotes) {
+        self.inline_quotes = quotes;
     }
 
     /// Parses one request from the front of `buf`.
@@ -243,7 +250,7 @@ impl RequestParser {
         };
         let line = buf.get(..nl).unwrap_or_default();
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let parsed = parse_inline_line(line)?;
+        let parsed = parse_inline_line(line, self.inline_quotes)?;
         buf.advance(nl + 1);
         Ok(Progress::Done(parsed.map_or(Parsed::Noop, classify)))
     }

@@ -219,3 +219,10 @@ fn msetex_is_split_unless_all_or_nothing() {
         Route::Slot(cluster::key_slot(b"a"))
     );
 }
+
+#[test]
+fn config_resetstat_reaches_every_master_and_needs_admin() {
+    let r = req(&["CONFIG", "RESETSTAT"]);
+    assert_eq!(route(&r, true), Route::Broadcast(Merge::AllSucceeded));
+    assert!(matches!(route(&r, false), Route::Refuse(_)));
+}

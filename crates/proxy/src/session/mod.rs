@@ -170,6 +170,9 @@ impl Session {
         };
         let mut parser = RequestParser::new(limits);
         parser.set_unauthenticated(auth_required);
+        if worker.shared.identity.current().mixed_inline_quotes() {
+            parser.set_inline_quotes(resp::InlineQuotes::Mixed);
+        }
         let threshold = worker.shared.slowlog.threshold();
         // The address accept(2) returned: asking the socket again is a getpeername per client.
         let slowlog = crate::session::slowlog::Tracker::new(threshold, Some(peer));
@@ -374,6 +377,14 @@ impl Session {
         if self.tx.open.is_some() && !tx_bypass {
             return self.tx.queue(&self.client, req, route);
         }
+        self.dispatch_routed(req, route);
+    }
+
+    /// A command of a transaction whose EXEC replays it (`transaction.rs`): checked,
+    /// counted and noted when it was queued; routed again, as the map may have changed.
+    fn dispatch_replayed(&mut self, req: Request) {
+        let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
+        let (route, _) = route::route_counted(&req, allow_admin);
         self.dispatch_routed(req, route);
     }
 

@@ -63,6 +63,11 @@ pub(crate) struct ClientCell {
     /// Pieces of the head entry's streamed reply went to the writer, its end did not: no
     /// push frame may be written until it is complete, or it would land inside the bulk.
     mid_reply: Cell<bool>,
+    /// Arrays whose elements are entries of their own (`push_group`): the header's
+    /// sequence number and the element count, and the elements of the one being written
+    /// still to pop. No push frame is written inside such an array either.
+    groups: RefCell<VecDeque<(u64, u32)>>,
+    group_left: Cell<u32>,
     /// The sample the next pushed entry takes (armed by the session for sampled requests).
     next_sample: Cell<Option<(u16, tokio::time::Instant)>>,
     /// Samples whose reply was handed to the writer, for the session to record.
@@ -121,6 +126,8 @@ impl ClientCell {
             pushes: Default::default(),
             lost: Default::default(),
             mid_reply: Default::default(),
+            groups: Default::default(),
+            group_left: Default::default(),
             next_sample: Default::default(),
             finished: Default::default(),
             errors: Default::default(),
@@ -290,6 +297,30 @@ impl ClientCell {
         self.push(Entry::ready(reply));
     }
 
+    /// The header of an array of `n` elements that are the next `n` entries pushed (EXEC of
+    /// a transaction replayed command by command, `transaction.rs`).
+    pub(crate) fn push_group(&self, n: u32) {
+        let seq = self.push(Entry::ready(Bytes::from(format!("*{n}\r\n"))));
+        if n > 0 {
+            self.groups.borrow_mut().push_back((seq, n));
+        }
+    }
+
+    /// Entry `seq` was handed to the writer: count it against the array it belongs to, or
+    /// start the array it heads.
+    fn count_group(&self, seq: u64) {
+        if self.group_left.get() > 0 {
+            self.group_left.set(self.group_left.get() - 1);
+        }
+        let mut groups = self.groups.borrow_mut();
+        if let Some(&(head, n)) = groups.front() {
+            if head == seq {
+                groups.pop_front();
+                self.group_left.set(n);
+            }
+        }
+    }
+
     /// A frame from a pub/sub connection (message, confirmation, or a reply in subscribed
     /// mode), to be written after whatever is already queued.
     /// `source` identifies the connection (for per-connection subscription counts).
@@ -304,7 +335,7 @@ impl ClientCell {
     /// Take the pending pub/sub frames, in arrival order; none while a streamed reply is
     /// half written (they are taken once it is complete).
     pub(crate) fn take_pushes(&self, into: &mut Vec<(usize, Bytes)>) {
-        if self.mid_reply.get() {
+        if self.mid_reply.get() || self.group_left.get() > 0 {
             return;
         }
         into.extend(self.pushes.borrow_mut().drain(..));
@@ -385,6 +416,7 @@ impl ClientCell {
             let Some(reply) = entry.reply else {
                 break;
             };
+            self.count_group(q.head_seq);
             q.head_seq += 1;
             if pieces == 0 && matches!(reply.first(), Some(b'-' | b'!')) {
                 self.errors.borrow_mut().push(reply.clone());

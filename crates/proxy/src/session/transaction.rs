@@ -14,6 +14,15 @@
 //! to another node, or the client switched protocol (HELLO) so EXEC cannot use it. EXEC then
 //! answers nil, as Redis does when a watched key was touched: nothing runs unwatched, and
 //! every client library already retries an optimistic transaction on nil.
+//!
+//! A command that no node can run inside the node's transaction (one for every master, as
+//! SCRIPT FLUSH or FLUSHALL, or one the proxy answers, as SLOWLOG RESET or CLIENT PAUSE) is
+//! queued too, as Redis queues it. Such a transaction cannot run as one unit on one node, so
+//! it may hold at most one command for a node, and no WATCH and no blocking command: then
+//! atomicity is not lost, as one command is atomic anyway. At EXEC its commands are
+//! dispatched again in their order (`Replay`, before anything the client sent after EXEC),
+//! and their replies written as EXEC's array: a header entry and one entry per command,
+//! with no pushed frame between them (`ClientCell::push_group`).
 
 use std::rc::Rc;
 
@@ -39,6 +48,11 @@ pub(crate) struct Transaction {
     budget: Option<Rc<Budget>>,
     slot: Option<u16>,
     aborted: bool,
+    /// Commands queued for a node (keyed or keyless), and whether one of them blocks.
+    for_node: u32,
+    blocking: bool,
+    /// Commands queued that run beside the node's transaction (`runs_beside`).
+    beside: u32,
 }
 
 impl Transaction {
@@ -62,6 +76,52 @@ impl Drop for Transaction {
 }
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
+
+/// Queue-time refusal of a transaction that would mix commands the proxy cannot run as
+/// one unit (module doc).
+const MIXED: &str = "slotgate: inside MULTI, a command for every master or for the proxy may only \
+                     share its transaction with one other command, and not with WATCH or a \
+                     blocking command";
+
+/// Whether `route`, inside MULTI, runs beside the node's transaction at EXEC instead of
+/// in it: commands for every master and commands the proxy answers that neither change
+/// the connection's mode nor wait for anything but their own reply.
+fn runs_beside(route: &Route, req: &Request) -> bool {
+    match route {
+        Route::Broadcast(_) | Route::Scan => true,
+        Route::Local(Local::Client) => {
+            let sub = req.argc() > 1;
+            !(sub
+                && [&b"tracking"[..], b"caching", b"reply"]
+                    .iter()
+                    .any(|s| req.arg(1).eq_ignore_ascii_case(s)))
+        }
+        Route::Local(local) => matches!(
+            local,
+            Local::Slowlog
+                | Local::Info
+                | Local::Acl
+                | Local::AclUsers
+                | Local::ClusterKeyslot
+                | Local::ClusterSlots
+                | Local::ClusterShards
+                | Local::ClusterNodes
+                | Local::ClusterInfo
+                | Local::ClusterMyid
+                | Local::ClusterMyShardId
+        ),
+        _ => false,
+    }
+}
+
+/// A transaction that holds commands run beside the node's, at EXEC: its commands, each
+/// dispatched again in turn (module doc).
+pub(crate) struct Replay {
+    requests: std::vec::IntoIter<Request>,
+    /// The transaction, emptied: its charge to the memory budget lasts until the last
+    /// command was dispatched.
+    _charge: Transaction,
+}
 
 /// A WATCH in force.
 pub(crate) struct Watch {
@@ -101,6 +161,8 @@ pub(crate) struct Transactions {
     pub(crate) open: Option<Transaction>,
     /// The WATCH in force, if any, and the connection that carries it.
     pub(crate) watch: Option<Watch>,
+    /// An EXEC's commands still to dispatch, before anything read after it.
+    replay: Option<Replay>,
 }
 
 /// EXEC's reply when a watched key was (or may have been) touched.
@@ -172,8 +234,14 @@ impl Transactions {
             let err = error("slotgate: transaction larger than limits.max_query_buffer_bytes");
             return client.cell.push_ready(err);
         }
+        let beside = runs_beside(&route, &req);
+        let watching = self.watch.is_some();
         let reply = match route {
             Route::Refuse(err) => Some(err),
+            _ if beside => {
+                tx.beside += 1;
+                (watching || tx.blocking || tx.for_node > 1).then(|| error(MIXED))
+            }
             // A blocking command inside MULTI does not block (Redis runs it with no wait),
             // so it travels with the transaction like any keyed command.
             Route::Slot(slot) | Route::Read(slot) | Route::Exclusive(Some(slot))
@@ -181,12 +249,17 @@ impl Transactions {
             {
                 Some(Bytes::from_static(CROSSSLOT))
             }
-            Route::Slot(slot) | Route::Read(slot) | Route::Exclusive(Some(slot)) => {
-                tx.slot = Some(slot);
-                None
+            Route::Slot(_) | Route::Read(_) | Route::Exclusive(Some(_)) | Route::AnyNode => {
+                if let Route::Slot(slot) | Route::Read(slot) | Route::Exclusive(Some(slot)) = route
+                {
+                    tx.slot = Some(slot);
+                }
+                tx.for_node += 1;
+                tx.blocking |= matches!(route, Route::Exclusive(_));
+                let mixed = tx.beside > 0 && (tx.for_node > 1 || tx.blocking);
+                mixed.then(|| error(MIXED))
             }
-            Route::AnyNode
-            | Route::Local(Local::Ping | Local::Echo | Local::ClusterFlag | Local::ReadOnly(_)) => {
+            Route::Local(Local::Ping | Local::Echo | Local::ClusterFlag | Local::ReadOnly(_)) => {
                 None
             }
             Route::Split { .. } => Some(Bytes::from_static(CROSSSLOT)),
@@ -219,6 +292,16 @@ impl Transactions {
             self.forget_watch();
             let abort = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
             client.cell.push_ready(Bytes::from_static(abort));
+            return None;
+        }
+        if tx.beside > 0 {
+            let mut tx = tx;
+            let requests = std::mem::take(&mut tx.queued);
+            client.cell.push_group(requests.len() as u32);
+            self.replay = Some(Replay {
+                requests: requests.into_iter(),
+                _charge: tx,
+            });
             return None;
         }
         let mut frame = BytesMut::new();
@@ -271,6 +354,20 @@ impl Transactions {
         let mut ex = Exclusive::one(req, Some(slot), false);
         ex.via = Via::Watch;
         Some(Held::Exclusive(ex))
+    }
+
+    /// The next command of an EXEC being replayed (module doc), if any.
+    pub(crate) fn next_replayed(&mut self) -> Option<Request> {
+        let next = self.replay.as_mut()?.requests.next();
+        if next.is_none() {
+            self.replay = None;
+        }
+        next
+    }
+
+    /// An EXEC's commands wait to be dispatched.
+    pub(crate) fn replaying(&self) -> bool {
+        self.replay.is_some()
     }
 
     /// The connection for a WATCH to `addr`: the one already holding this session's WATCH,

@@ -137,7 +137,8 @@ impl Session {
                 }
             };
         }
-        if std::mem::take(&mut self.io.input_stalled) {
+        // An EXEC's replayed commands come before anything more is read.
+        if std::mem::take(&mut self.io.input_stalled) || self.tx.replaying() {
             return (!self.parse_and_dispatch()).then_some(Poll::Ready(()));
         }
         match self.poll_fill(cx) {
@@ -243,6 +244,10 @@ impl Session {
             if !self.may_read() && !self.io.draining {
                 self.io.input_stalled = true;
                 return true;
+            }
+            if let Some(req) = self.tx.next_replayed() {
+                self.dispatch_replayed(req);
+                continue;
             }
             match self.io.parser.parse(&mut self.io.read_buf) {
                 Ok(Progress::Done(Parsed::Request(req))) => {
