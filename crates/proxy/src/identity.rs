@@ -31,6 +31,8 @@ pub struct ServerIdentity {
     pub valkey_version: Option<String>,
     /// `cluster-databases` (Valkey 9): how many databases SELECT may choose; 1 elsewhere.
     pub databases: u32,
+    /// `availability_zone` (Valkey 8.1+): HELLO names it when it is not empty.
+    pub availability_zone: String,
 }
 
 impl Default for ServerIdentity {
@@ -40,6 +42,7 @@ impl Default for ServerIdentity {
             redis_version: "7.0.15".into(),
             valkey_version: None,
             databases: 1,
+            availability_zone: String::new(),
         }
     }
 }
@@ -57,6 +60,7 @@ impl ServerIdentity {
                 "redis_version" => (id.redis_version, seen) = (value.to_string(), true),
                 "valkey_version" => id.valkey_version = Some(value.to_string()),
                 "server_name" => id.name = value.to_string(),
+                "availability_zone" => id.availability_zone = value.to_string(),
                 _ => {}
             }
         }
@@ -173,6 +177,28 @@ impl Identity {
         }
     }
 
+    /// A `CONFIG SET availability-zone` that went to every master: HELLO names the zone
+    /// from now on, not from the sampler's next round (which reads the same from them).
+    pub(crate) fn config_set(&self, req: &resp::Request) {
+        if !(req.argc() >= 4 && req.arg(1).eq_ignore_ascii_case(b"set")) {
+            return;
+        }
+        let current = self.current();
+        if current.valkey_version.is_none() {
+            return;
+        }
+        let zone = (2..req.argc() - 1)
+            .step_by(2)
+            .filter(|&i| req.arg(i).eq_ignore_ascii_case(b"availability-zone"))
+            .map(|i| String::from_utf8_lossy(req.arg(i + 1)).into_owned())
+            .last();
+        if let Some(zone) = zone {
+            let mut id = (*current).clone();
+            id.availability_zone = zone;
+            self.publish(id);
+        }
+    }
+
     /// The sampler's first round is over.
     pub(crate) fn first_round_done(&self) {
         let (done, wake) = &self.first_round;
@@ -201,7 +227,31 @@ mod tests {
             redis_version: redis.into(),
             valkey_version: valkey.map(String::from),
             databases: 1,
+            availability_zone: String::new(),
         }
+    }
+
+    #[test]
+    fn the_zone_is_read_and_follows_config_set_behind_valkey() {
+        let info = "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\n\
+                    valkey_version:9.1.2\r\navailability_zone:eu-1a\r\n";
+        let identity = Identity::default();
+        identity.publish(ServerIdentity::parse(info).unwrap());
+        assert_eq!(identity.current().availability_zone, "eu-1a");
+        let set = |args: &[&str]| {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            resp::Request::from_args(&args)
+        };
+        identity.config_set(&set(&["CONFIG", "SET", "maxmemory", "0"]));
+        assert_eq!(identity.current().availability_zone, "eu-1a");
+        identity.config_set(&set(&["config", "set", "Availability-Zone", "z2"]));
+        assert_eq!(identity.current().availability_zone, "z2");
+        identity.config_set(&set(&["CONFIG", "SET", "availability-zone", ""]));
+        assert_eq!(identity.current().availability_zone, "");
+        // Redis has no such parameter: nothing changes.
+        let redis = Identity::default();
+        redis.config_set(&set(&["CONFIG", "SET", "availability-zone", "z"]));
+        assert_eq!(redis.current().availability_zone, "");
     }
 
     #[test]

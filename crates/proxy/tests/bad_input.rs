@@ -114,7 +114,7 @@ fn cases() -> Vec<Case> {
         case(
             "R12 no CRLF after bulk (stricter)",
             "*1\r\n$4\r\nPINGX\r\n",
-            &proto_err("expected '\\r\\n' after bulk payload"),
+            &proto_err("invalid CRLF in request"),
             true,
         ),
         case_bytes(

@@ -40,12 +40,12 @@ pub enum ProtocolError {
     #[error("Protocol error: unauthenticated bulk length")]
     UnauthenticatedBulkLength,
     /// A bulk payload not followed by `\r\n` (stricter than Redis, which skips
-    /// two bytes without looking at them).
-    #[error("Protocol error: expected '\\r\\n' after bulk payload")]
+    /// two bytes without looking at them; Valkey 9 checks too, in these words).
+    #[error("Protocol error: invalid CRLF in request")]
     MissingCrlfAfterBulk,
     /// A `*N`/`$N` line whose `\r` is not followed by `\n` (stricter than Redis,
-    /// which skips the byte after `\r` without looking at it).
-    #[error("Protocol error: expected '\\r\\n' after length")]
+    /// which skips the byte after `\r` without looking at it; Valkey 9 checks too).
+    #[error("Protocol error: invalid CRLF in request")]
     MissingCrlfAfterLength,
 }
 

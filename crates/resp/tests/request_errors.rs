@@ -66,21 +66,21 @@ fn rejected_inputs_with_redis_text() {
             d,
             false,
             b"*1\r\n$4\r\nPINGX\r\n",
-            "Protocol error: expected '\\r\\n' after bulk payload",
+            "Protocol error: invalid CRLF in request",
         ),
         (
             "cr x after count",
             d,
             false,
             b"*1\rX$4\r\nPING\r\n",
-            "Protocol error: expected '\\r\\n' after length",
+            "Protocol error: invalid CRLF in request",
         ),
         (
             "cr x after bulk len",
             d,
             false,
             b"*1\r\n$4\rXPING\r\n",
-            "Protocol error: expected '\\r\\n' after length",
+            "Protocol error: invalid CRLF in request",
         ),
         (
             "too big mbulk",
@@ -213,6 +213,6 @@ fn error_replies_are_byte_exact() {
     );
     assert_eq!(
         &E::MissingCrlfAfterBulk.to_resp()[..],
-        b"-ERR Protocol error: expected '\\r\\n' after bulk payload\r\n"
+        b"-ERR Protocol error: invalid CRLF in request\r\n"
     );
 }

@@ -2,7 +2,10 @@
 //! (`used_cpu_sys:0.005352`). Redis reads `getrusage`; the proxy forbids `unsafe`, so it
 //! reads `/proc/self/stat` (and its main thread's), whose times are in clock ticks of
 //! 1/100 s (`USER_HZ`, fixed by the Linux ABI): the figures step by 10 ms. Where `/proc`
-//! cannot be read (not Linux), every field is 0.
+//! cannot be read (not Linux), every field is 0. Behind Valkey, its
+//! `used_active_time_main_thread` (the time its one command thread spent not waiting) is the
+//! proxy's CPU time, user and system, over all its threads: the nearest thing a
+//! thread-per-core proxy has.
 
 use std::fmt::Write;
 
@@ -11,7 +14,7 @@ use crate::context::Shared;
 /// `/proc`'s clock ticks per second.
 const USER_HZ: f64 = 100.0;
 
-pub(crate) fn info(_shared: &Shared, out: &mut String) {
+pub(crate) fn info(shared: &Shared, out: &mut String) {
     let process = times("/proc/self/stat").unwrap_or_default();
     let main = times(&format!("/proc/self/task/{}/stat", std::process::id())).unwrap_or_default();
     let fields = [
@@ -24,6 +27,10 @@ pub(crate) fn info(_shared: &Shared, out: &mut String) {
     ];
     for (name, ticks) in fields {
         let _ = write!(out, "{name}:{:.6}\r\n", ticks as f64 / USER_HZ);
+    }
+    if shared.identity.current().valkey_version.is_some() {
+        let active = (process[0] + process[1]) as f64 / USER_HZ;
+        let _ = write!(out, "used_active_time_main_thread:{active:.6}\r\n");
     }
 }
 

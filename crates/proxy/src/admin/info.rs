@@ -103,6 +103,9 @@ fn server(shared: &Shared, out: &mut String) {
         line(out, "server_name", &id.name);
         line(out, "valkey_version", valkey);
     }
+    // A build without git, as the servers report one: tools and test suites read these.
+    line(out, "redis_git_sha1", "00000000");
+    line(out, "redis_git_dirty", 0);
     line(out, "slotgate_version", env!("CARGO_PKG_VERSION"));
     line(out, "redis_mode", "proxy");
     line(out, "process_id", std::process::id());
@@ -114,6 +117,9 @@ fn server(shared: &Shared, out: &mut String) {
     line(out, "uptime_in_seconds", uptime);
     line(out, "uptime_in_days", uptime / 86400);
     line(out, "worker_threads", shared.workers.len());
+    if id.valkey_version.is_some() {
+        line(out, "availability_zone", &id.availability_zone);
+    }
 }
 
 /// Redis's Clients section, counted over the proxy's own clients (the nodes' clients are

@@ -204,7 +204,8 @@ impl Hello {
 
 fn hello_reply(session: &SessionInfo, id: &ServerIdentity) -> Bytes {
     let mut out = BytesMut::new();
-    let fields: [(&[u8], Field); 7] = [
+    let zone = id.availability_zone.as_bytes();
+    let fields: [(&[u8], Field); 8] = [
         (b"server", Field::Text(id.name.as_bytes())),
         (b"version", Field::Text(id.version().as_bytes())),
         (b"proto", Field::Int(i64::from(session.protocol.number()))),
@@ -212,13 +213,16 @@ fn hello_reply(session: &SessionInfo, id: &ServerIdentity) -> Bytes {
         (b"mode", Field::Text(b"standalone")),
         (b"role", Field::Text(b"master")),
         (b"modules", Field::Empty),
+        // Valkey 8.1's, only when set.
+        (b"availability_zone", Field::Text(zone)),
     ];
+    let count = fields.len() - usize::from(zone.is_empty());
     if session.protocol == Protocol::Resp3 {
-        out.extend_from_slice(format!("%{}\r\n", fields.len()).as_bytes());
+        out.extend_from_slice(format!("%{count}\r\n").as_bytes());
     } else {
-        resp::write_array_header(&mut out, fields.len() * 2);
+        resp::write_array_header(&mut out, count * 2);
     }
-    for (key, value) in fields {
+    for (key, value) in fields.into_iter().take(count) {
         resp::write_bulk(&mut out, key);
         match value {
             Field::Text(t) => resp::write_bulk(&mut out, t),
@@ -346,6 +350,23 @@ mod tests {
     }
 
     #[test]
+    fn hello_names_the_zone_only_when_there_is_one() {
+        let mut id = ServerIdentity::default();
+        let s = &mut SessionInfo::new(7);
+        let reply = |id: &ServerIdentity, s: &SessionInfo| {
+            String::from_utf8(hello_reply(s, id).to_vec()).unwrap()
+        };
+        assert!(reply(&id, s).starts_with("*14\r\n"));
+        assert!(!reply(&id, s).contains("availability_zone"));
+        id.availability_zone = "eu-1a".into();
+        let two = reply(&id, s);
+        assert!(two.starts_with("*16\r\n"), "{two}");
+        assert!(two.ends_with("$17\r\navailability_zone\r\n$5\r\neu-1a\r\n"));
+        s.protocol = Protocol::Resp3;
+        assert!(reply(&id, s).starts_with("%8\r\n"));
+    }
+
+    #[test]
     fn select_follows_the_nodes_databases() {
         // As valkey-server 9.1.2 answers with `cluster-databases 16`, and with its default 1.
         let valkey = |databases| ServerIdentity {
@@ -353,6 +374,7 @@ mod tests {
             redis_version: "7.2.4".into(),
             valkey_version: Some("9.1.2".into()),
             databases,
+            availability_zone: String::new(),
         };
         let select = |db: &str, nodes: &ServerIdentity, s: &mut SessionInfo| {
             let req = Request::from_args(&[b"SELECT", db.as_bytes()]);

@@ -455,9 +455,11 @@ impl Session {
             Route::Broadcast(merge) => {
                 if req.arg(0).eq_ignore_ascii_case(b"config") {
                     // The proxy's SLOWLOG follows CONFIG SET slowlog-*, as one Redis's does,
-                    // and CONFIG RESETSTAT clears its error counts.
+                    // HELLO its availability-zone, and CONFIG RESETSTAT clears its error
+                    // counts.
                     let shared = &self.client.worker.shared;
                     shared.slowlog.config_set(&req);
+                    shared.identity.config_set(&req);
                     if req.argc() == 2 && req.arg(1).eq_ignore_ascii_case(b"resetstat") {
                         shared.workers.iter().for_each(|w| w.errors.reset());
                     }
