@@ -215,6 +215,41 @@ def check_msetex(name, pport):
     return failures
 
 
+def check_no_touch(name, pport, masters):
+    """CLIENT NO-TOUCH ON: the client's reads leave a key's LFU counter alone (its requests go
+    to connections in that mode), TOUCH still counts, OFF reads count again; flag `T`."""
+    for m in masters:
+        Conn(int(m.rsplit(":", 1)[1])).call("CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
+    c = Conn(pport)
+    # A new key's counter is 5 and its first access always counts (LFU_INIT_VAL; later
+    # ones only by chance): each check reads a key accessed for the first time.
+    key, other = "matrix:no-touch", "matrix:no-touch-2"
+    c.call("SET", key, "v")
+    c.call("SET", other, "v")
+    base = c.call("OBJECT", "FREQ", key)
+    failures = []
+    if c.call("CLIENT", "NO-TOUCH", "ON") != "OK":
+        failures.append("CLIENT NO-TOUCH ON refused")
+    flags = re.search(r"flags=(\S+)", c.call("CLIENT", "INFO")).group(1)
+    c.call("GET", key)
+    quiet = c.call("OBJECT", "FREQ", key)
+    c.call("TOUCH", other)
+    touched = c.call("OBJECT", "FREQ", other)
+    c.call("CLIENT", "NO-TOUCH", "OFF")
+    c.call("GET", key)
+    read = c.call("OBJECT", "FREQ", key)
+    c.call("DEL", key, other)
+    for m in masters:
+        Conn(int(m.rsplit(":", 1)[1])).call("CONFIG", "SET", "maxmemory-policy", "noeviction")
+    if "T" not in flags or quiet != base or touched <= base or read <= base:
+        failures.append(f"CLIENT NO-TOUCH: flags {flags}, LFU {base} -> GET {quiet} -> "
+                        f"TOUCH {touched} -> GET after OFF {read}")
+    else:
+        print(f"ok {name}: CLIENT NO-TOUCH leaves LFU alone, TOUCH counts ({base} {quiet} "
+              f"{touched} {read})")
+    return failures
+
+
 def check_server(name, path):
     failures = []
     cdir = tempfile.mkdtemp(prefix=f"matrix-{name}.")
@@ -280,6 +315,9 @@ def check_server(name, path):
 
         if any(e[0] == "msetex" for e in infos):
             failures += check_msetex(name, pport)
+        masters = re.search(r"^masters: (.*)$", out.stdout, re.M).group(1).split()
+        if any(sub[0] == "client|no-touch" for e in infos for sub in e[9]):
+            failures += check_no_touch(name, pport, masters)
 
         want = info_fields(node.call("INFO", "server"))
         got = info_fields(call(pport, "INFO", "server"))

@@ -31,10 +31,10 @@ pub(crate) struct Worker {
     /// The connections of database 0, where every client starts (and the only one Redis
     /// Cluster has).
     db0: Pools,
-    /// The connections of other databases (Valkey 9's `cluster-databases`), made when a
-    /// client of that database first needs them: a connection never changes database, so
-    /// clients of different databases never share one.
-    numbered: RefCell<HashMap<u16, Rc<Pools>>>,
+    /// The connections of other databases (Valkey 9's `cluster-databases`), and those
+    /// with CLIENT NO-TOUCH on, made when a client first needs them: a connection never
+    /// changes database or mode, so clients of different ones never share one.
+    numbered: RefCell<HashMap<(u16, bool), Rc<Pools>>>,
     round_robin: Cell<usize>,
     /// This worker's share of `limits.memory_budget_bytes` and what its clients hold.
     pub budget: Rc<Budget>,
@@ -144,7 +144,7 @@ impl Worker {
         wire: Wire,
     ) -> (ReadChoice, u64) {
         let generation = self.shared.replicas.generation();
-        let choice = self.with_pools(wire.db, |pools| {
+        let choice = self.with_pools(wire, |pools| {
             let cell = &pools.reads[usize::from(wire.resp3)];
             if !cell.borrow().fits(map, generation) {
                 let view = self.shared.replicas.view();
@@ -159,11 +159,12 @@ impl Worker {
         (choice, generation)
     }
 
-    fn with_pools<R>(&self, db: u16, f: impl FnOnce(&Pools) -> R) -> R {
-        if db == 0 {
+    fn with_pools<R>(&self, wire: Wire, f: impl FnOnce(&Pools) -> R) -> R {
+        if wire.db == 0 && !wire.no_touch {
             return f(&self.db0);
         }
-        let pools = self.numbered.borrow_mut().entry(db).or_default().clone();
+        let key = (wire.db, wire.no_touch);
+        let pools = self.numbered.borrow_mut().entry(key).or_default().clone();
         f(&pools)
     }
 
@@ -175,7 +176,7 @@ impl Worker {
         wire: Wire,
     ) -> Option<Rc<Backend>> {
         let idx = usize::from(map.node_index(slot)?);
-        self.with_pools(wire.db, |pools| {
+        self.with_pools(wire, |pools| {
             let pool = &pools.pools[usize::from(wire.resp3)];
             if pool.indexed_version.get() != map.version() {
                 pool.by_index.borrow_mut().clear();
@@ -207,7 +208,7 @@ impl Worker {
 
     /// The connection to `addr`, created on first use (redirect targets may be new nodes).
     pub(crate) fn backend_for_addr(&self, addr: &str, wire: Wire) -> Rc<Backend> {
-        self.with_pools(wire.db, |pools| self.pooled(pools, addr, wire, false))
+        self.with_pools(wire, |pools| self.pooled(pools, addr, wire, false))
     }
 
     /// A pool's connection to `addr`, as a master's or (`replica`) a replica's.
@@ -258,6 +259,7 @@ impl Worker {
             slow_timeout: Duration::from_millis(cluster.slow_command_timeout_ms),
             resp3: wire.resp3,
             db: wire.db,
+            no_touch: wire.no_touch,
             auth: self.shared.backend_auth.clone(),
             acting: None,
             tls: self.shared.backend_tls.clone(),

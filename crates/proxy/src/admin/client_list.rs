@@ -236,6 +236,9 @@ fn flag_letters(flags: u32, no_evict: bool) -> String {
     if no_evict {
         s.push('e');
     }
+    if flags & flag::NO_TOUCH != 0 {
+        s.push('T');
+    }
     if s.is_empty() {
         s.push('N');
     }

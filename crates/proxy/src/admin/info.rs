@@ -238,8 +238,8 @@ fn commandstats(shared: &Shared, out: &mut String) {
         let per_call = usec as f64 / t.calls as f64;
         let _ = write!(
             out,
-            "cmdstat_{}:calls={},usec={usec},usec_per_call={per_call:.2},rejected_calls=0,failed_calls=0\r\n",
-            spec.name, t.calls
+            "cmdstat_{}:calls={},usec={usec},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+            spec.name, t.calls, t.rejected, t.failed
         );
     }
 }

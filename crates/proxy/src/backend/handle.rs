@@ -24,19 +24,26 @@ use crate::topology::Topology;
 /// transactions are small, and a streamed upload's last piece is payload.
 const PARSE_MAX: usize = 64 * 1024;
 
-/// What a connection speaks: its protocol and its database. Requests of a client go to
-/// connections of its own `Wire`, so the node encodes replies in the client's protocol and
-/// runs commands in the client's database; no request ever changes a shared connection's.
+/// What a connection speaks: its protocol, its database, and whether it leaves keys'
+/// access times alone (CLIENT NO-TOUCH). Requests of a client go to connections of its own
+/// `Wire`, so the node encodes replies in the client's protocol, runs commands in the
+/// client's database and touches keys as the client asked; no request ever changes a
+/// shared connection's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub(crate) struct Wire {
     pub resp3: bool,
     pub db: u16,
+    pub no_touch: bool,
 }
 
 impl Wire {
     /// Protocol `resp3`, database 0 (pub/sub streams: channels have no database).
     pub(crate) fn protocol(resp3: bool) -> Wire {
-        Wire { resp3, db: 0 }
+        Wire {
+            resp3,
+            db: 0,
+            no_touch: false,
+        }
     }
 }
 
@@ -105,6 +112,7 @@ impl Backend {
             slow_timeout,
             resp3,
             db,
+            no_touch,
             auth,
             acting,
             tls,
@@ -123,7 +131,11 @@ impl Backend {
             request_timeout,
             slow_timeout,
             topology,
-            wire: Cell::new(Wire { resp3, db }),
+            wire: Cell::new(Wire {
+                resp3,
+                db,
+                no_touch,
+            }),
             auth,
             acting,
             tls,

@@ -19,6 +19,8 @@ pub(crate) struct Settings {
     pub resp3: bool,
     /// The database (`SELECT` before any request when not 0).
     pub db: u16,
+    /// `CLIENT NO-TOUCH ON` before any request.
+    pub no_touch: bool,
     /// A pre-encoded `AUTH` for the node, if the nodes require one.
     pub auth: Option<Bytes>,
     /// Set-up commands that make the connection run as a client's mirror ACL user

@@ -23,6 +23,8 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
 
 static HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 static READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
+/// CLIENT NO-TOUCH ON, for a connection made for clients in that mode.
+static NO_TOUCH: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-TOUCH\r\n$2\r\nON\r\n";
 
 /// Start the connection task of `backend` on this thread (its first request is queued).
 pub(super) fn start(backend: Rc<Backend>) {
@@ -60,6 +62,12 @@ pub(super) async fn run(backend: Rc<Backend>) {
         conn.write_queue.push_back(select.freeze());
         conn.in_flight.push_back(InFlight::gate(Gate::Database));
         conn.gate += 1;
+    }
+    if wire.no_touch {
+        // Before any request: a client's CLIENT NO-TOUCH (Redis 7.2, Valkey) holds for the
+        // requests it sends next, all of which come here. Its reply (+OK) is dropped.
+        conn.write_queue.push_back(Bytes::from_static(NO_TOUCH));
+        conn.in_flight.push_back(InFlight::SET_UP);
     }
     if backend.replica.is_some() {
         // Once per connection: the replica then serves reads of its master's slots instead

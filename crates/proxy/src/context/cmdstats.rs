@@ -19,6 +19,10 @@ pub const BUCKETS: usize = 24;
 #[derive(Debug)]
 pub struct CommandStats {
     calls: Box<[AtomicU64]>,
+    /// Error replies: refused before the command ran (Redis's `rejected_calls`), and
+    /// failed while it ran (`failed_calls`).
+    rejected: Box<[AtomicU64]>,
+    failed: Box<[AtomicU64]>,
     samples: Box<[AtomicU64]>,
     sampled_ns: Box<[AtomicU64]>,
     buckets: Box<[AtomicU64]>,
@@ -30,6 +34,8 @@ impl Default for CommandStats {
         let zeros = |len: usize| (0..len).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
         CommandStats {
             calls: zeros(n),
+            rejected: zeros(n),
+            failed: zeros(n),
             samples: zeros(n),
             sampled_ns: zeros(n),
             buckets: zeros(n * BUCKETS),
@@ -41,6 +47,8 @@ impl Default for CommandStats {
 #[derive(Debug, Default, Clone)]
 pub struct CommandTotals {
     pub calls: u64,
+    pub rejected: u64,
+    pub failed: u64,
     pub samples: u64,
     pub sampled_ns: u64,
     pub buckets: [u64; BUCKETS],
@@ -66,16 +74,83 @@ impl CommandStats {
         }
     }
 
+    /// An error reply to a call of `command`: rejected when the proxy refused it before it
+    /// ran, or when a node's error is one Redis answers before running a command (its
+    /// `rejectCommand` call sites: ACL, OOM, cluster redirects, a replica's or a loading
+    /// node's refusal…); failed otherwise.
+    pub fn fail(&self, command: usize, refused: bool, reply: &[u8]) {
+        let rejected = refused || rejection(reply);
+        let counters = match rejected {
+            true => &self.rejected,
+            false => &self.failed,
+        };
+        if let Some(c) = counters.get(command) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        if rejected && !refused {
+            // Counted as a call when sent; Redis counts only the calls that ran.
+            if let Some(c) = self.calls.get(command) {
+                let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+        }
+    }
+
+    /// CONFIG RESETSTAT: every counter back to zero.
+    pub fn reset(&self) {
+        let all = [
+            &self.calls,
+            &self.rejected,
+            &self.failed,
+            &self.samples,
+            &self.sampled_ns,
+            &self.buckets,
+        ];
+        for counters in all {
+            counters.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+        }
+    }
+
     /// Add this worker's counters for `command` into `into`.
     pub fn add_to(&self, command: usize, into: &mut CommandTotals) {
         let get = |v: &[AtomicU64], i: usize| v.get(i).map_or(0, |c| c.load(Ordering::Relaxed));
         into.calls += get(&self.calls, command);
+        into.rejected += get(&self.rejected, command);
+        into.failed += get(&self.failed, command);
         into.samples += get(&self.samples, command);
         into.sampled_ns += get(&self.sampled_ns, command);
         for (i, b) in into.buckets.iter_mut().enumerate() {
             *b += get(&self.buckets, command * BUCKETS + i);
         }
     }
+}
+
+/// Error codes Redis answers before a command runs (counted as `rejected_calls`).
+const REJECTIONS: &[&[u8]] = &[
+    b"NOPERM",
+    b"NOAUTH",
+    b"OOM",
+    b"MOVED",
+    b"ASK",
+    b"CROSSSLOT",
+    b"TRYAGAIN",
+    b"CLUSTERDOWN",
+    b"READONLY",
+    b"LOADING",
+    b"BUSY",
+    b"MASTERDOWN",
+    b"MISCONF",
+    b"NOREPLICAS",
+    b"EXECABORT",
+];
+
+/// Whether an error reply (`-CODE text`) is one of `REJECTIONS`.
+fn rejection(reply: &[u8]) -> bool {
+    let body = reply.strip_prefix(b"-").unwrap_or(reply);
+    let code = body
+        .split(|&b| b == b' ' || b == b'\r')
+        .next()
+        .unwrap_or_default();
+    REJECTIONS.contains(&code)
 }
 
 /// The bucket of a latency in microseconds.
@@ -146,5 +221,23 @@ mod tests {
             Some(1 << 10),
             "900 µs is below 1024 µs"
         );
+    }
+
+    #[test]
+    fn errors_count_as_failed_or_rejected_calls_and_resetstat_clears_all() {
+        let stats = CommandStats::default();
+        let set = command_index(cluster::lookup(b"set").unwrap()).unwrap();
+        stats.call(set);
+        stats.fail(set, false, b"-WRONGTYPE Operation against a key\r\n");
+        stats.call(set);
+        stats.fail(set, false, b"-OOM command not allowed\r\n");
+        stats.fail(set, true, b"-ERR wrong number of arguments\r\n");
+        let mut t = CommandTotals::default();
+        stats.add_to(set, &mut t);
+        assert_eq!((t.calls, t.failed, t.rejected), (1, 1, 2));
+        stats.reset();
+        let mut t = CommandTotals::default();
+        stats.add_to(set, &mut t);
+        assert_eq!((t.calls, t.failed, t.rejected), (0, 0, 0));
     }
 }

@@ -84,6 +84,8 @@ pub(crate) mod flag {
     pub const TRACKING: u32 = 16;
     /// A WATCH in force (INFO's `watching_clients`).
     pub const WATCHING: u32 = 32;
+    /// CLIENT NO-TOUCH on (flag letter `T`).
+    pub const NO_TOUCH: u32 = 64;
 }
 
 /// What INFO's Clients section counts over one worker's clients.

@@ -11,7 +11,7 @@ use crate::backend::{Backend, Wire};
 use crate::context::registry::ClientHandle;
 use crate::session::local::{Protocol, SessionInfo};
 use crate::session::login::Login;
-use crate::session::queue::{ClientCell, Entry};
+use crate::session::queue::{Called, ClientCell, Entry};
 use crate::session::slowlog::Tracker;
 use crate::session::wait::Written;
 use crate::worker::Worker;
@@ -47,6 +47,7 @@ impl Client {
         Wire {
             resp3: self.resp3(),
             db: self.info.db,
+            no_touch: self.info.no_touch,
         }
     }
 
@@ -79,13 +80,20 @@ impl Client {
     }
 
     /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
-    pub(crate) fn count_command(&self, command: Option<usize>) {
+    pub(crate) fn count_command(&self, command: Option<usize>, refused: bool) {
+        self.cell.arm_command(command.map(|c| Called {
+            command: c as u16,
+            refused,
+        }));
         let Some(command) = command else {
             return self.cell.arm_sample(None);
         };
         self.handle.note_command(command);
         let stats = &self.worker.stats;
-        stats.commands.call(command);
+        if !refused {
+            // As Redis: a call refused before it ran is a rejected call, not a call.
+            stats.commands.call(command);
+        }
         let tick = stats
             .sample_tick
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

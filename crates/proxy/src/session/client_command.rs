@@ -83,6 +83,7 @@ pub(crate) fn command(req: &Request, me: &mut Asker<'_>) -> Bytes {
         b"info" => info(req, me),
         b"kill" => kill(req, me),
         b"no-evict" => no_evict(req, me),
+        b"no-touch" => no_touch(req, me),
         b"setinfo" => setinfo(req, me),
         b"reply" => reply(req, me.cell),
         b"pause" => pause(req, me.shared),
@@ -252,6 +253,20 @@ fn no_evict(req: &Request, me: &Asker<'_>) -> Bytes {
     };
     me.client.live.no_evict.store(on, Relaxed);
     me.cell.no_evict.set(on);
+    Bytes::from_static(b"+OK\r\n")
+}
+
+/// `CLIENT NO-TOUCH on|off` (Redis 7.2, Valkey): the client's commands then go to
+/// connections with NO-TOUCH on (`Wire::no_touch`), so they leave keys' access times as
+/// they were, except TOUCH, which the node still lets touch; shown as flag `T`. A client's
+/// earlier requests on the other connections are answered before a later one of the same
+/// slot goes (`send::admit`), as after SELECT.
+fn no_touch(req: &Request, me: &mut Asker<'_>) -> Bytes {
+    me.info.no_touch = match req.arg(2).to_ascii_lowercase().as_slice() {
+        b"on" => true,
+        b"off" => false,
+        _ => return error(SYNTAX),
+    };
     Bytes::from_static(b"+OK\r\n")
 }
 

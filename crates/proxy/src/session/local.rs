@@ -42,6 +42,8 @@ pub(crate) struct SessionInfo {
     pub readonly: bool,
     /// The database SELECT chose (always 0 unless the nodes have `cluster-databases`).
     pub db: u16,
+    /// CLIENT NO-TOUCH ON: its requests go to connections in that mode (`Wire`).
+    pub no_touch: bool,
 }
 
 impl SessionInfo {
@@ -53,6 +55,7 @@ impl SessionInfo {
             quit: false,
             readonly: false,
             db: 0,
+            no_touch: false,
         }
     }
 }

@@ -267,7 +267,8 @@ impl Session {
             )
             | bit(!self.io.out.is_empty(), flag::WRITABLE)
             | bit(self.tracking.is_on(), flag::TRACKING)
-            | bit(self.tx.watch.is_some(), flag::WATCHING);
+            | bit(self.tx.watch.is_some(), flag::WATCHING)
+            | bit(self.client.info.no_touch, flag::NO_TOUCH);
         live.flags.store(flags, Relaxed);
         let (sub, ssub) = self.pubsub.counts();
         live.sub.store(sub, Relaxed);
@@ -346,7 +347,8 @@ impl Session {
             self.tracking
                 .note_request(&self.client, &req, self.tx.open.is_some());
         }
-        self.client.count_command(command);
+        let refused = matches!(route, Route::Refuse(_));
+        self.client.count_command(command, refused);
         if command
             .is_some_and(|i| cluster::command::at_stats_index(i).is_some_and(|c| c.replicates()))
         {
@@ -354,7 +356,6 @@ impl Session {
                 .written
                 .note(&route, &self.client.worker.topology().current());
         }
-        let refused = matches!(route, Route::Refuse(_));
         self.client
             .slowlog
             .arm(&self.client.cell, &req, command, refused);
@@ -456,12 +457,15 @@ impl Session {
                 if req.arg(0).eq_ignore_ascii_case(b"config") {
                     // The proxy's SLOWLOG follows CONFIG SET slowlog-*, as one Redis's does,
                     // HELLO its availability-zone, and CONFIG RESETSTAT clears its error
-                    // counts.
+                    // counts and its commandstats.
                     let shared = &self.client.worker.shared;
                     shared.slowlog.config_set(&req);
                     shared.identity.config_set(&req);
                     if req.argc() == 2 && req.arg(1).eq_ignore_ascii_case(b"resetstat") {
-                        shared.workers.iter().for_each(|w| w.errors.reset());
+                        shared.workers.iter().for_each(|w| {
+                            w.errors.reset();
+                            w.commands.reset();
+                        });
                     }
                 }
                 send::parts::broadcast(&self.client, &req, merge)
@@ -549,8 +553,14 @@ impl Session {
     fn record_samples(&mut self) {
         let mut errors = Vec::new();
         self.client.cell.take_errors(&mut errors);
-        for reply in &errors {
-            self.client.worker.stats.errors.record(reply);
+        for (command, reply) in &errors {
+            let stats = &self.client.worker.stats;
+            stats.errors.record(reply);
+            if let Some(called) = *command {
+                stats
+                    .commands
+                    .fail(usize::from(called.command), called.refused, reply);
+            }
         }
         self.client.cell.take_finished(&mut self.sample_scratch);
         if self.sample_scratch.is_empty() {

@@ -70,11 +70,14 @@ pub(crate) struct ClientCell {
     group_left: Cell<u32>,
     /// The sample the next pushed entry takes (armed by the session for sampled requests).
     next_sample: Cell<Option<(u16, tokio::time::Instant)>>,
+    /// The command index (and whether it was refused) the next pushed entry takes.
+    next_command: Cell<Option<Called>>,
     /// Samples whose reply was handed to the writer, for the session to record.
     finished: RefCell<Vec<(u16, tokio::time::Instant)>>,
-    /// Whole error replies handed to the writer, for the session to count (INFO
-    /// errorstats); empty unless an error was answered.
-    errors: RefCell<Vec<Bytes>>,
+    /// Whole error replies handed to the writer, with their request's command, for the
+    /// session to count (INFO errorstats and commandstats); empty unless an error was
+    /// answered.
+    errors: RefCell<Vec<(Option<Called>, Bytes)>>,
     /// SLOWLOG: the mark the next pushed entry takes, and those of entries not yet popped.
     next_slow: Cell<Option<Mark>>,
     slow_marks: RefCell<VecDeque<(u64, Mark)>>,
@@ -129,6 +132,7 @@ impl ClientCell {
             groups: Default::default(),
             group_left: Default::default(),
             next_sample: Default::default(),
+            next_command: Default::default(),
             finished: Default::default(),
             errors: Default::default(),
             next_slow: Default::default(),
@@ -199,13 +203,18 @@ impl ClientCell {
         self.next_sample.set(sample);
     }
 
+    /// The command of the next entry pushed (None: not counted).
+    pub(crate) fn arm_command(&self, command: Option<Called>) {
+        self.next_command.set(command);
+    }
+
     /// Samples completed since the last call.
     pub(crate) fn take_finished(&self, into: &mut Vec<(u16, tokio::time::Instant)>) {
         into.append(&mut self.finished.borrow_mut());
     }
 
     /// The error replies handed to the writer since the last call.
-    pub(crate) fn take_errors(&self, into: &mut Vec<Bytes>) {
+    pub(crate) fn take_errors(&self, into: &mut Vec<(Option<Called>, Bytes)>) {
         let mut errors = self.errors.borrow_mut();
         if !errors.is_empty() {
             into.append(&mut errors);
@@ -272,6 +281,7 @@ impl ClientCell {
         if let Some(sample) = self.next_sample.take() {
             entry.sampled = Some(sample);
         }
+        entry.command = self.next_command.take();
         let mut q = self.queue.borrow_mut();
         let charge = match &entry.reply {
             Some(reply) => {
@@ -419,7 +429,9 @@ impl ClientCell {
             self.count_group(q.head_seq);
             q.head_seq += 1;
             if pieces == 0 && matches!(reply.first(), Some(b'-' | b'!')) {
-                self.errors.borrow_mut().push(reply.clone());
+                self.errors
+                    .borrow_mut()
+                    .push((entry.command, reply.clone()));
             }
             if entry.silent {
                 // CLIENT REPLY OFF/SKIP: it ran; its reply is dropped, not written.
@@ -464,7 +476,7 @@ mod deliver;
 mod entry;
 #[cfg(test)]
 use crate::backend::is_redirect;
-pub(crate) use entry::{Conn, Entry, Kind, Resend, Sent};
+pub(crate) use entry::{Called, Conn, Entry, Kind, Resend, Sent};
 mod ordering;
 mod partial;
 #[cfg(test)]

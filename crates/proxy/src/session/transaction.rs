@@ -442,9 +442,10 @@ impl Transactions {
 }
 
 /// A WATCH, or MULTI…EXEC after WATCH, for a WATCH connection opened in another
-/// protocol or database (the client switched with HELLO or SELECT since): HELLO and
-/// SELECT go first on it, so the reply comes in the client's protocol, the commands run
-/// in its database, and the WATCH holds (neither unwatches). Their replies are skipped.
+/// protocol, database or touch mode (the client switched with HELLO, SELECT or CLIENT
+/// NO-TOUCH since): HELLO, SELECT and CLIENT NO-TOUCH go first on it, so the reply comes
+/// in the client's protocol, the commands run in its database and mode, and the WATCH
+/// holds (none of them unwatches). Their replies are skipped.
 pub(crate) fn switch_first(client: &Client, conn: &Backend, ex: &mut Exclusive) {
     let (now, want) = (conn.wire(), client.wire());
     if now == want {
@@ -458,6 +459,11 @@ pub(crate) fn switch_first(client: &Client, conn: &Backend, ex: &mut Exclusive) 
     }
     if now.db != want.db {
         resp::encode_command(&mut frame, &[b"SELECT", want.db.to_string().as_bytes()]);
+        ex.skip += 1;
+    }
+    if now.no_touch != want.no_touch {
+        let mode: &[u8] = if want.no_touch { b"ON" } else { b"OFF" };
+        resp::encode_command(&mut frame, &[b"CLIENT", b"NO-TOUCH", mode]);
         ex.skip += 1;
     }
     frame.extend_from_slice(&ex.frame);

@@ -124,7 +124,7 @@ impl Uploads {
             return Start::Wait;
         }
         WorkerStats::bump(&client.worker.stats.commands_processed);
-        client.count_command(command);
+        client.count_command(command, false);
         if command
             .is_some_and(|i| cluster::command::at_stats_index(i).is_some_and(|c| c.replicates()))
         {

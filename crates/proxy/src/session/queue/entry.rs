@@ -18,11 +18,21 @@ pub(crate) struct Entry {
     pub partial: Vec<Bytes>,
     /// For a sampled request: its command index and when it was dispatched.
     pub sampled: Option<(u16, tokio::time::Instant)>,
+    /// The request's command, for INFO commandstats.
+    pub command: Option<Called>,
     /// What the request is: what a redirect or a retry may do with it.
     pub kind: Kind,
     /// CLIENT REPLY OFF or SKIP was in force when it was read: it runs, and its reply is
     /// dropped when it reaches the head instead of being written.
     pub silent: bool,
+}
+
+/// A request's command (its index in the command table), and whether the proxy refused
+/// it before it ran: an error reply counts as its rejected or failed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Called {
+    pub command: u16,
+    pub refused: bool,
 }
 
 /// A request, by the way it went out.
@@ -116,6 +126,7 @@ impl Entry {
             reply: Some(reply),
             partial: Vec::new(),
             sampled: None,
+            command: None,
             kind: Kind::Local,
             silent: false,
         }
@@ -127,6 +138,7 @@ impl Entry {
             reply: None,
             partial: Vec::new(),
             sampled: None,
+            command: None,
             kind: Kind::Local,
             silent: false,
         }
@@ -138,6 +150,7 @@ impl Entry {
             reply: None,
             partial: Vec::new(),
             sampled: None,
+            command: None,
             kind: Kind::Sent(sent),
             silent: false,
         }
@@ -149,6 +162,7 @@ impl Entry {
             reply: None,
             partial: Vec::new(),
             sampled: None,
+            command: None,
             kind: Kind::Fanout(Box::new(fanout)),
             silent: false,
         }

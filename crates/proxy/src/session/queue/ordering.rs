@@ -123,6 +123,7 @@ mod tests {
             slow_timeout: Duration::ZERO,
             resp3: false,
             db: 0,
+            no_touch: false,
             auth: None,
             acting: None,
             tls: None,
