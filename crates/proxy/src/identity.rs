@@ -101,6 +101,11 @@ impl ServerIdentity {
         }
     }
 
+    /// `redis_version`'s major number (Valkey reports 7).
+    pub fn redis_major(&self) -> u64 {
+        numbers(&self.redis_version).first().copied().unwrap_or(0)
+    }
+
     /// Inline requests join quoted and unquoted parts of an argument (Valkey 9's
     /// `sdsparsearg`), where Redis refuses a closing quote not followed by a space.
     pub fn mixed_inline_quotes(&self) -> bool {

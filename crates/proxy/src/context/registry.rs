@@ -125,6 +125,13 @@ pub(crate) struct Live {
     pub db: AtomicU32,
     /// `Slot::mail` holds something (set by the poster, cleared by the session).
     pub has_mail: AtomicBool,
+    /// Keys WATCHed (Redis 8's and Valkey's `watch=`).
+    pub watch: AtomicU32,
+    /// Bytes read from and written to the client, and its commands (`tot-net-in`,
+    /// `tot-net-out`, `tot-cmds`), published by the session once per wake-up.
+    pub net_in: AtomicU64,
+    pub net_out: AtomicU64,
+    pub cmds: AtomicU64,
 }
 
 /// A snapshot of one client, for CLIENT LIST and KILL.
@@ -289,7 +296,16 @@ impl Live {
         self.no_evict.store(false, Relaxed);
         self.last_cmd.store(0, Relaxed);
         self.active_ms.store(now_ms, Relaxed);
-        for field in [&self.qbuf, &self.rbs, &self.omem, &self.oll] {
+        let counters = [
+            &self.qbuf,
+            &self.rbs,
+            &self.omem,
+            &self.oll,
+            &self.net_in,
+            &self.net_out,
+            &self.cmds,
+        ];
+        for field in counters {
             field.store(0, Relaxed);
         }
         for field in [
@@ -299,6 +315,7 @@ impl Live {
             &self.multi,
             &self.user,
             &self.db,
+            &self.watch,
         ] {
             field.store(0, Relaxed);
         }

@@ -19,7 +19,7 @@ use std::task::Poll;
 use bytes::{Bytes, BytesMut};
 use resp::Request;
 
-use crate::admin::client_list::{self, Filter, Kind};
+use crate::admin::client_list::{self, Filter, Kind, ValkeyFilter};
 use crate::auth::User;
 use crate::context::registry::{flag, ClientHandle, ClientView, Meta};
 use crate::context::Shared;
@@ -172,7 +172,12 @@ pub(crate) fn registry_reset(client: &ClientHandle, cell: &ClientCell, info: &Se
 
 /// `CLIENT LIST [TYPE type] [ID id …]`.
 fn list(req: &Request, me: &Asker<'_>) -> Bytes {
-    let filter = match client_list::parse_list(req) {
+    let id = me.shared.identity.current();
+    let parsed = match client_list::Style::of(&id) {
+        client_list::Style::Valkey => client_list::parse_valkey(req, me.users, id.databases, false),
+        _ => client_list::parse_list(req),
+    };
+    let filter = match parsed {
         Ok(filter) => filter,
         Err(reply) => return reply,
     };
@@ -205,6 +210,7 @@ fn asking<'a>(req: &Request, me: &Asker<'_>, cmd: &'a str) -> client_list::Askin
         id: me.info.id,
         cmd,
         request_bytes: req.raw().len() as u64,
+        style: client_list::Style::of(&me.shared.identity.current()),
     }
 }
 
@@ -212,7 +218,14 @@ fn asking<'a>(req: &Request, me: &Asker<'_>, cmd: &'a str) -> client_list::Askin
 /// (new form: the number killed). Redis's option parsing, errors and SKIPME default.
 fn kill(req: &Request, me: &mut Asker<'_>) -> Bytes {
     let old_form = req.argc() == 3;
-    let filter = match client_list::parse_kill(req, me.users) {
+    let id = me.shared.identity.current();
+    let parsed = match client_list::Style::of(&id) {
+        client_list::Style::Valkey if !old_form => {
+            client_list::parse_valkey(req, me.users, id.databases, true)
+        }
+        _ => client_list::parse_kill(req, me.users),
+    };
+    let filter = match parsed {
         Ok(filter) => filter,
         Err(reply) => return reply,
     };
@@ -353,6 +366,7 @@ impl Filter {
         let age_s = view.now_ms.saturating_sub(view.meta.created_ms) / 1000;
         kind_ok
             && user_ok
+            && self.valkey.as_ref().is_none_or(|v| v.matches(view, users))
             && self.max_age.is_none_or(|max| age_s > max)
             && self.id.is_none_or(|id| id == view.meta.id)
             && self
@@ -363,5 +377,62 @@ impl Filter {
                 .laddr
                 .as_ref()
                 .is_none_or(|a| view.meta.laddr.is_some_and(|l| *a == l.to_string()))
+    }
+}
+
+// === impl ValkeyFilter ===
+
+impl ValkeyFilter {
+    /// Valkey's `clientMatchesFilter`, for what `Filter::matches` does not check itself.
+    fn matches(&self, view: &ClientView, users: &[User]) -> bool {
+        let (meta, live) = (&view.meta, &view.live);
+        let flags = live.flags.load(Relaxed);
+        let pubsub = flags & flag::PUBSUB != 0;
+        let is_kind = |k: Kind| match k {
+            Kind::Normal => !pubsub,
+            Kind::PubSub => pubsub,
+            Kind::Replication => false,
+        };
+        let letters = client_list::flag_letters(flags, live.no_evict.load(Relaxed));
+        let has_flags = |want: &str| want.chars().all(|c| letters.contains(c));
+        let addr = meta.addr.to_string();
+        let laddr = meta.laddr.map(|a| a.to_string());
+        let user = client_list::user_name(users, live.user.load(Relaxed) as usize);
+        let idle_s = view.now_ms.saturating_sub(live.active_ms.load(Relaxed)) / 1000;
+        let db = live.db.load(Relaxed);
+        let same = |want: &Option<Vec<u8>>, have: &Option<Bytes>| {
+            want.as_ref().map(|w| have.as_deref() == Some(w.as_slice()))
+        };
+        // Valkey's IP filter: the peer's address, with a port that is not 0.
+        let ip_is = |ip: &str| meta.addr.ip().to_string() == ip && meta.addr.port() != 0;
+        let positive = self.ids.as_ref().is_none_or(|ids| ids.contains(&meta.id))
+            && self.idle.is_none_or(|idle| idle_s > idle)
+            && self.flags.as_deref().is_none_or(has_flags)
+            && same(&self.name, &meta.name).unwrap_or(true)
+            && same(&self.lib_name, &meta.lib_name).unwrap_or(true)
+            && same(&self.lib_ver, &meta.lib_ver).unwrap_or(true)
+            && self.db.is_none_or(|d| d == db)
+            // No client of the proxy declared a capability.
+            && self.capa.as_deref().is_none_or(str::is_empty)
+            && self.ip.as_deref().is_none_or(ip_is);
+        let negative = self
+            .not_ids
+            .as_ref()
+            .is_some_and(|ids| ids.contains(&meta.id))
+            || self.not_addr.as_ref().is_some_and(|a| *a == addr)
+            || self
+                .not_laddr
+                .as_ref()
+                .is_some_and(|a| Some(a) == laddr.as_ref())
+            || self.not_user.as_deref().is_some_and(|u| u == user)
+            || self.not_kind.is_some_and(is_kind)
+            || self.not_flags.as_deref().is_some_and(has_flags)
+            || same(&self.not_name, &meta.name).unwrap_or(false)
+            || same(&self.not_lib_name, &meta.lib_name).unwrap_or(false)
+            || same(&self.not_lib_ver, &meta.lib_ver).unwrap_or(false)
+            || self.not_db.is_some_and(|d| d == db)
+            || self.not_capa.as_deref().is_some_and(str::is_empty)
+            || self.not_ip.as_deref().is_some_and(ip_is);
+        positive && !negative
     }
 }

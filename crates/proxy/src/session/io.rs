@@ -32,6 +32,11 @@ pub(crate) struct Io {
     pub(crate) input_stalled: bool,
     /// Idle timeout or request deadline, armed only when it can fire.
     pub(crate) timer: Timer,
+    /// Bytes read and written over the connection's life, and requests read (CLIENT
+    /// LIST's `tot-net-in`, `tot-net-out`, `tot-cmds`).
+    pub(crate) net_in: u64,
+    pub(crate) net_out: u64,
+    pub(crate) requests: u64,
 }
 
 impl Io {
@@ -48,6 +53,9 @@ impl Io {
             draining: false,
             input_stalled: false,
             timer: Timer::default(),
+            net_in: 0,
+            net_out: 0,
+            requests: 0,
         }
     }
 }

@@ -275,6 +275,10 @@ impl Session {
         live.ssub.store(ssub, Relaxed);
         let multi = self.tx.open.as_ref().map_or(0, |tx| tx.len() as u32 + 1);
         live.multi.store(multi, Relaxed);
+        live.watch.store(self.tx.watched_keys(), Relaxed);
+        live.net_in.store(self.io.net_in, Relaxed);
+        live.net_out.store(self.io.net_out, Relaxed);
+        live.cmds.store(self.io.requests, Relaxed);
         let user = self.client.login.user().map_or(0, |u| u as u32 + 1);
         live.user.store(user, Relaxed);
         live.resp
@@ -302,6 +306,7 @@ impl Session {
 
     fn dispatch(&mut self, req: Request) {
         WorkerStats::bump(&self.client.worker.stats.commands_processed);
+        self.io.requests += 1;
         let req = match self.client.login.authenticated() {
             true => req,
             false => match auth::gate(req) {

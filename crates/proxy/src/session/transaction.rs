@@ -133,7 +133,13 @@ pub(crate) struct Watch {
     breaks: u32,
     /// Known lost (a later WATCH of the same slot had to go to another node).
     lost: bool,
+    /// The keys watched, by hash (CLIENT LIST's `watch=`): at most `MAX_WATCH_COUNTED`.
+    keys: std::collections::HashSet<u64>,
 }
+
+/// Watched keys counted one by one; past this, CLIENT LIST shows this many (a client may
+/// WATCH keys without end; their count must not cost it memory without end).
+const MAX_WATCH_COUNTED: usize = 4096;
 
 impl Transaction {
     /// Commands queued so far (CLIENT LIST's `multi=`).
@@ -348,12 +354,28 @@ impl Transactions {
                     conn: None,
                     breaks: 0,
                     lost: false,
+                    keys: Default::default(),
                 })
+            }
+        }
+        if let Some(w) = self.watch.as_mut() {
+            for i in 1..req.argc() {
+                if w.keys.len() >= MAX_WATCH_COUNTED {
+                    break;
+                }
+                let mut h = std::hash::DefaultHasher::new();
+                std::hash::Hash::hash(req.arg(i), &mut h);
+                w.keys.insert(std::hash::Hasher::finish(&h));
             }
         }
         let mut ex = Exclusive::one(req, Some(slot), false);
         ex.via = Via::Watch;
         Some(Held::Exclusive(ex))
+    }
+
+    /// How many keys the WATCH in force watches.
+    pub(crate) fn watched_keys(&self) -> u32 {
+        self.watch.as_ref().map_or(0, |w| w.keys.len() as u32)
     }
 
     /// The next command of an EXEC being replayed (module doc), if any.

@@ -202,6 +202,7 @@ impl Session {
             }
             Poll::Ready(Ok(n)) => {
                 self.io.turn_bytes += n;
+                self.io.net_in += n as u64;
                 self.io.timer.reset(TimerKind::Idle);
                 self.client
                     .slowlog
@@ -314,6 +315,7 @@ impl Session {
                 Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
                     self.io.turn_bytes += n;
+                    self.io.net_out += n as u64;
                     let buffers = self.io.out.len();
                     advance(&mut self.io.out, n);
                     let done = buffers - self.io.out.len();
