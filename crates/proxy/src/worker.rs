@@ -233,12 +233,13 @@ impl Worker {
     /// stream), in database 0. Each request's deadline follows its command (`watchdog.rs`):
     /// a blocking one may wait as long as its own timeout says; a subscription owes no reply.
     pub(crate) fn new_backend(&self, addr: &str, resp3: bool) -> Rc<Backend> {
-        self.new_backend_as(addr, Wire::protocol(resp3), None)
+        let settings = self.settings(addr, Wire::protocol(resp3));
+        crate::backend::open(addr, settings, self.shared.topology.clone())
     }
 
     /// A new connection to `addr` for one session (its dedicated one), in its database; it
     /// runs as a mirror user once `acting` (its set-up, `auth/mirror.rs`) succeeded; None
-    /// for the backend user.
+    /// for the backend user. It learns the node's id for it (CLIENT UNBLOCK).
     pub(crate) fn new_backend_as(
         &self,
         addr: &str,
@@ -247,6 +248,7 @@ impl Worker {
     ) -> Rc<Backend> {
         let mut settings = self.settings(addr, wire);
         settings.acting = acting;
+        settings.learn_id = true;
         crate::backend::open(addr, settings, self.shared.topology.clone())
     }
 
@@ -260,6 +262,7 @@ impl Worker {
             resp3: wire.resp3,
             db: wire.db,
             no_touch: wire.no_touch,
+            learn_id: false,
             auth: self.shared.backend_auth.clone(),
             acting: None,
             tls: self.shared.backend_tls.clone(),

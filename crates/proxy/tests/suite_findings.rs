@@ -693,3 +693,58 @@ fn commands_for_every_master_or_the_proxy_run_inside_multi_as_redis_runs_them() 
     assert_eq!(text(&c.call(&["GET", "k"])), "1");
     proxy.shutdown();
 }
+
+#[test]
+fn client_unblock_ends_a_blocking_command_as_redis_does() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    for addr in [h.addr(), reference.addr] {
+        let mut blocked = Client::connect(addr);
+        let mut other = Client::connect(addr);
+        let id = match blocked.call(&["CLIENT", "ID"]) {
+            Value::Integer(id) => id.to_string(),
+            other => panic!("CLIENT ID: {other:?}"),
+        };
+        let wait_blocked = |other: &mut Client| {
+            testkit::wait_until(Duration::from_secs(10), || {
+                text(&other.call(&["CLIENT", "LIST", "ID", &id])).contains("flags=b")
+            });
+        };
+        // The default and TIMEOUT end it as its timeout would; ERROR with Redis's error.
+        for (reason, want) in [
+            (None, "*-1\r\n"),
+            (Some("TIMEOUT"), "*-1\r\n"),
+            (
+                Some("ERROR"),
+                "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n",
+            ),
+        ] {
+            blocked.send(&[b"BLPOP", b"unblock-list", b"0"]);
+            wait_blocked(&mut other);
+            let mut cmd = vec!["CLIENT", "UNBLOCK", id.as_str()];
+            cmd.extend(reason);
+            assert_eq!(text(&other.call(&cmd)), ":1", "{addr} {reason:?}");
+            assert_eq!(read_frames(&mut blocked, 1), [want], "{addr} {reason:?}");
+        }
+        let checks: [(&[&str], &str); 3] = [
+            (&["CLIENT", "UNBLOCK", &id], ":0"),
+            (
+                &["CLIENT", "UNBLOCK", "x"],
+                "-ERR value is not an integer or out of range",
+            ),
+            (
+                &["CLIENT", "UNBLOCK", &id, "LATER"],
+                "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ),
+        ];
+        for (cmd, want) in checks {
+            assert_eq!(text(&other.call(cmd)), want, "{addr} {cmd:?}");
+        }
+        // Still served afterwards.
+        blocked.send(&[b"BLPOP", b"unblock-list", b"0"]);
+        wait_blocked(&mut other);
+        other.call(&["RPUSH", "unblock-list", "v"]);
+        let got = read_frames(&mut blocked, 1);
+        assert!(got[0].ends_with("$1\r\nv\r\n"), "{addr} {got:?}");
+    }
+}

@@ -79,6 +79,11 @@ pub(crate) struct Backend {
     pub(super) sink: RefCell<Option<Rc<dyn ReplySink>>>,
     /// This worker's counters for the node.
     pub node: Arc<NodeStats>,
+    /// Whether the set-up asks the node's id for the connection (`Settings::learn_id`),
+    /// and the id it answered (0 until then, and from each reconnect until it answers
+    /// again); shared with the registry while a blocking command waits on it.
+    pub(super) learn_id: bool,
+    pub(crate) node_id: Arc<std::sync::atomic::AtomicU64>,
     /// Bytes one connection moves in one poll before yielding: as much as a client's
     /// (`proxy.turn_quantum_bytes` for both), so a client can drain a streamed reply as fast
     /// as it arrives.
@@ -113,6 +118,7 @@ impl Backend {
             resp3,
             db,
             no_touch,
+            learn_id,
             auth,
             acting,
             tls,
@@ -131,6 +137,8 @@ impl Backend {
             request_timeout,
             slow_timeout,
             topology,
+            learn_id,
+            node_id: Arc::default(),
             wire: Cell::new(Wire {
                 resp3,
                 db,

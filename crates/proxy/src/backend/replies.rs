@@ -131,6 +131,15 @@ impl Conn {
                     tracing::warn!(node = %self.backend.addr, error = %text, "connection set-up command failed");
                 }
                 Owed::SetUp => {}
+                Owed::NodeId => {
+                    let id = frame
+                        .strip_prefix(b":")
+                        .and_then(|rest| resp::string2ll(rest.strip_suffix(b"\r\n")?));
+                    let id = id.and_then(|id| u64::try_from(id).ok()).unwrap_or(0);
+                    self.backend
+                        .node_id
+                        .store(id, std::sync::atomic::Ordering::Relaxed);
+                }
                 Owed::Gate(gate) if resp::is_error_frame(&frame) => {
                     let text = String::from_utf8_lossy(&frame[1..frame.len().min(200)]);
                     let what = match gate {

@@ -85,6 +85,9 @@ pub(super) enum Owed {
     /// A transaction's MULTI or queued command (`Outgoing::skip`): the reply is dropped, but
     /// a refusal is kept for the EXEC that follows (`backend/refusal.rs`).
     Queued,
+    /// CLIENT ID at set-up: the node's id for this connection, kept in `Backend::node_id`
+    /// (CLIENT UNBLOCK of a client blocked on it names it to the node).
+    NodeId,
 }
 
 /// What a gate command sets up, for the error that fails the connection.
@@ -109,6 +112,11 @@ impl InFlight {
             slow: false,
         }
     }
+    pub const NODE_ID: InFlight = InFlight {
+        owed: Owed::NodeId,
+        limit: 0,
+        slow: false,
+    };
     pub const QUEUED: InFlight = InFlight {
         owed: Owed::Queued,
         limit: 0,

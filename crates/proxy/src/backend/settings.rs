@@ -21,6 +21,9 @@ pub(crate) struct Settings {
     pub db: u16,
     /// `CLIENT NO-TOUCH ON` before any request.
     pub no_touch: bool,
+    /// Ask the node its id for the connection (`CLIENT ID` at set-up): a session's own
+    /// connection, where a blocking command may wait for CLIENT UNBLOCK.
+    pub learn_id: bool,
     /// A pre-encoded `AUTH` for the node, if the nodes require one.
     pub auth: Option<Bytes>,
     /// Set-up commands that make the connection run as a client's mirror ACL user

@@ -23,6 +23,8 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
 
 static HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 static READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
+/// CLIENT ID, for a connection a blocking command may wait on.
+static CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 /// CLIENT NO-TOUCH ON, for a connection made for clients in that mode.
 static NO_TOUCH: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-TOUCH\r\n$2\r\nON\r\n";
 
@@ -62,6 +64,14 @@ pub(super) async fn run(backend: Rc<Backend>) {
         conn.write_queue.push_back(select.freeze());
         conn.in_flight.push_back(InFlight::gate(Gate::Database));
         conn.gate += 1;
+    }
+    backend
+        .node_id
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    if backend.learn_id {
+        // Its reply (`:id`) is kept, not passed on.
+        conn.write_queue.push_back(Bytes::from_static(CLIENT_ID));
+        conn.in_flight.push_back(InFlight::NODE_ID);
     }
     if wire.no_touch {
         // Before any request: a client's CLIENT NO-TOUCH (Redis 7.2, Valkey) holds for the

@@ -132,6 +132,9 @@ pub(crate) struct Live {
     pub net_in: AtomicU64,
     pub net_out: AtomicU64,
     pub cmds: AtomicU64,
+    /// While a blocking command waits on the session's own connection: the node and the
+    /// node's id for that connection (0 until it answered CLIENT ID), for CLIENT UNBLOCK.
+    pub blocked_on: Mutex<Option<(String, Arc<AtomicU64>)>>,
 }
 
 /// A snapshot of one client, for CLIENT LIST and KILL.
@@ -270,6 +273,21 @@ impl Registry {
         }
     }
 
+    /// Where client `id` waits on a blocking command, if it does (`Live::blocked_on`).
+    pub(crate) fn blocked_on(&self, id: u64) -> Option<(String, Arc<AtomicU64>)> {
+        let slab = self.lock();
+        let slot = slab
+            .slots
+            .iter()
+            .find(|s| s.meta.as_ref().is_some_and(|m| m.id == id))?;
+        let on = slot
+            .live
+            .blocked_on
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        on.clone()
+    }
+
     /// Mark the client `id` killed and wake it; false when it is no longer here.
     pub(crate) fn kill(&self, id: u64) -> bool {
         let slab = self.lock();
@@ -321,6 +339,7 @@ impl Live {
         }
         self.resp.store(2, Relaxed);
         self.has_mail.store(false, Relaxed);
+        *self.blocked_on.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 

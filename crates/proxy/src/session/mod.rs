@@ -129,6 +129,9 @@ pub(crate) struct Session {
     tracking: crate::session::tracking::ClientTracking,
     /// MONITOR's feed, while the client monitors (`monitor.rs`).
     monitor: crate::session::monitor::ClientMonitor,
+    /// Whether the registry shows this client waiting on its own connection (CLIENT
+    /// UNBLOCK, `side_call.rs`): changed only when that changes.
+    published_block: std::cell::Cell<bool>,
 }
 
 /// The session's end, however it ends: also when its task panics (the unwinding drops it),
@@ -197,6 +200,7 @@ impl Session {
             upload: Default::default(),
             tracking: Default::default(),
             monitor: Default::default(),
+            published_block: Default::default(),
         }
     }
 
@@ -279,6 +283,15 @@ impl Session {
         live.net_in.store(self.io.net_in, Relaxed);
         live.net_out.store(self.io.net_out, Relaxed);
         live.cmds.store(self.io.requests, Relaxed);
+        let blocked_on = match (&self.intake, &self.client.dedicated) {
+            (Intake::Blocked, Some(conn)) => Some(conn),
+            _ => None,
+        };
+        if blocked_on.is_some() != self.published_block.get() {
+            self.published_block.set(blocked_on.is_some());
+            let on = blocked_on.map(|c| (c.addr.to_string(), c.node_id.clone()));
+            *live.blocked_on.lock().unwrap_or_else(|e| e.into_inner()) = on;
+        }
         let user = self.client.login.user().map_or(0, |u| u as u32 + 1);
         live.user.store(user, Relaxed);
         live.resp
@@ -511,6 +524,9 @@ impl Session {
             }
             Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"caching") => {
                 self.tracking.caching(&self.client, req)
+            }
+            Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"unblock") => {
+                side_call::unblock(req, &self.client.worker.shared, &self.client.cell)
             }
             Local::Client => {
                 self.publish_state();

@@ -15,6 +15,12 @@
 //!   ends with `+PONG`, so a client sees what it would see from one Redis. Otherwise (the
 //!   common case, one relaxed load per worker) the proxy answers PING itself.
 //!
+//! - **CLIENT UNBLOCK** of a client waiting on a blocking command on its own connection
+//!   goes to that connection's node, naming the node's id for it (learned by `CLIENT ID` at
+//!   its set-up): the node ends the command as a timeout or with `-UNBLOCKED`, and its
+//!   answer (`:1`, or `:0` if the command ended meanwhile) is the answer. A client not
+//!   waiting so (idle, paused, in WAIT) gets `:0` from the proxy.
+//!
 //! At most `MAX_IN_FLIGHT` side calls run at once in the proxy (each opens a connection per
 //! node asked).
 //!
@@ -95,6 +101,70 @@ pub(crate) fn start(
             replies.push((addr.as_str(), reply));
         }
         cell.deliver_local(seq, merge(&replies, resp3));
+        shared.side_calls.fetch_sub(1, Ordering::Relaxed);
+    });
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR] (module doc), with Redis's checks in its order.
+pub(crate) fn unblock(req: &Request, shared: &Arc<Shared>, cell: &Rc<ClientCell>) {
+    use crate::reply::error;
+    if !(3..=4).contains(&req.argc()) {
+        let err = "unknown subcommand or wrong number of arguments for 'unblock'. Try CLIENT HELP.";
+        return cell.push_ready(error(err));
+    }
+    let reason = match req.argc() {
+        4 if req.arg(3).eq_ignore_ascii_case(b"timeout") => Some(&b"TIMEOUT"[..]),
+        4 if req.arg(3).eq_ignore_ascii_case(b"error") => Some(&b"ERROR"[..]),
+        4 => return cell.push_ready(error("CLIENT UNBLOCK reason should be TIMEOUT or ERROR")),
+        _ => None,
+    };
+    let Some(id) = resp::string2ll(req.arg(2)) else {
+        return cell.push_ready(error("value is not an integer or out of range"));
+    };
+    let target = u64::try_from(id).ok().and_then(|id| {
+        shared
+            .workers
+            .iter()
+            .find_map(|w| w.registry.blocked_on(id))
+    });
+    let Some((addr, node_id)) = target else {
+        return cell.push_ready(Bytes::from_static(b":0\r\n"));
+    };
+    if !room(shared) {
+        return cell.push_ready(Bytes::from_static(TRY_AGAIN));
+    }
+    let (auth, tls) = (shared.backend_auth.clone(), shared.backend_tls.clone());
+    let seq = cell.push(Entry::pending_local());
+    let cell = cell.clone();
+    shared.side_calls.fetch_add(1, Ordering::Relaxed);
+    let shared = shared.clone();
+    tokio::task::spawn_local(async move {
+        // The id comes with the connection's set-up, long before anyone can ask, except
+        // right after a first blocking command opened it: then it is a round trip away.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut id = node_id.load(Ordering::Relaxed);
+        while id == 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            id = node_id.load(Ordering::Relaxed);
+        }
+        let reply = match id {
+            0 => Bytes::from_static(b":0\r\n"),
+            id => {
+                let id = id.to_string();
+                let mut argv: Vec<&[u8]> = vec![b"CLIENT", b"UNBLOCK", id.as_bytes()];
+                argv.extend(reason);
+                let answer = match NodeConn::connect(&addr, auth.as_ref(), tls.as_deref()).await {
+                    Ok(mut conn) => conn.call(&argv).await,
+                    Err(e) => Err(e),
+                };
+                match answer {
+                    Ok(Value::Integer(n)) => Bytes::from(format!(":{n}\r\n")),
+                    Ok(_) => Bytes::from_static(b":0\r\n"),
+                    Err(e) => crate::reply::error(&format!("slotgate: node {addr}: {e}")),
+                }
+            }
+        };
+        cell.deliver_local(seq, reply);
         shared.side_calls.fetch_sub(1, Ordering::Relaxed);
     });
 }
