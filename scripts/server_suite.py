@@ -44,6 +44,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -189,14 +190,27 @@ class Node:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def ipv6_loopback():
+    """Whether this machine can listen on ::1."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
 class Proxy:
     """`slotgate proxy` in front of one node: one worker, admin commands forwarded."""
 
     def __init__(self, binary, node, workdir, log):
         self.port = free_port()
         conf = os.path.join(tempfile.mkdtemp(prefix="proxy-", dir=workdir), "proxy.toml")
+        # The IPv6 loopback too, where the machine has one: tests reach the server at ::1
+        # as well (unit/introspection's CLIENT LIST IP filter).
+        extra = f'extra_listen = ["[::1]:{self.port}"]\n' if ipv6_loopback() else ""
         with open(conf, "w") as f:
-            f.write(f'[proxy]\nlisten = "127.0.0.1:{self.port}"\nthreads = 1\n'
+            f.write(f'[proxy]\nlisten = "127.0.0.1:{self.port}"\n{extra}threads = 1\n'
                     f"allow_admin_commands = true\n\n"
                     f'[cluster]\nseeds = ["127.0.0.1:{node.port}"]\n')
         self.proc = spawn([binary, "proxy", "--config", conf], stdout=subprocess.DEVNULL,

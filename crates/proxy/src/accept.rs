@@ -51,7 +51,19 @@ pub(crate) async fn accept_loop(
                     Stream::Plain(stream),
                     peer,
                     worker.clone(),
+                    None,
                 ));
+            },
+            accepted = accept_extra(&listeners.extra) => {
+                if let Some((stream, peer, laddr)) = accepted {
+                    setup(&stream, &worker);
+                    tokio::task::spawn_local(crate::session::serve(
+                        Stream::Plain(stream),
+                        peer,
+                        worker.clone(),
+                        Some(laddr),
+                    ));
+                }
             },
             accepted = accept(&listeners.tls) => if let Some((stream, peer)) = accepted {
                 if let Some(acceptor) = worker.shared.tls_acceptor.clone() {
@@ -70,7 +82,12 @@ pub(crate) async fn accept_loop(
 /// else listens on the port.
 fn take_queued(listeners: Listeners<TcpListener>, worker: &Rc<Worker>) {
     let acceptor = worker.shared.tls_acceptor.clone();
-    for (listener, tls) in [(listeners.plain, false), (listeners.tls, true)] {
+    let extra = listeners
+        .extra
+        .into_iter()
+        .map(|(l, a)| (Some(l), false, Some(a)));
+    let main = [(listeners.plain, false, None), (listeners.tls, true, None)];
+    for (listener, tls, laddr) in main.into_iter().chain(extra) {
         let Some(listener) = listener.and_then(|l| l.into_std().ok()) else {
             continue;
         };
@@ -87,7 +104,7 @@ fn take_queued(listeners: Listeners<TcpListener>, worker: &Rc<Worker>) {
             match (tls, &acceptor) {
                 (false, _) => {
                     let session =
-                        crate::session::serve(Stream::Plain(stream), peer, worker.clone());
+                        crate::session::serve(Stream::Plain(stream), peer, worker.clone(), laddr);
                     tokio::task::spawn_local(session);
                 }
                 (true, Some(acceptor)) => {
@@ -132,6 +149,33 @@ async fn accept(listener: &Option<TcpListener>) -> Option<(TcpStream, std::net::
     }
 }
 
+/// The next client of any of the extra listeners (`proxy.extra_listen`), with the address
+/// of the one it came by; pending for ever when there is none.
+async fn accept_extra(
+    listeners: &[(TcpListener, std::net::SocketAddr)],
+) -> Option<(TcpStream, std::net::SocketAddr, std::net::SocketAddr)> {
+    if listeners.is_empty() {
+        return std::future::pending().await;
+    }
+    let (accepted, laddr) = std::future::poll_fn(|cx| {
+        for (listener, addr) in listeners {
+            if let std::task::Poll::Ready(r) = listener.poll_accept(cx) {
+                return std::task::Poll::Ready((r, *addr));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await;
+    match accepted {
+        Ok((stream, peer)) => Some((stream, peer, laddr)),
+        Err(e) => {
+            tracing::warn!(error = %e, "accept failed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            None
+        }
+    }
+}
+
 /// A TLS client's handshake, then its session. A failed handshake (a plain client on the
 /// TLS port, an unknown client certificate) is logged at debug and closes the socket.
 async fn handshake(
@@ -153,7 +197,7 @@ async fn handshake(
     // The session counts itself again as it starts (`session::serve`).
     clients.fetch_sub(1, Ordering::Relaxed);
     match shaken {
-        Ok(Ok(stream)) => crate::session::serve(stream, peer, worker).await,
+        Ok(Ok(stream)) => crate::session::serve(stream, peer, worker, None).await,
         Ok(Err(e)) => {
             WorkerStats::bump(&worker.stats.tls_handshake_failures);
             tracing::debug!(client.addr = %peer, error = %e, "TLS handshake failed");

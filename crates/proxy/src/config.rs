@@ -57,6 +57,9 @@ pub struct AuthConfig {
 pub struct ProxyConfig {
     /// Address to accept clients on. Loopback unless configured otherwise.
     pub listen: String,
+    /// More addresses to accept plain clients on, as Redis's `bind` takes several (an IPv6
+    /// loopback beside the IPv4 one): the same service on each. Read at start only.
+    pub extra_listen: Vec<String>,
     /// Worker threads, each an event loop owning its clients and backend connections.
     /// 0 means one per available core.
     pub threads: usize,
@@ -173,6 +176,7 @@ impl Default for ProxyConfig {
     fn default() -> Self {
         ProxyConfig {
             listen: "127.0.0.1:7777".into(),
+            extra_listen: Vec::new(),
             threads: 0,
             allow_admin_commands: false,
             drain_timeout_ms: 10_000,
@@ -245,6 +249,18 @@ impl Config {
             text => Some(parse_addr(text)?),
         };
         let tls = tls::check(&self.tls, &self.backend_tls)?;
+        let extra = self
+            .proxy
+            .extra_listen
+            .iter()
+            .map(|text| parse_addr(text))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(addr) = extra
+            .iter()
+            .find(|a| !a.ip().is_loopback() && !self.auth_required())
+        {
+            return Err(ConfigError::Unprotected(*addr));
+        }
         if plain.is_none() && tls.is_none() {
             return Err(ConfigError::NoListener);
         }
@@ -273,7 +289,7 @@ impl Config {
         {
             return Err(ConfigError::Unprotected(*addr));
         }
-        Ok(ListenAddrs { plain, tls })
+        Ok(ListenAddrs { plain, tls, extra })
     }
 
     /// At least one seed, each `host:port`, so bootstrap has somewhere to start.

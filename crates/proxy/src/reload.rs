@@ -40,6 +40,9 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
     ("proxy.listen", |n, o| {
         keep(&mut n.proxy.listen, &o.proxy.listen)
     }),
+    ("proxy.extra_listen", |n, o| {
+        keep(&mut n.proxy.extra_listen, &o.proxy.extra_listen)
+    }),
     ("proxy.threads", |n, o| {
         keep(&mut n.proxy.threads, &o.proxy.threads)
     }),

@@ -748,3 +748,20 @@ fn client_unblock_ends_a_blocking_command_as_redis_does() {
         assert!(got[0].ends_with("$1\r\nv\r\n"), "{addr} {got:?}");
     }
 }
+
+#[test]
+fn extra_listeners_serve_the_same_proxy_with_their_own_laddr() {
+    let h = Harness::start(1, 0);
+    // Another loopback address (all of 127/8 is on `lo`), port 0: the main listener's.
+    let proxy = common::start_proxy(&h.cluster, |cfg| {
+        cfg.proxy.extra_listen = vec!["127.0.0.2:0".into()];
+    });
+    let port = proxy.local_addr().port();
+    let mut main = Client::connect(proxy.local_addr());
+    let mut extra = Client::connect(std::net::SocketAddr::from(([127, 0, 0, 2], port)));
+    assert_eq!(text(&main.call(&["SET", "via", "main"])), "OK");
+    assert_eq!(text(&extra.call(&["GET", "via"])), "main");
+    let info = text(&extra.call(&["CLIENT", "INFO"]));
+    assert!(info.contains(&format!("laddr=127.0.0.2:{port} ")), "{info}");
+    proxy.shutdown();
+}

@@ -8,10 +8,12 @@ use tokio::net::TcpListener;
 
 use crate::config::ListenAddrs;
 
-/// One worker's listeners: the plain one, the TLS one, or both.
+/// One worker's listeners: the plain one, the TLS one, or both, and the extra plain ones.
 pub(crate) struct Listeners<L> {
     pub plain: Option<L>,
     pub tls: Option<L>,
+    /// `proxy.extra_listen`, each with the address it was bound to.
+    pub extra: Vec<(L, SocketAddr)>,
 }
 
 impl Listeners<std::net::TcpListener> {
@@ -20,6 +22,11 @@ impl Listeners<std::net::TcpListener> {
         Ok(Listeners {
             plain: self.plain.map(TcpListener::from_std).transpose()?,
             tls: self.tls.map(TcpListener::from_std).transpose()?,
+            extra: self
+                .extra
+                .into_iter()
+                .map(|(l, a)| Ok((TcpListener::from_std(l)?, a)))
+                .collect::<std::io::Result<_>>()?,
         })
     }
 }
@@ -43,6 +50,16 @@ pub(crate) struct Bound {
 pub(crate) fn bind_listeners(addrs: ListenAddrs, n: usize) -> Result<Bound, BindError> {
     let plain = addrs.plain.map(|a| bind_n(a, n)).transpose()?;
     let tls = addrs.tls.map(|a| bind_n(a, n)).transpose()?;
+    let mut extra = Vec::with_capacity(addrs.extra.len());
+    for addr in &addrs.extra {
+        // Port 0 takes the plain listener's port, as `bind` shares one port.
+        let addr = match (addr.port(), &plain) {
+            (0, Some((bound, _))) => SocketAddr::new(addr.ip(), bound.port()),
+            _ => *addr,
+        };
+        let (bound, sockets) = bind_n(addr, n)?;
+        extra.push((bound, sockets.into_iter()));
+    }
     let first = |set: &Option<(SocketAddr, Vec<_>)>| set.as_ref().map(|(a, _)| *a);
     let tls_addr = first(&tls);
     // `validate` guarantees at least one listener.
@@ -55,6 +72,10 @@ pub(crate) fn bind_listeners(addrs: ListenAddrs, n: usize) -> Result<Bound, Bind
         .map(|_| Listeners {
             plain: plain.as_mut().and_then(Iterator::next),
             tls: tls.as_mut().and_then(Iterator::next),
+            extra: extra
+                .iter_mut()
+                .filter_map(|(addr, sockets)| Some((sockets.next()?, *addr)))
+                .collect(),
         })
         .collect();
     Ok(Bound {

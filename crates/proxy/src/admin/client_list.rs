@@ -384,7 +384,12 @@ pub(crate) fn write_line(
         flag_letters(flags, live.no_evict.load(Relaxed)),
     );
     if style == Style::Valkey {
-        let _ = write!(out, " capa=");
+        let capa = if flags & flag::CAPA_REDIRECT != 0 {
+            "r"
+        } else {
+            ""
+        };
+        let _ = write!(out, " capa={capa}");
     }
     let _ = write!(
         out,
@@ -461,6 +466,9 @@ pub(crate) fn flag_letters(flags: u32, no_evict: bool) -> String {
         if flags & bit != 0 {
             s.push(letter);
         }
+    }
+    if flags & flag::READONLY != 0 {
+        s.push('r');
     }
     if no_evict {
         s.push('e');

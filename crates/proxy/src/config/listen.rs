@@ -5,11 +5,13 @@ use std::net::SocketAddr;
 
 use super::ConfigError;
 
-/// Where clients connect: the plain listener, the TLS one, or both.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Where clients connect: the plain listener, the TLS one, or both, and more plain ones.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListenAddrs {
     pub plain: Option<SocketAddr>,
     pub tls: Option<SocketAddr>,
+    /// `proxy.extra_listen`.
+    pub extra: Vec<SocketAddr>,
 }
 
 /// An `ip:port` from the config.

@@ -20,6 +20,21 @@ fn unknown_keys_are_refused() {
 }
 
 #[test]
+fn extra_listeners_parse_and_need_a_password_off_loopback() {
+    let mut cfg = Config::default();
+    cfg.cluster.seeds = vec!["127.0.0.1:1".into()];
+    cfg.proxy.extra_listen = vec!["[::1]:7777".into(), "127.0.0.2:0".into()];
+    let addrs = cfg.validate().expect("loopback extras need no password");
+    assert_eq!(addrs.extra.len(), 2);
+    cfg.proxy.extra_listen = vec!["nowhere".into()];
+    assert!(matches!(cfg.validate(), Err(ConfigError::Listen(_))));
+    cfg.proxy.extra_listen = vec!["0.0.0.0:7777".into()];
+    assert!(matches!(cfg.validate(), Err(ConfigError::Unprotected(_))));
+    cfg.auth.requirepass = "secret".into();
+    assert!(cfg.validate().is_ok());
+}
+
+#[test]
 fn validate_names_the_bad_key() {
     let mut cfg = Config::default();
     assert!(matches!(cfg.validate(), Err(ConfigError::NoSeeds)));

@@ -86,6 +86,10 @@ pub(crate) mod flag {
     pub const WATCHING: u32 = 32;
     /// CLIENT NO-TOUCH on (flag letter `T`).
     pub const NO_TOUCH: u32 = 64;
+    /// READONLY sent (flag letter `r`).
+    pub const READONLY: u32 = 128;
+    /// CLIENT CAPA REDIRECT sent (`capa=r`).
+    pub const CAPA_REDIRECT: u32 = 256;
 }
 
 /// What INFO's Clients section counts over one worker's clients.

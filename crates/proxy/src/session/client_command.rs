@@ -38,13 +38,15 @@ pub(crate) async fn register(
     id: u64,
     addr: SocketAddr,
     stream: &Stream,
+    extra: Option<SocketAddr>,
 ) -> ClientHandle {
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
     let registry = &worker.stats.registry;
-    let fixed = match stream.is_tls() {
+    let fixed = match (extra, stream.is_tls()) {
+        (Some(addr), _) => (!addr.ip().is_unspecified()).then_some(addr),
         // `proxy.listen` names the plain listener; a TLS client reached the other one.
-        true => None,
-        false => registry.listen_addr(&worker.shared.config.proxy.listen),
+        (None, true) => None,
+        (None, false) => registry.listen_addr(&worker.shared.config.proxy.listen),
     };
     let laddr = match fixed {
         Some(fixed) => Some(fixed),
@@ -400,6 +402,8 @@ impl ValkeyFilter {
         let user = client_list::user_name(users, live.user.load(Relaxed) as usize);
         let idle_s = view.now_ms.saturating_sub(live.active_ms.load(Relaxed)) / 1000;
         let db = live.db.load(Relaxed);
+        // `r`, the one capability a filter may name (`validateClientCapaFilter`).
+        let capa_r = flags & flag::CAPA_REDIRECT != 0;
         let same = |want: &Option<Vec<u8>>, have: &Option<Bytes>| {
             want.as_ref().map(|w| have.as_deref() == Some(w.as_slice()))
         };
@@ -412,8 +416,7 @@ impl ValkeyFilter {
             && same(&self.lib_name, &meta.lib_name).unwrap_or(true)
             && same(&self.lib_ver, &meta.lib_ver).unwrap_or(true)
             && self.db.is_none_or(|d| d == db)
-            // No client of the proxy declared a capability.
-            && self.capa.as_deref().is_none_or(str::is_empty)
+            && self.capa.as_deref().is_none_or(|c| c.is_empty() || capa_r)
             && self.ip.as_deref().is_none_or(ip_is);
         let negative = self
             .not_ids
@@ -431,7 +434,10 @@ impl ValkeyFilter {
             || same(&self.not_lib_name, &meta.lib_name).unwrap_or(false)
             || same(&self.not_lib_ver, &meta.lib_ver).unwrap_or(false)
             || self.not_db.is_some_and(|d| d == db)
-            || self.not_capa.as_deref().is_some_and(str::is_empty)
+            || self
+                .not_capa
+                .as_deref()
+                .is_some_and(|c| c.is_empty() || capa_r)
             || self.not_ip.as_deref().is_some_and(ip_is);
         positive && !negative
     }

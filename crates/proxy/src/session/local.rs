@@ -44,6 +44,8 @@ pub(crate) struct SessionInfo {
     pub db: u16,
     /// CLIENT NO-TOUCH ON: its requests go to connections in that mode (`Wire`).
     pub no_touch: bool,
+    /// CLIENT CAPA REDIRECT was sent (CLIENT LIST's `capa=r`).
+    pub capa_redirect: bool,
 }
 
 impl SessionInfo {
@@ -56,6 +58,7 @@ impl SessionInfo {
             readonly: false,
             db: 0,
             no_touch: false,
+            capa_redirect: false,
         }
     }
 }
@@ -268,8 +271,13 @@ fn client(req: &Request, session: &mut SessionInfo) -> Bytes {
             Bytes::from_static(b"+OK\r\n")
         }
         // Valkey 8's CLIENT CAPA (`redirect`): a replica's -REDIRECT, which the proxy,
-        // answering as a primary, never sends. Valkey ignores capabilities it does not know.
-        b"capa" => Bytes::from_static(b"+OK\r\n"),
+        // answering as a primary, never sends; remembered for CLIENT LIST (`capa=r`).
+        // Valkey ignores capabilities it does not know.
+        b"capa" => {
+            let redirect = (2..req.argc()).any(|i| req.arg(i).eq_ignore_ascii_case(b"redirect"));
+            session.capa_redirect |= redirect;
+            Bytes::from_static(b"+OK\r\n")
+        }
         _ => error(&format!(
             "slotgate: CLIENT {} is not supported by the proxy",
             String::from_utf8_lossy(req.arg(1)).to_uppercase()

@@ -86,7 +86,13 @@ pub(crate) mod wait;
 pub(crate) mod wait_probe;
 
 /// Serve one client until it leaves or must be closed.
-pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worker>) {
+/// `extra`: the address of the extra listener (`proxy.extra_listen`) the client came by.
+pub(crate) async fn serve(
+    mut stream: Stream,
+    peer: SocketAddr,
+    worker: Rc<Worker>,
+    extra: Option<SocketAddr>,
+) {
     WorkerStats::bump(&worker.stats.connections_received);
     let connected = worker.shared.clients.fetch_add(1, Ordering::Relaxed) + 1;
     if connected > worker.live().config.limits.maxclients {
@@ -99,7 +105,7 @@ pub(crate) async fn serve(mut stream: Stream, peer: SocketAddr, worker: Rc<Worke
     }
     let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(client.id = id, client.addr = %peer, "client connected");
-    let client = crate::session::client_command::register(&worker, id, peer, &stream).await;
+    let client = crate::session::client_command::register(&worker, id, peer, &stream, extra).await;
     let mut session = Session::new(stream, peer, worker, client);
     poll_fn(|cx| session.poll(cx)).await;
     close::goodbye(&mut session.io.stream).await;
@@ -272,7 +278,9 @@ impl Session {
             | bit(!self.io.out.is_empty(), flag::WRITABLE)
             | bit(self.tracking.is_on(), flag::TRACKING)
             | bit(self.tx.watch.is_some(), flag::WATCHING)
-            | bit(self.client.info.no_touch, flag::NO_TOUCH);
+            | bit(self.client.info.no_touch, flag::NO_TOUCH)
+            | bit(self.client.info.readonly, flag::READONLY)
+            | bit(self.client.info.capa_redirect, flag::CAPA_REDIRECT);
         live.flags.store(flags, Relaxed);
         let (sub, ssub) = self.pubsub.counts();
         live.sub.store(sub, Relaxed);
