@@ -1124,11 +1124,12 @@ def errors(g, env):
                  ("HGET", "k", "f", "extra"), ("CLIENT", "SETNAME"), ("CONFIG", "NOSUCHSUB"),
                  ("OBJECT", "NOSUCHSUB"), ("SCRIPT", "NOSUCHSUB"), ("XINFO", "NOSUCHSUB"),
                  ("PING", "a", "b"), ("FCALL", "nosuchfn", "x"),
-                 ("CLUSTER", "NOSUCHSUB"), ("CLIENT", "NOSUCHSUB")):
+                 ("CLUSTER", "NOSUCHSUB"), ("CLIENT", "NOSUCHSUB"),
+                 ("CLIENT", "UNBLOCK", "123456789"), ("CLIENT", "UNBLOCK", "x")):
         want = outcome(lambda args=args: m.execute_command(*args))
         g.eq(" ".join(args), outcome(lambda args=args: p.execute_command(*args)), want)
     for args in (("CONFIG", "SET", "maxmemory", "0"), ("CONFIG", "GET", "maxmemory"),
-                 ("DEBUG", "SLEEP", "0"), ("CLIENT", "UNBLOCK", "1")):
+                 ("DEBUG", "SLEEP", "0"), ("CLIENT", "GETREDIR")):
         e = errtext(lambda args=args: p.execute_command(*args))
         g.check(e is not None and e[2].startswith("slotgate:"),
                 f"{' '.join(args)} not refused with 'slotgate:': {short(e)}")
