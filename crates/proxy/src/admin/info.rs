@@ -183,8 +183,6 @@ fn stats(shared: &Shared, out: &mut String) {
         "client_output_buffer_limit_disconnections",
         t.output_limit_disconnects,
     );
-    // What the masters did to the data: expired and evicted keys, hits and misses.
-    merged("stats", out);
 }
 
 /// `errorstat_<CODE>:count=<n>`, by code, summed over the workers.

@@ -1,6 +1,5 @@
 //! INFO's sections about the data, merged from every master's: `# Memory`, `# Persistence`,
-//! `# Replication` and `# Keyspace`, and the data counters at the end of `# Stats` (expired
-//! and evicted keys, hits), in Redis's format and field order, one rule per field
+//! `# Replication` and `# Keyspace`, in Redis's format and field order, one rule per field
 //! (docs/commands.md, "INFO"):
 //!
 //! - integers are summed (used_memory, connected_slaves, rdb_changes_since_last_save…),
@@ -27,26 +26,8 @@ pub(crate) fn marker(name: &str) -> String {
 /// One master's INFO: (lowercase section name, its `field:value` lines in order).
 type Sections = Vec<(String, Vec<(String, String)>)>;
 
-/// The sections merged here, as `INFO` names them. Of `stats`, only the fields about the
-/// data (`NODE_STATS`) come from the masters; the rest is the proxy's own.
-pub(crate) const MERGED: [&str; 5] = ["memory", "persistence", "stats", "replication", "keyspace"];
-
-/// The `# Stats` fields that count what the nodes did to the data (expiry, eviction, hits),
-/// summed over the masters (ratios: the highest), after the proxy's own stats lines.
-const NODE_STATS: &[&str] = &[
-    "expired_subkeys",
-    "expired_keys",
-    "expired_keys_active",
-    "expired_stale_perc",
-    "expired_time_cap_reached_count",
-    "expire_cycle_cpu_milliseconds",
-    "evicted_keys",
-    "evicted_scripts",
-    "total_eviction_exceeded_time",
-    "current_eviction_exceeded_time",
-    "keyspace_hits",
-    "keyspace_misses",
-];
+/// The sections merged here, as `INFO` names them.
+pub(crate) const MERGED: [&str; 4] = ["memory", "persistence", "replication", "keyspace"];
 
 /// `prefix` (the proxy's sections, with markers) with each marker replaced by the section
 /// merged from the masters' `INFO` replies; a bulk string. A master whose reply is an error
@@ -65,21 +46,6 @@ pub(crate) fn merge_info(prefix: &[u8], replies: &[&Bytes]) -> Bytes {
         }
         let merged = match name {
             "keyspace" => super::scan::keyspace_lines(replies),
-            "stats" => {
-                let only: Vec<Sections> = parsed
-                    .iter()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(n, f)| {
-                                let keep =
-                                    f.iter().filter(|(k, _)| NODE_STATS.contains(&k.as_str()));
-                                (n.clone(), keep.cloned().collect())
-                            })
-                            .collect()
-                    })
-                    .collect();
-                merge_section(name, &only)
-            }
             _ => merge_section(name, &parsed),
         };
         text = text.replacen(&mark, &merged, 1);

@@ -98,33 +98,3 @@ fn resp3_verbatim_replies_merge_like_bulk_ones() {
     let merged = String::from_utf8_lossy(&merged).into_owned();
     assert!(merged.contains("role:master\r\n"), "{merged}");
 }
-
-#[test]
-fn stats_take_only_the_masters_data_counters_summed() {
-    let master = |expired: u64, hits: u64| {
-        let body = format!(
-            "# Stats\r\ntotal_connections_received:99\r\nexpired_keys:{expired}\r\n\
-             keyspace_hits:{hits}\r\nexpired_stale_perc:0.{expired}\r\n"
-        );
-        let mut out = bytes::BytesMut::new();
-        resp::write_bulk(&mut out, body.as_bytes());
-        out.freeze()
-    };
-    let prefix = format!(
-        "# Stats\r\ntotal_connections_received:7\r\n{}",
-        marker("stats")
-    );
-    let merged = merge_info(prefix.as_bytes(), &[&master(3, 10), &master(4, 1)]);
-    let text = String::from_utf8_lossy(&merged).into_owned();
-    assert!(
-        text.contains(
-            "total_connections_received:7\r\nexpired_keys:7\r\nkeyspace_hits:11\r\n\
-             expired_stale_perc:0.4\r\n"
-        ),
-        "{text}"
-    );
-    assert!(
-        !text.contains(":99"),
-        "the nodes' own connection counts stay out"
-    );
-}
