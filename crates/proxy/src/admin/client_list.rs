@@ -315,6 +315,12 @@ pub(crate) fn parse_valkey(
         }
         i += 2;
     }
+    // Sorted once, searched per client: a client may name a million ids and there may be
+    // many clients (review S10's class).
+    for ids in [&mut v.ids, &mut v.not_ids].into_iter().flatten() {
+        ids.sort_unstable();
+        ids.dedup();
+    }
     f.valkey = Some(Box::new(v));
     Ok(f)
 }
@@ -565,7 +571,7 @@ mod tests {
         let parse = |args: &[&str]| parse_valkey(&req(args), users, 16, false);
         let f = parse(&["CLIENT", "LIST", "ID", "3", "1", "NAME", "a", "NOT-DB", "2"]).unwrap();
         let v = f.valkey.as_deref().unwrap();
-        assert_eq!(v.ids, Some(vec![3, 1]));
+        assert_eq!(v.ids, Some(vec![1, 3]), "sorted, to be searched");
         assert_eq!(v.name.as_deref(), Some(&b"a"[..]));
         assert_eq!(v.not_db, Some(2));
         let f = parse(&[

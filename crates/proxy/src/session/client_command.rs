@@ -409,7 +409,10 @@ impl ValkeyFilter {
         };
         // Valkey's IP filter: the peer's address, with a port that is not 0.
         let ip_is = |ip: &str| meta.addr.ip().to_string() == ip && meta.addr.port() != 0;
-        let positive = self.ids.as_ref().is_none_or(|ids| ids.contains(&meta.id))
+        let positive = self
+            .ids
+            .as_ref()
+            .is_none_or(|ids| ids.binary_search(&meta.id).is_ok())
             && self.idle.is_none_or(|idle| idle_s > idle)
             && self.flags.as_deref().is_none_or(has_flags)
             && same(&self.name, &meta.name).unwrap_or(true)
@@ -421,7 +424,7 @@ impl ValkeyFilter {
         let negative = self
             .not_ids
             .as_ref()
-            .is_some_and(|ids| ids.contains(&meta.id))
+            .is_some_and(|ids| ids.binary_search(&meta.id).is_ok())
             || self.not_addr.as_ref().is_some_and(|a| *a == addr)
             || self
                 .not_laddr
