@@ -91,6 +91,7 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix="slotgate-compat-all-")
         self.proxy = None
         self.up = False
+        self.replicas = 1
 
     def start(self):
         out = subprocess.run(
@@ -178,6 +179,52 @@ class Tally:
         print(f"FAIL {lang}: {why}", flush=True)
 
 
+class NutcrackerPool(Cluster):
+    """Three standalone redis-servers as one nutcracker pool, served by `slotgate proxy
+    --nutcracker FILE` from nutcracker's own YAML (docs/nutcracker.md): the drop-in check."""
+
+    def start(self):
+        self.replicas = 0
+        self.servers = []
+        self.masters = []
+        for _ in range(3):
+            port = free_port()
+            self.servers.append(subprocess.Popen(
+                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--notify-keyspace-events", "KEA"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.masters.append(f"127.0.0.1:{port}")
+        for addr in self.masters:
+            deadline = time.monotonic() + 20
+            while redis_cli(addr, "PING", check=False) != "PONG":
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server {addr} did not start")
+                time.sleep(0.05)
+        self.port = free_port()
+        conf = os.path.join(self.dir, "nutcracker.yml")
+        with open(conf, "w") as f:
+            f.write(f"pool:\n  listen: 127.0.0.1:{self.port}\n  hash: fnv1a_64\n"
+                    "  hash_tag: \"{}\"\n  distribution: ketama\n  redis: true\n"
+                    "  auto_eject_hosts: false\n  servers:\n")
+            f.writelines(f"   - {addr}:1\n" for addr in self.masters)
+        self.log_path = os.path.join(self.dir, "proxy.log")
+        with open(self.log_path, "w") as log:
+            self.proxy = subprocess.Popen(
+                [BIN, "proxy", "--nutcracker", conf, "--threads", "2"],
+                stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, RUST_LOG="warn"))
+        deadline = time.monotonic() + 20
+        while redis_cli(f"127.0.0.1:{self.port}", "PING", check=False) != "PONG":
+            if self.proxy.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"proxy did not answer PING: {self.log_tail()}")
+            time.sleep(0.1)
+
+    def stop(self):
+        super().stop()
+        for server in getattr(self, "servers", []):
+            server.kill()
+            server.wait(5)
+
+
 def run_lang(lang, cluster, tally):
     builds, cmd, cwd = lang_commands(lang)
     t0 = time.monotonic()
@@ -189,7 +236,8 @@ def run_lang(lang, cluster, tally):
                 tally.crash(lang, f"build {b[0]} failed: {(out.stdout + out.stderr)[-1500:]}")
                 return
         env = dict(os.environ, COMPAT_PROXY=f"127.0.0.1:{cluster.port}",
-                   COMPAT_MASTERS=" ".join(cluster.masters), COMPAT_PREFIX=f"c{lang}")
+                   COMPAT_MASTERS=" ".join(cluster.masters), COMPAT_PREFIX=f"c{lang}",
+                   COMPAT_REPLICAS=str(cluster.replicas))
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     except (OSError, subprocess.TimeoutExpired) as e:  # a missing toolchain, a hung build
@@ -217,6 +265,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--langs", default=",".join(DEFAULT_LANGS),
                     help="comma-separated subset of " + ",".join(ALL_LANGS) + ", or all")
+    ap.add_argument("--nutcracker", action="store_true",
+                    help="behind `slotgate proxy --nutcracker` over three standalone servers "
+                         "instead of a cluster (docs/nutcracker.md)")
     args = ap.parse_args()
     langs = ALL_LANGS if args.langs == "all" else args.langs.split(",")
     for lang in langs:
@@ -224,7 +275,7 @@ def main():
             ap.error(f"unknown language {lang}")
     started = time.monotonic()
     tally = Tally()
-    cluster = Cluster()
+    cluster = NutcrackerPool() if args.nutcracker else Cluster()
     try:
         cluster.start()
         for lang in langs:

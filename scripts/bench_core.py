@@ -300,10 +300,9 @@ def start_redis(procs, name):
     return port, proc
 
 
-def start_twemproxy(procs, backends):
-    port, stats_port = free_port(), free_port()
-    conf = os.path.join(procs.workdir, "nutcracker.yml")
-    with open(conf, "w") as f:
+def write_nutcracker_yml(path, port, backends):
+    """The one nutcracker pool file both nutcracker and `slotgate --nutcracker` read."""
+    with open(path, "w") as f:
         f.write("bench:\n"
                 f"  listen: 127.0.0.1:{port}\n"
                 "  redis: true\n"
@@ -314,6 +313,12 @@ def start_twemproxy(procs, backends):
                 "  servers:\n")
         for i, (bport, _) in enumerate(backends):
             f.write(f"   - 127.0.0.1:{bport}:1 redis{i}\n")
+
+
+def start_twemproxy(procs, backends):
+    port, stats_port = free_port(), free_port()
+    conf = os.path.join(procs.workdir, "nutcracker.yml")
+    write_nutcracker_yml(conf, port, backends)
     # -v 4: the default -v 5 logs every request (getpeername + formatting), inflating its
     # CPU by 12-35%. -s/-a: the stats listener must not take the fixed default port 22222.
     proc = procs.start("nutcracker", ["nutcracker", "-c", conf, "-v", "4",
@@ -355,6 +360,22 @@ def start_slotgate(procs, binary, name="slotgate"):
                        cpu=SUT_CPU, env=env)
     wait_ready(port, proc, f"{name} proxy")
     return System(name, port, proc.pid, master_pids, master_ports)
+
+
+def start_slotgate_sharded(procs, binary, backends, name="slotgate"):
+    """`binary proxy --nutcracker` over the very servers twemproxy serves, from the same
+    pool file (its own listen port): both proxies measured on identical backends."""
+    if not os.access(binary, os.X_OK):
+        raise BenchError(f"{binary} not found; build it with `cargo build --release -p slotgate`")
+    port = free_port()
+    conf = os.path.join(procs.workdir, f"{name}-nutcracker.yml")
+    write_nutcracker_yml(conf, port, backends)
+    env = dict(os.environ, RUST_LOG="warn")
+    proc = procs.start(f"{name}-proxy", [binary, "proxy", "--nutcracker", conf,
+                                         "--threads", "1"], cpu=SUT_CPU, env=env)
+    wait_ready(port, proc, f"{name} proxy")
+    return System(name, port, proc.pid, [p.pid for _, p in backends],
+                  [bport for bport, _ in backends])
 
 
 @contextlib.contextmanager
@@ -732,6 +753,9 @@ def parse_args():
     p.add_argument("--baseline", metavar="BIN",
                    help="an older slotgate binary, measured as one more system in the same "
                         "interleaved rounds, with its own cluster and proxy from BIN")
+    p.add_argument("--sharded", action="store_true",
+                   help="run slotgate (and the baseline) as `proxy --nutcracker` over "
+                        "twemproxy's own three servers instead of over a cluster")
     p.add_argument("--baseline-name", default=DEFAULT_BASELINE_NAME, metavar="NAME",
                    help=f"name of the --baseline system in the results "
                         f"(default {DEFAULT_BASELINE_NAME})")
@@ -771,7 +795,8 @@ def start_systems(procs, notes, args):
         slotgates.append((args.baseline_name, args.baseline))
     for name, binary in slotgates:
         try:
-            systems.append(start_slotgate(procs, binary, name))
+            systems.append(start_slotgate_sharded(procs, binary, backends, name) if args.sharded
+                           else start_slotgate(procs, binary, name))
         except (BenchError, subprocess.TimeoutExpired) as e:
             notes.append(" ".join(f"{name} skipped: {e}".split()))
             print(f"{name} skipped: {e}", flush=True)
@@ -793,6 +818,9 @@ def main():
     if load[0] > 1.0:
         notes.append(f"the machine was busy at start (load {load[0]:.2f}): expect noise; "
                      "ratios from the same run remain comparable")
+    if args.sharded:
+        notes.append("slotgate ran as `proxy --nutcracker` from twemproxy's own pool file, "
+                     "over the same three standalone servers")
     syscall_problem = perf_problem()
     if syscall_problem:
         notes.append(f"syscalls not counted: {syscall_problem}")

@@ -137,6 +137,8 @@ def case_info_role_master(c, ctx):
 
 
 def case_replica_read(c, ctx):
+    if not ctx.replicas:
+        raise Skip("the servers have no replica")
     k = ctx.key("ro")
     c.set(k, "seen")
     if ctx.cluster:
@@ -150,6 +152,8 @@ def case_replica_read(c, ctx):
 def case_wait_replica(c, ctx):
     if ctx.cluster:
         raise Skip("RedisCluster sends WAIT to a random node; checked with the plain clients")
+    if not ctx.replicas:
+        raise Skip("the servers have no replica")
     c.set(ctx.key("wait"), "1")
     n = c.execute_command("WAIT", 1, 0)
     if not (isinstance(n, int) and n >= 1):

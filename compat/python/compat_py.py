@@ -29,6 +29,8 @@ from checks import TIMEOUT, Skip
 HOST, PORT = os.environ.get("COMPAT_PROXY", "127.0.0.1:7000").rsplit(":", 1)
 PORT = int(PORT)
 PREFIX = os.environ.get("COMPAT_PREFIX", "cpython")
+# Behind a nutcracker pool of standalone servers (run.py --nutcracker) there is no replica.
+REPLICAS = os.environ.get("COMPAT_REPLICAS", "1") != "0"
 
 
 class Awaiting:
@@ -75,6 +77,7 @@ class Ctx:
         self.mode, self.proto = mode, proto
         self.cluster = mode == "cluster"
         self.asyncio = mode == "asyncio"
+        self.replicas = REPLICAS
         self.loop = asyncio.new_event_loop() if self.asyncio else None
         self.made = []
 

@@ -4,7 +4,9 @@
 //! unit-testable and can never block or panic on client input.
 
 pub mod command;
+pub mod placement;
 pub mod redirect;
+pub mod sharding;
 pub mod slot;
 pub mod slot_map;
 
@@ -12,5 +14,6 @@ pub use command::{
     acl, flags, lookup, CommandSpec, KeyError, KeyPositions, KeySpec, KeywordTake, NumKeysErrors,
     RequestPolicy, ResponsePolicy,
 };
+pub use placement::Placement;
 pub use redirect::{error_kind, parse_redirect, Endpoint, ErrorKind, Host, Redirect};
 pub use slot::{key_slot, SLOT_COUNT};

@@ -12,8 +12,10 @@ mod admin;
 mod error;
 mod group;
 mod listen;
+pub mod nutcracker;
 pub mod read_policy;
 mod secret;
+mod sharded;
 pub mod source;
 mod tls;
 pub use admin::AdminConfig;
@@ -23,6 +25,7 @@ use listen::parse_addr;
 pub use listen::ListenAddrs;
 pub use read_policy::ReadPolicy;
 pub use secret::Secret;
+pub use sharded::ShardedConfig;
 pub use tls::{BackendTlsConfig, TlsConfig};
 
 /// Everything `slotgate proxy` can be told. CLI flags override the file.
@@ -39,6 +42,8 @@ pub struct Config {
     pub tls: TlsConfig,
     pub backend_tls: BackendTlsConfig,
     pub group: GroupConfig,
+    /// A sharded pool of standalone servers instead of a cluster.
+    pub sharded: ShardedConfig,
 }
 
 /// Who may use the proxy. Empty: anyone who can connect (allowed on loopback only).
@@ -237,6 +242,14 @@ impl Default for LogConfig {
 }
 
 impl Config {
+    /// How keys map to slots: a sharded pool's servers, or Redis Cluster's own slots.
+    pub fn placement(&self) -> Result<cluster::Placement, ConfigError> {
+        Ok(match self.sharded.is_set() {
+            true => cluster::Placement::Servers(std::sync::Arc::new(self.sharded.sharding()?)),
+            false => cluster::Placement::Slots,
+        })
+    }
+
     /// Parse TOML text; every key optional, unknown keys refused.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::parse(text, &e))
@@ -264,7 +277,11 @@ impl Config {
         if plain.is_none() && tls.is_none() {
             return Err(ConfigError::NoListener);
         }
-        self.check_seeds()?;
+        match (self.sharded.is_set(), self.cluster.seeds.is_empty()) {
+            (true, true) => drop(self.sharded.sharding()?),
+            (true, false) => return Err(ConfigError::TwoPools),
+            (false, _) => self.check_seeds()?,
+        }
         self.check_nonzero()?;
         self.admin_addr()?;
         self.group.members(&self.proxy.listen)?;

@@ -72,6 +72,8 @@ pub enum StartError {
     Tls(#[from] tls::TlsError),
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
+    #[error("sharded pool: {0}")]
+    Pool(cluster::slot_map::TopologyError),
 }
 
 /// A running proxy. Dropping it does not stop it; call `shutdown`.
@@ -93,7 +95,11 @@ impl Proxy {
         let listen = config.validate()?;
         raise_fd_limit(config.limits.maxclients);
         let tls = Tls::load(&config)?;
-        let topology = topology::bootstrap(&config.cluster, tls.backend.clone())?;
+        let placement = config.placement()?;
+        let topology = match placement.static_map() {
+            Some(map) => topology::with_map(&config.cluster, map.map_err(StartError::Pool)?),
+            None => topology::bootstrap(&config.cluster, tls.backend.clone())?,
+        };
         let n = config.worker_threads();
         let listeners = accept::bind_listeners(listen, n).map_err(|e| StartError::Listen {
             addr: e.addr,
@@ -101,7 +107,7 @@ impl Proxy {
         })?;
         let addr = listeners.addr;
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
-        let shared = build_shared(config, addr, &topology, &workers, tls);
+        let shared = build_shared(config, addr, &topology, placement, &workers, tls);
         let (tx, rx) = watch::channel(false);
         let admin = start_admin(&shared, rx.clone())?;
         let (drain, drain_rx) = watch::channel(false);
@@ -250,6 +256,7 @@ fn build_shared(
     mut config: Config,
     addr: SocketAddr,
     topology: &Arc<Topology>,
+    placement: cluster::Placement,
     workers: &[Arc<WorkerStats>],
     tls: Tls,
 ) -> Arc<Shared> {
@@ -261,6 +268,7 @@ fn build_shared(
     Arc::new(Shared {
         config,
         topology: topology.clone(),
+        placement,
         workers: workers.to_vec(),
         started: Instant::now(),
         next_client_id: AtomicU64::new(1),
@@ -320,6 +328,7 @@ fn spawn_threads(
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
     let mut threads = vec![topology::spawn_refresher(
         topology,
+        &shared.placement,
         &shared.replicas,
         &shared.identity,
         &shared.config.cluster,

@@ -59,6 +59,7 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
     ("cluster.seeds", |n, o| {
         keep(&mut n.cluster.seeds, &o.cluster.seeds)
     }),
+    ("sharded", |n, o| keep(&mut n.sharded, &o.sharded)),
     ("cluster.topology_command", |n, o| {
         keep(&mut n.cluster.topology_command, &o.cluster.topology_command)
     }),

@@ -73,6 +73,7 @@ pub(crate) fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
 /// no worker's event loop ever runs a topology query) until `shutdown` turns true.
 pub(crate) fn spawn_refresher(
     topo: &Arc<Topology>,
+    placement: &cluster::Placement,
     replicas: &Arc<ReplicaHealth>,
     identity: &Arc<crate::identity::Identity>,
     cfg: &ClusterConfig,
@@ -93,6 +94,8 @@ pub(crate) fn spawn_refresher(
         tls.clone(),
     );
     let source = NodeSource::new(cfg, tls);
+    // A sharded pool's map is its configuration: no node can tell a newer one.
+    let follows_cluster = matches!(placement, cluster::Placement::Slots);
     std::thread::Builder::new()
         .name("slotgate-topology".into())
         .spawn(move || {
@@ -106,10 +109,16 @@ pub(crate) fn spawn_refresher(
             let stop = async move {
                 let _ = shutdown.changed().await;
             };
+            let refresher = async move {
+                match follows_cluster {
+                    true => topo.run_refresher(source, stop).await,
+                    false => stop.await,
+                }
+            };
             rt.block_on(async move {
                 // The sampler never ends; the refresher ends at shutdown and takes it along.
                 tokio::select! {
-                    _ = topo.run_refresher(source, stop) => {}
+                    _ = refresher => {}
                     _ = sampler => {}
                     _ = identified => {}
                 }

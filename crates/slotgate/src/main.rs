@@ -4,6 +4,7 @@
 //! behaviour lives in this file beyond wiring, signals and logging set-up.
 
 mod demo;
+mod nutcracker;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -55,6 +56,10 @@ struct ProxyArgs {
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
+    /// Serve every pool of a nutcracker (twemproxy) YAML file, each on its own listen
+    /// address, placing keys as nutcracker does (docs/nutcracker.md).
+    #[arg(long, conflicts_with_all = ["config", "seed", "listen"])]
+    nutcracker: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -99,6 +104,9 @@ fn flags(args: &ProxyArgs) -> impl Fn(&mut Config) + Send + Sync + 'static {
 }
 
 fn run_proxy(args: ProxyArgs) -> Result<()> {
+    if let Some(path) = args.nutcracker {
+        return nutcracker::run(path, args.threads, args.check_config);
+    }
     let config = proxy_config(&args)?;
     if args.check_config {
         println!("configuration ok");

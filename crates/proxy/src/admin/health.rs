@@ -1,7 +1,8 @@
 //! Health for load balancers and Kubernetes: `/healthz` answers while the process serves
 //! HTTP at all (liveness: restart me if not), `/readyz` only while the proxy can serve
 //! every slot (readiness: send me clients): a topology is installed, every one of the
-//! 16384 slots has a master, and no such master is known to be unreachable.
+//! 16384 slots has a master (in front of a sharded pool: every server is configured), and
+//! no such master is known to be unreachable.
 //!
 //! "Unreachable" is what the workers saw: every connection to the node failed or was lost
 //! since its last success (`backends` state `down`). A node no worker has dialled yet
@@ -22,8 +23,10 @@ pub(crate) fn live() -> (bool, String) {
 pub(crate) fn ready(shared: &Shared) -> (bool, String) {
     let map = shared.topology.current();
     let mut why = String::new();
+    // A sharded pool's map names one slot per server, and every key has a server.
+    let sharded = matches!(shared.placement, cluster::Placement::Servers(_));
     let unowned = cluster::SLOT_COUNT - map.assigned();
-    if unowned > 0 {
+    if unowned > 0 && !sharded {
         let _ = writeln!(why, "{unowned} slots have no master");
     }
     let totals = backends::totals(shared);

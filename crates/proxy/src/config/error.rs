@@ -24,6 +24,12 @@ pub enum ConfigError {
     NoSeeds,
     #[error("cluster.seeds: {0:?} is not a host:port address")]
     Seed(String),
+    #[error("sharded: {0}")]
+    Sharded(String),
+    #[error("nutcracker file: {0}")]
+    Nutcracker(String),
+    #[error("cluster.seeds and sharded.servers are exclusive: the proxy serves one pool")]
+    TwoPools,
     #[error("{0} must be greater than 0")]
     Zero(&'static str),
     #[error("group: {0}")]

@@ -123,9 +123,13 @@ impl ClusterView {
     }
 
     /// CLUSTER INFO: the state is the real cluster's as the proxy sees it (every slot owned
-    /// or not); the size is the group's.
-    pub(crate) fn info(&self, map: &SlotMap) -> Bytes {
-        let assigned = map.assigned();
+    /// or not); the size is the group's. In front of a sharded pool every slot is served
+    /// (the pool's map has one slot per server, but every key has a server).
+    pub(crate) fn info(&self, map: &SlotMap, placement: &cluster::Placement) -> Bytes {
+        let assigned = match placement {
+            cluster::Placement::Slots => map.assigned(),
+            cluster::Placement::Servers(_) => cluster::SLOT_COUNT,
+        };
         let state = if assigned == cluster::SLOT_COUNT {
             "ok"
         } else {

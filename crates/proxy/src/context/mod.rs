@@ -28,6 +28,8 @@ use crate::topology::Topology;
 pub struct Shared {
     pub config: Config,
     pub topology: Arc<Topology>,
+    /// How keys map to slots: CRC16, or a sharded pool's servers (fixed at start).
+    pub placement: cluster::Placement,
     pub workers: Vec<Arc<WorkerStats>>,
     pub started: Instant,
     /// Source of CLIENT ID values, unique across workers.

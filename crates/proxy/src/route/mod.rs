@@ -6,6 +6,7 @@
 
 use bytes::Bytes;
 use cluster::command::{flags, CommandSpec, KeyError, KeyPositions, KeySpec, RequestPolicy};
+use cluster::Placement;
 
 use resp::Request;
 
@@ -99,17 +100,32 @@ pub(crate) enum Local {
 /// Decide where `req` goes. Administrative commands are refused unless `allow_admin`.
 #[cfg(test)]
 pub(crate) fn route(req: &Request, allow_admin: bool) -> Route {
-    route_looked_up(req, cluster::lookup(req.arg(0)), allow_admin)
+    route_looked_up(
+        req,
+        cluster::lookup(req.arg(0)),
+        allow_admin,
+        &Placement::Slots,
+    )
 }
 
 /// `route`, plus the command's index in the table (for statistics), with one lookup.
-pub(crate) fn route_counted(req: &Request, allow_admin: bool) -> (Route, Option<usize>) {
+/// Keys map to slots by `placement` (a cluster's CRC16 slots, or a sharded pool's servers).
+pub(crate) fn route_counted(
+    req: &Request,
+    allow_admin: bool,
+    placement: &Placement,
+) -> (Route, Option<usize>) {
     let spec = cluster::lookup(req.arg(0));
     let index = spec.and_then(crate::context::cmdstats::command_index);
-    (route_looked_up(req, spec, allow_admin), index)
+    (route_looked_up(req, spec, allow_admin, placement), index)
 }
 
-fn route_looked_up(req: &Request, spec: Option<&'static CommandSpec>, allow_admin: bool) -> Route {
+fn route_looked_up(
+    req: &Request,
+    spec: Option<&'static CommandSpec>,
+    allow_admin: bool,
+    placement: &Placement,
+) -> Route {
     // `container|sub` names a subcommand to ACL rules and COMMAND INFO, never as a command
     // sent (Redis answers `CONFIG|GET x` as an unknown command).
     let Some(spec) = spec.filter(|_| !req.arg(0).contains(&b'|')) else {
@@ -119,10 +135,10 @@ fn route_looked_up(req: &Request, spec: Option<&'static CommandSpec>, allow_admi
     if let Some(route) = check_shape(req, spec) {
         return route;
     }
-    if let Some(route) = route_by_name(req, spec, allow_admin) {
+    if let Some(route) = route_by_name(req, spec, allow_admin, placement) {
         return route;
     }
-    route_by_keys(req, spec)
+    route_by_keys(req, spec, placement)
 }
 
 /// Redis refuses a bad subcommand or arity before looking at keys, so these come first.
@@ -149,14 +165,19 @@ fn check_shape(req: &Request, spec: &CommandSpec) -> Option<Route> {
 }
 
 /// Commands whose route follows from their name alone, before their keys are read.
-fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option<Route> {
+fn route_by_name(
+    req: &Request,
+    spec: &CommandSpec,
+    allow_admin: bool,
+    placement: &Placement,
+) -> Option<Route> {
     if let Some(cmd) = tx_command(spec.name) {
         return Some(Route::Tx {
             cmd,
-            slot: watch_slot(req),
+            slot: watch_slot(req, placement),
         });
     }
-    if let Some(target) = pubsub_target(spec.name, req) {
+    if let Some(target) = pubsub_target(spec.name, req, placement) {
         return Some(target);
     }
     if spec.name == "scan" {
@@ -210,7 +231,7 @@ fn route_by_name(req: &Request, spec: &CommandSpec, allow_admin: bool) -> Option
 }
 
 /// The common case: route by the slots of the command's keys, or broadcast if keyless.
-fn route_by_keys(req: &Request, spec: &CommandSpec) -> Route {
+fn route_by_keys(req: &Request, spec: &CommandSpec, placement: &Placement) -> Route {
     match spec.key_positions(req.argc(), |i: usize| req.arg(i)) {
         // Bad numkeys and the like: a node gives Redis's exact answer, checks in Redis's order
         // (FCALL looks the function up before numkeys), and cannot run such a request.
@@ -225,7 +246,7 @@ fn route_by_keys(req: &Request, spec: &CommandSpec) -> Route {
                 None => Route::AnyNode,
             }
         }
-        Ok(keys) => match route_keys(req, spec, keys) {
+        Ok(keys) => match route_keys(req, spec, keys, placement) {
             Route::Slot(slot) if spec.has(flags::BLOCKING) && really_blocks(spec, req) => {
                 Route::Exclusive(Some(slot))
             }
@@ -247,7 +268,7 @@ pub(crate) const PUBSUB_HOME_SLOT: u16 = 0;
 
 /// Pub/sub subscriptions: the bus for channels and patterns, the slot's owner for shard
 /// channels (which must all share one slot, as Redis requires).
-fn pubsub_target(name: &str, req: &Request) -> Option<Route> {
+fn pubsub_target(name: &str, req: &Request, placement: &Placement) -> Option<Route> {
     Some(match name {
         "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
             Route::PubSub(PubSubTarget::Bus)
@@ -255,7 +276,7 @@ fn pubsub_target(name: &str, req: &Request) -> Option<Route> {
         "ssubscribe" | "sunsubscribe" if req.argc() == 1 => {
             Route::PubSub(PubSubTarget::Shard(None))
         }
-        "ssubscribe" | "sunsubscribe" => match watch_slot(req) {
+        "ssubscribe" | "sunsubscribe" => match watch_slot(req, placement) {
             Some(slot) => Route::PubSub(PubSubTarget::Shard(Some(slot))),
             None => Route::Refuse(Bytes::from_static(
                 b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
@@ -282,8 +303,8 @@ fn tx_command(name: &str) -> Option<TxCommand> {
 }
 
 /// The one slot of WATCH's keys, or None when they span slots (or for the other commands).
-fn watch_slot(req: &Request) -> Option<u16> {
-    let mut slots = (1..req.argc()).map(|i| cluster::key_slot(req.arg(i)));
+fn watch_slot(req: &Request, placement: &Placement) -> Option<u16> {
+    let mut slots = (1..req.argc()).map(|i| placement.slot(req.arg(i)));
     let first = slots.next()?;
     slots.all(|s| s == first).then_some(first)
 }
@@ -427,8 +448,13 @@ fn part_shape(req: &Request, spec: &CommandSpec, keys: &KeyPositions) -> Option<
 /// operation that may be split (MultiShard, and not MSETNX's all-or-nothing AggMin) and
 /// its arguments can be cut into parts (`part_shape`); otherwise refuse as Redis Cluster
 /// does.
-fn route_keys(req: &Request, spec: &CommandSpec, keys: KeyPositions) -> Route {
-    let mut slots = keys.iter().map(|i| cluster::key_slot(req.arg(i)));
+fn route_keys(
+    req: &Request,
+    spec: &CommandSpec,
+    keys: KeyPositions,
+    placement: &Placement,
+) -> Route {
+    let mut slots = keys.iter().map(|i| placement.slot(req.arg(i)));
     let Some(first) = slots.next() else {
         return Route::AnyNode;
     };

@@ -188,7 +188,7 @@ fn msetex_is_split_unless_all_or_nothing() {
     let routed = |args: &[&str]| {
         let r = req(args);
         let keys = spec.key_positions(r.argc(), |i| r.arg(i)).unwrap();
-        route_keys(&r, &spec, keys)
+        route_keys(&r, &spec, keys, &cluster::Placement::Slots)
     };
     assert_eq!(
         routed(&["MSETEX", "2", "a", "1", "b", "2", "EX", "9"]),

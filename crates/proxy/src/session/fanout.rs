@@ -65,12 +65,13 @@ impl Fanout {
         keys: &KeyPositions,
         merge: Merge,
         shape: PartShape,
+        placement: &cluster::Placement,
     ) -> Fanout {
         let step = match keys {
             KeyPositions::Range { step, .. } => (*step).max(1),
             _ => 1,
         };
-        let (groups, order) = group_by_slot(req, keys);
+        let (groups, order) = group_by_slot(req, keys, placement);
         let parts = groups
             .into_iter()
             .map(|(slot, idxs)| slot_part(req, slot, idxs, step, shape))
@@ -173,14 +174,18 @@ type SlotGroups = Vec<(u16, Vec<usize>)>;
 
 /// Group the key positions by slot, in first-seen order, and note for each key its
 /// (part, index within part) so the merge can put replies back in request order.
-fn group_by_slot(req: &Request, keys: &KeyPositions) -> (SlotGroups, Vec<(u32, u32)>) {
+fn group_by_slot(
+    req: &Request,
+    keys: &KeyPositions,
+    placement: &cluster::Placement,
+) -> (SlotGroups, Vec<(u32, u32)>) {
     let mut groups: SlotGroups = Vec::new();
     let mut order = Vec::with_capacity(keys.count());
     // A scan finds the few slots of an ordinary MGET; a client naming keys of thousands of
     // slots gets an index instead of a scan per key (review S10's class).
     let mut index: Option<std::collections::HashMap<u16, usize>> = None;
     for idx in keys.iter() {
-        let slot = cluster::key_slot(req.arg(idx));
+        let slot = placement.slot(req.arg(idx));
         let found = match &index {
             Some(index) => index.get(&slot).copied(),
             None => groups.iter().position(|(s, _)| *s == slot),

@@ -108,7 +108,10 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
         Local::ClusterNodes => return shared.group.view().nodes(),
         Local::ClusterMyid => return shared.group.view().myid(),
         Local::ClusterMyShardId => return shared.group.view().myshardid(),
-        Local::ClusterInfo => return shared.group.view().info(&shared.topology.current()),
+        Local::ClusterInfo => {
+            let map = shared.topology.current();
+            return shared.group.view().info(&map, &shared.placement);
+        }
     }
     out.freeze()
 }
@@ -317,6 +320,7 @@ mod tests {
         Shared {
             config,
             topology,
+            placement: cluster::Placement::Slots,
             workers: vec![],
             started: tokio::time::Instant::now(),
             next_client_id: std::sync::atomic::AtomicU64::new(1),

@@ -356,7 +356,8 @@ impl Session {
             }
         }
         let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
-        let (route, command) = route::route_counted(&req, allow_admin);
+        let placement = &self.client.worker.shared.placement;
+        let (route, command) = route::route_counted(&req, allow_admin, placement);
         // After AUTH, ACL and the shape checks, before anything runs: as Redis, which
         // answers those errors at once during a pause.
         if !matches!(route, Route::Refuse(_)) {
@@ -411,7 +412,8 @@ impl Session {
     /// counted and noted when it was queued; routed again, as the map may have changed.
     fn dispatch_replayed(&mut self, req: Request) {
         let allow_admin = self.client.worker.live().config.proxy.allow_admin_commands;
-        let (route, _) = route::route_counted(&req, allow_admin);
+        let placement = &self.client.worker.shared.placement;
+        let (route, _) = route::route_counted(&req, allow_admin, placement);
         self.dispatch_routed(req, route);
     }
 
@@ -473,9 +475,16 @@ impl Session {
                 send::forward_read(&self.client, req, slot, self.tx.watch.is_some())
             }
             Route::AnyNode => send::forward(&self.client, req, None),
-            Route::Split { keys, merge, shape } => {
-                send::parts::fan_out(&self.client, Fanout::split(&req, &keys, merge, shape))
-            }
+            Route::Split { keys, merge, shape } => send::parts::fan_out(
+                &self.client,
+                Fanout::split(
+                    &req,
+                    &keys,
+                    merge,
+                    shape,
+                    &self.client.worker.shared.placement,
+                ),
+            ),
             Route::Broadcast(Merge::Concat) if req.arg(0).eq_ignore_ascii_case(b"keys") => {
                 self.hold(Held::Keys(req))
             }

@@ -181,7 +181,8 @@ impl ClientPubSub {
             return Some(PubSubTarget::Bus);
         }
         let shard = name.eq_ignore_ascii_case(b"spublish");
-        shard.then(|| PubSubTarget::Shard(Some(cluster::key_slot(req.arg(1)))))
+        let placement = &client.worker.shared.placement;
+        shard.then(|| PubSubTarget::Shard(Some(placement.slot(req.arg(1)))))
     }
 
     /// Whether a pub/sub command still waits for its sync marker.

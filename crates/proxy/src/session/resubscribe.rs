@@ -61,7 +61,7 @@ impl ClientPubSub {
         match c.kind.as_ref() {
             b"sunsubscribe" if p.wanted.contains(&c.channel) => {
                 client.worker.topology().request_refresh_now();
-                let slot = cluster::key_slot(&c.channel);
+                let slot = client.worker.shared.placement.slot(&c.channel);
                 if let Some(conn) = self.shard_connection(client, slot) {
                     conn.send(Self::ssubscribe(client, &[&c.channel]));
                     self.note_silent(&c.channel, &conn.addr);
@@ -117,7 +117,9 @@ impl ClientPubSub {
         let again: Vec<Bytes> = p
             .silent
             .iter()
-            .filter(|(ch, to)| cluster::key_slot(ch) == slot && Some(*to) == from.as_ref())
+            .filter(|(ch, to)| {
+                client.worker.shared.placement.slot(ch) == slot && Some(*to) == from.as_ref()
+            })
             .map(|(ch, _)| ch.clone())
             .collect();
         let version = client.worker.topology().current().version();

@@ -105,11 +105,12 @@ impl Uploads {
             return Start::No;
         };
         let allow_admin = client.worker.live().config.proxy.allow_admin_commands;
-        let (route, command) = crate::route::route_counted(&tail.probe, allow_admin);
+        let placement = &client.worker.shared.placement;
+        let (route, command) = crate::route::route_counted(&tail.probe, allow_admin, placement);
         let (Route::Slot(slot) | Route::Read(slot)) = route else {
             return Start::No;
         };
-        if !value_is_not_routed(&tail.probe, slot, allow_admin) {
+        if !value_is_not_routed(&tail.probe, slot, allow_admin, placement) {
             return Start::No;
         }
         let map = client.worker.topology().current();
@@ -295,14 +296,20 @@ fn may_stream(io: &Io, client: &Client, intake: &Intake) -> bool {
 /// Whether the probe's empty last argument stands for a value, not for a key: another
 /// placeholder must route the same. A 4 MiB key (Redis allows them) would route by the part
 /// not yet arrived, so its request is framed whole instead.
-fn value_is_not_routed(probe: &resp::Request, slot: u16, allow_admin: bool) -> bool {
+fn value_is_not_routed(
+    probe: &resp::Request,
+    slot: u16,
+    allow_admin: bool,
+    placement: &cluster::Placement,
+) -> bool {
     let mut args: Vec<&[u8]> = probe.args().collect();
     let Some(last) = args.last_mut() else {
         return false;
     };
     *last = b"x";
     let other = resp::Request::from_args(&args);
-    matches!(crate::route::route_counted(&other, allow_admin).0, Route::Slot(s) | Route::Read(s) if s == slot)
+    let (route, _) = crate::route::route_counted(&other, allow_admin, placement);
+    matches!(route, Route::Slot(s) | Route::Read(s) if s == slot)
 }
 
 /// The reply for an upload whose connection went away before the request was complete.

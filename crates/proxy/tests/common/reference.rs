@@ -49,9 +49,15 @@ impl Drop for Reference {
     }
 }
 
-/// A port nobody listens on, chosen below the kernel's ephemeral range.
-fn free_port() -> u16 {
-    let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64;
+/// A port nobody listens on, chosen below the kernel's ephemeral range. Each call starts
+/// from its own point (a counter and the clock), so concurrent tests rarely try the same one.
+pub fn free_port() -> u16 {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    let seed = std::process::id() as u64 ^ (call << 40) ^ nanos;
     let mut n = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);

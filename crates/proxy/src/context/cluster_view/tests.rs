@@ -74,7 +74,7 @@ fn a_group_splits_the_slots_the_same_way_from_every_member() {
         master,
     };
     let map = SlotMap::from_ranges(1, &[range]).unwrap();
-    let info = String::from_utf8(from_a.info(&map).to_vec()).unwrap();
+    let info = String::from_utf8(from_a.info(&map, &cluster::Placement::Slots).to_vec()).unwrap();
     assert!(
         info.contains("cluster_known_nodes:3\r\ncluster_size:3\r\n"),
         "{info}"

@@ -20,7 +20,13 @@ fn b(s: &str) -> Bytes {
 #[test]
 fn mget_is_split_by_slot_and_merged_in_key_order() {
     let r = req(&["MGET", "a", "b", "{a}x", "c"]);
-    let mut f = Fanout::split(&r, &keys_of(&r), Merge::KeyOrder, PartShape::Keys);
+    let mut f = Fanout::split(
+        &r,
+        &keys_of(&r),
+        Merge::KeyOrder,
+        PartShape::Keys,
+        &cluster::Placement::Slots,
+    );
     assert_eq!(f.parts.len(), 3, "a and {{a}}x share a slot");
     let frames: Vec<String> = f
         .parts
@@ -51,7 +57,13 @@ fn msetex_parts_keep_their_count_and_the_options() {
         keys_at: 2,
         options_at: 8,
     };
-    let f = Fanout::split(&r, &keys, Merge::AllSucceeded, shape);
+    let f = Fanout::split(
+        &r,
+        &keys,
+        Merge::AllSucceeded,
+        shape,
+        &cluster::Placement::Slots,
+    );
     let frames: Vec<String> = (f.parts.iter())
         .map(|p| String::from_utf8_lossy(&p.frame).replace("\r\n", " "))
         .collect();
@@ -67,7 +79,13 @@ fn msetex_parts_keep_their_count_and_the_options() {
 #[test]
 fn mset_keeps_values_with_their_keys() {
     let r = req(&["MSET", "a", "1", "b", "2"]);
-    let mut f = Fanout::split(&r, &keys_of(&r), Merge::AllSucceeded, PartShape::Keys);
+    let mut f = Fanout::split(
+        &r,
+        &keys_of(&r),
+        Merge::AllSucceeded,
+        PartShape::Keys,
+        &cluster::Placement::Slots,
+    );
     assert_eq!(
         f.parts[1].frame,
         b("*3\r\n$4\r\nMSET\r\n$1\r\nb\r\n$1\r\n2\r\n")
@@ -126,7 +144,7 @@ fn no_command_shape_panics_the_router_or_the_split() {
                 if let crate::route::Route::Split { keys, merge, shape } =
                     crate::route::route(&r, false)
                 {
-                    let mut f = Fanout::split(&r, &keys, merge, shape);
+                    let mut f = Fanout::split(&r, &keys, merge, shape, &cluster::Placement::Slots);
                     for i in 0..f.parts.len() {
                         f.complete(i, b("*1\r\n$1\r\nv\r\n"));
                     }

@@ -1,0 +1,299 @@
+//! A sharded pool of standalone servers (issue 26): slotgate in nutcracker's place, with
+//! nutcracker itself as the oracle. Keys written through a real nutcracker must be where
+//! slotgate's placement says, for every hash and distribution, and slotgate started from the
+//! same YAML file must serve them.
+
+mod common;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::reference::{free_port, Reference};
+use common::{text, wait_until, Client};
+use proxy::config::nutcracker;
+use proxy::Proxy;
+use resp::Value;
+
+/// The nutcracker binary: Debian's package puts it in /usr/sbin. A test that cannot run
+/// fails (`make test` installs it).
+fn nutcracker_bin() -> PathBuf {
+    let found = ["/usr/sbin/nutcracker", "/usr/bin/nutcracker"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+    found.expect("nutcracker is installed (scripts/install-deps)")
+}
+
+/// A running nutcracker over `servers`; killed when dropped.
+struct Nutcracker {
+    child: Child,
+    addr: SocketAddr,
+    dir: PathBuf,
+}
+
+impl Nutcracker {
+    fn start(yaml: &str) -> Nutcracker {
+        let dir = common::tempdir("nutcracker");
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("nc.yml");
+        std::fs::write(&conf, yaml).unwrap();
+        let addr: SocketAddr = listen_of(yaml).parse().unwrap();
+        let child = Command::new(nutcracker_bin())
+            .arg("-c")
+            .arg(&conf)
+            .args(["-s", &free_port().to_string(), "-a", "127.0.0.1"])
+            .arg("-o")
+            .arg(dir.join("nc.log"))
+            .arg("-p")
+            .arg(dir.join("nc.pid"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nutcracker runs");
+        wait_until(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(addr).is_ok()
+        });
+        Nutcracker { child, addr, dir }
+    }
+}
+
+impl Drop for Nutcracker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn listen_of(yaml: &str) -> String {
+    let line = yaml
+        .lines()
+        .find(|l| l.trim().starts_with("listen:"))
+        .unwrap();
+    line.trim().trim_start_matches("listen:").trim().to_string()
+}
+
+/// A one-pool nutcracker file over `servers` with these settings.
+fn yaml(listen: u16, servers: &[(&Reference, u32)], extra: &str) -> String {
+    let mut y = format!("pool:\n  listen: 127.0.0.1:{listen}\n  redis: true\n{extra}  servers:\n");
+    for (r, weight) in servers {
+        y += &format!("   - {}:{weight}\n", r.addr);
+    }
+    y
+}
+
+/// `keys` SET through `addr` (value = the key's index), pipelined in batches.
+fn set_all(addr: SocketAddr, keys: &[Vec<u8>]) {
+    let mut c = Client::connect(addr);
+    for batch in keys.chunks(1000) {
+        let mut out = bytes::BytesMut::new();
+        for (i, k) in batch.iter().enumerate() {
+            resp::encode_command(&mut out, &[b"SET", k, i.to_string().as_bytes()]);
+        }
+        c.stream.write_all(&out).unwrap();
+        for _ in batch {
+            assert_eq!(
+                c.read(),
+                Some(Value::SimpleString(bytes::Bytes::from_static(b"OK")))
+            );
+        }
+    }
+}
+
+/// Every key on `server`, by SCAN.
+fn keys_on(server: &Reference) -> Vec<Vec<u8>> {
+    let mut c = server.client();
+    let mut cursor = "0".to_string();
+    let mut all = Vec::new();
+    loop {
+        let reply = c.call(&["SCAN", &cursor, "COUNT", "1000"]);
+        let Value::Array(parts) = reply else {
+            panic!("SCAN: {reply:?}")
+        };
+        cursor = text(&parts[0]);
+        if let Value::Array(keys) = &parts[1] {
+            all.extend(keys.iter().map(|k| match k {
+                Value::BulkString(b) => b.to_vec(),
+                other => panic!("{other:?}"),
+            }));
+        }
+        if cursor == "0" {
+            return all;
+        }
+    }
+}
+
+/// Keys of every shape a placement must get right: plain, tagged, binary with high bytes
+/// (nutcracker sign-extends them), empty tags, long ones.
+fn test_keys(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| match i % 5 {
+            0 => format!("key:{i}").into_bytes(),
+            1 => format!("user:{{{}}}:field{i}", i % 97).into_bytes(),
+            2 => {
+                let mut k = format!("bin{i}").into_bytes();
+                k.extend([0x80, 0xff, (i % 256) as u8, 0xc3, 0xa9]);
+                k
+            }
+            3 => format!("{{}}empty-tag:{i}").into_bytes(),
+            _ => format!("{}:{i}", "long".repeat(i % 40)).into_bytes(),
+        })
+        .collect()
+}
+
+/// The servers' key sets under the placement of `yaml`'s pool: every key must be on the
+/// server slotgate computes. Returns how many keys were checked.
+fn check_placement(yaml: &str, servers: &[&Reference]) -> usize {
+    let pools = nutcracker::read(yaml).expect("slotgate reads the file");
+    let sharding = pools[0].config.sharded.sharding().unwrap();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for server in servers {
+        for key in keys_on(server) {
+            let ours = &sharding.servers()[usize::from(sharding.server_of(&key))].addr;
+            if *ours != server.addr.to_string() {
+                let key = String::from_utf8_lossy(&key);
+                wrong.push(format!("{key:?} on {}, ours {ours}", server.addr));
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} {}: {} of {checked} keys elsewhere, such as {:?}",
+        sharding.hash(),
+        sharding.distribution(),
+        wrong.len(),
+        &wrong[..wrong.len().min(6)]
+    );
+    checked
+}
+
+fn flush(servers: &[&Reference]) {
+    for s in servers {
+        assert_eq!(text(&s.client().call(&["FLUSHALL"])), "OK");
+    }
+}
+
+#[test]
+fn every_hash_and_distribution_places_keys_where_nutcracker_does() {
+    let refs = [Reference::start(), Reference::start(), Reference::start()];
+    let servers: Vec<&Reference> = refs.iter().collect();
+    let keys = test_keys(1500);
+    for hash in cluster::sharding::HashFn::all() {
+        for distribution in ["ketama", "modula"] {
+            flush(&servers);
+            let weights = [(servers[0], 1), (servers[1], 2), (servers[2], 1)];
+            let extra =
+                format!("  hash: {hash}\n  distribution: {distribution}\n  hash_tag: \"{{}}\"\n");
+            let y = yaml(free_port(), &weights, &extra);
+            let nc = Nutcracker::start(&y);
+            set_all(nc.addr, &keys);
+            assert_eq!(
+                check_placement(&y, &servers),
+                keys.len(),
+                "{hash} {distribution}"
+            );
+        }
+    }
+}
+
+#[test]
+fn slotgate_from_a_nutcracker_file_serves_100000_keys_where_nutcracker_put_them() {
+    let refs = [Reference::start(), Reference::start(), Reference::start()];
+    let servers: Vec<&Reference> = refs.iter().collect();
+    let weights: Vec<(&Reference, u32)> = servers.iter().map(|s| (*s, 1)).collect();
+    // nutcracker's defaults: fnv1a_64, ketama, no tag.
+    let y = yaml(free_port(), &weights, "");
+    let nc = Nutcracker::start(&y);
+    let keys: Vec<Vec<u8>> = (0..100_000)
+        .map(|i| format!("key:{i}").into_bytes())
+        .collect();
+    set_all(nc.addr, &keys);
+    assert_eq!(check_placement(&y, &servers), keys.len());
+    for s in &servers {
+        let n = keys_on(s).len();
+        assert!(n > 20_000, "ketama spreads the keys: {n} on one server");
+    }
+    // slotgate from the same file (its own port), every key read back with its value.
+    let pool = nutcracker::read(&y.replace(&listen_of(&y), "127.0.0.1:0")).unwrap();
+    let proxy = Proxy::start(pool[0].config.clone()).expect("slotgate starts");
+    let mut c = Client::connect(proxy.local_addr());
+    for batch in keys.chunks(1000) {
+        let mut out = bytes::BytesMut::new();
+        for k in batch {
+            resp::encode_command(&mut out, &[b"GET", k]);
+        }
+        c.stream.write_all(&out).unwrap();
+        for (i, _) in batch.iter().enumerate() {
+            assert_eq!(c.read().map(|v| text(&v)), Some(i.to_string()));
+        }
+    }
+    proxy.shutdown();
+}
+
+#[test]
+fn a_sharded_pool_answers_as_one_redis_across_its_servers() {
+    let refs = [Reference::start(), Reference::start(), Reference::start()];
+    let weights: Vec<(&Reference, u32)> = refs.iter().map(|s| (s, 1)).collect();
+    // md5: nutcracker's default fnv1a_64 spreads thirty short keys unevenly.
+    let y = yaml(0, &weights, "  hash: md5\n  hash_tag: \"{}\"\n");
+    let pool = nutcracker::read(&y).unwrap();
+    let proxy = Proxy::start(pool[0].config.clone()).expect("slotgate starts");
+    let mut c = Client::connect(proxy.local_addr());
+    let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+    let mut mset = vec!["MSET"];
+    for k in &keys {
+        mset.extend([k.as_str(), k.as_str()]);
+    }
+    assert_eq!(text(&c.call(&mset)), "OK");
+    // Split across servers, merged in key order.
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    let Value::Array(values) = c.call(&mget) else {
+        panic!("MGET")
+    };
+    let values: Vec<String> = values.iter().map(text).collect();
+    assert_eq!(values, keys);
+    // Every server holds some; DBSIZE and KEYS sum over them.
+    assert!(refs.iter().all(|r| !keys_on(r).is_empty()));
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(30));
+    let Value::Array(all) = c.call(&["KEYS", "*"]) else {
+        panic!("KEYS")
+    };
+    assert_eq!(all.len(), 30);
+    // Atomic commands over two servers are refused; a tag keeps them together.
+    let (a, b) = two_keys_apart(&pool[0].config);
+    let err = text(&c.call(&["RENAME", &a, &b]));
+    assert!(err.contains("CROSSSLOT"), "{err}");
+    assert_eq!(text(&c.call(&["SET", "{t}a", "1"])), "OK");
+    assert_eq!(text(&c.call(&["RENAME", "{t}a", "{t}b"])), "OK");
+    // A transaction on one server.
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["INCR", "{t}n"])), "QUEUED");
+    assert_eq!(text(&c.call(&["INCR", "{t}n"])), "QUEUED");
+    assert_eq!(
+        c.call(&["EXEC"]),
+        Value::Array(vec![Value::Integer(1), Value::Integer(2)])
+    );
+    assert_eq!(
+        c.call(&["DEL", "k1", "k2", "k3", "{t}b"]),
+        Value::Integer(4)
+    );
+    proxy.shutdown();
+}
+
+/// Two keys that the pool places on different servers.
+fn two_keys_apart(config: &proxy::Config) -> (String, String) {
+    let sharding = config.sharded.sharding().unwrap();
+    let first = sharding.server_of(b"a0");
+    let other = (1..).map(|i| format!("a{i}"));
+    let b = other
+        .into_iter()
+        .find(|k| sharding.server_of(k.as_bytes()) != first)
+        .unwrap();
+    ("a0".into(), b)
+}
