@@ -1,5 +1,6 @@
 //! Which slot a key is routed by: Redis Cluster's CRC16 slot, or, in front of a sharded
-//! pool of standalone servers, the index of the server twemproxy's placement names.
+//! pool of standalone servers, the index of the server twemproxy's placement names, or
+//! slot 0 in front of one master (Sentinel's).
 //!
 //! Everything downstream of routing (ordering per slot, splitting multi-key commands,
 //! fan-out, the slot map's owner lookup) reads only the slot number, so a sharded pool is
@@ -18,6 +19,8 @@ pub enum Placement {
     Slots,
     /// The server twemproxy's hash and distribution pick; slot = server index.
     Servers(Arc<Sharding>),
+    /// Every key on one master (a Sentinel-managed one, which may change): slot 0.
+    One,
 }
 
 impl Placement {
@@ -27,7 +30,13 @@ impl Placement {
         match self {
             Placement::Slots => crate::key_slot(key),
             Placement::Servers(pool) => pool.server_of(key),
+            Placement::One => 0,
         }
+    }
+
+    /// Whether every key has a server although the map names few slots.
+    pub fn covers_every_key(&self) -> bool {
+        !matches!(self, Placement::Slots)
     }
 
     /// The pool's fixed map (slot `i` owned by server `i`), for a sharded pool.

@@ -15,6 +15,7 @@ mod listen;
 pub mod nutcracker;
 pub mod read_policy;
 mod secret;
+mod sentinel;
 mod sharded;
 pub mod source;
 mod tls;
@@ -25,6 +26,7 @@ use listen::parse_addr;
 pub use listen::ListenAddrs;
 pub use read_policy::ReadPolicy;
 pub use secret::Secret;
+pub use sentinel::SentinelConfig;
 pub use sharded::ShardedConfig;
 pub use tls::{BackendTlsConfig, TlsConfig};
 
@@ -44,6 +46,8 @@ pub struct Config {
     pub group: GroupConfig,
     /// A sharded pool of standalone servers instead of a cluster.
     pub sharded: ShardedConfig,
+    /// A Sentinel-managed master instead of a cluster.
+    pub sentinel: SentinelConfig,
 }
 
 /// Who may use the proxy. Empty: anyone who can connect (allowed on loopback only).
@@ -242,8 +246,12 @@ impl Default for LogConfig {
 }
 
 impl Config {
-    /// How keys map to slots: a sharded pool's servers, or Redis Cluster's own slots.
+    /// How keys map to slots: a sharded pool's servers, a Sentinel master's slot 0, or
+    /// Redis Cluster's own slots.
     pub fn placement(&self) -> Result<cluster::Placement, ConfigError> {
+        if self.sentinel.is_set() {
+            return Ok(cluster::Placement::One);
+        }
         Ok(match self.sharded.is_set() {
             true => cluster::Placement::Servers(std::sync::Arc::new(self.sharded.sharding()?)),
             false => cluster::Placement::Slots,
@@ -277,10 +285,16 @@ impl Config {
         if plain.is_none() && tls.is_none() {
             return Err(ConfigError::NoListener);
         }
-        match (self.sharded.is_set(), self.cluster.seeds.is_empty()) {
-            (true, true) => drop(self.sharded.sharding()?),
-            (true, false) => return Err(ConfigError::TwoPools),
-            (false, _) => self.check_seeds()?,
+        let pools = [
+            !self.cluster.seeds.is_empty(),
+            self.sharded.is_set(),
+            self.sentinel.is_set(),
+        ];
+        match pools {
+            _ if pools.iter().filter(|p| **p).count() > 1 => return Err(ConfigError::TwoPools),
+            [_, true, _] => drop(self.sharded.sharding()?),
+            [_, _, true] => self.sentinel.check()?,
+            _ => self.check_seeds()?,
         }
         self.check_nonzero()?;
         self.admin_addr()?;

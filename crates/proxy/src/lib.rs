@@ -98,6 +98,9 @@ impl Proxy {
         let placement = config.placement()?;
         let topology = match placement.static_map() {
             Some(map) => topology::with_map(&config.cluster, map.map_err(StartError::Pool)?),
+            None if config.sentinel.is_set() => {
+                topology::bootstrap_sentinel(&config, tls.backend.clone())?
+            }
             None => topology::bootstrap(&config.cluster, tls.backend.clone())?,
         };
         let n = config.worker_threads();
@@ -328,10 +331,9 @@ fn spawn_threads(
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
     let mut threads = vec![topology::spawn_refresher(
         topology,
-        &shared.placement,
+        &shared.config,
         &shared.replicas,
         &shared.identity,
-        &shared.config.cluster,
         shared.backend_tls.clone(),
         rx.clone(),
     )

@@ -60,6 +60,7 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
         keep(&mut n.cluster.seeds, &o.cluster.seeds)
     }),
     ("sharded", |n, o| keep(&mut n.sharded, &o.sharded)),
+    ("sentinel", |n, o| keep(&mut n.sentinel, &o.sentinel)),
     ("cluster.topology_command", |n, o| {
         keep(&mut n.cluster.topology_command, &o.cluster.topology_command)
     }),

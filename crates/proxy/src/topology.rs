@@ -25,6 +25,7 @@ use crate::node_query::NodeConn;
 mod identity;
 mod replica_info;
 pub mod replicas;
+mod sentinel;
 pub use replicas::ReplicaHealth;
 
 /// TLS towards the nodes, when `backend_tls.enabled`.
@@ -53,6 +54,23 @@ pub(crate) fn bootstrap(cfg: &ClusterConfig, tls: Tls) -> Result<Arc<Topology>, 
     Ok(with_map(cfg, map))
 }
 
+/// The master the sentinels name (`[sentinel]`), as a one-slot map. Blocking, like
+/// `bootstrap`.
+pub(crate) fn bootstrap_sentinel(
+    cfg: &crate::config::Config,
+    tls: Tls,
+) -> Result<Arc<Topology>, BootstrapError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BootstrapError(e.to_string()))?;
+    let mut source = sentinel::SentinelSource::new(&cfg.sentinel, tls);
+    let map = rt
+        .block_on(::topology::bootstrap(&cfg.sentinel.sentinels, &mut source))
+        .map_err(|e| BootstrapError(e.to_string()))?;
+    Ok(with_map(&cfg.cluster, map))
+}
+
 /// A topology starting from `map` (which must carry version 1).
 pub fn with_map(cfg: &ClusterConfig, map: SlotMap) -> Arc<Topology> {
     Arc::new(Topology::new(map, pacing(cfg)))
@@ -73,13 +91,13 @@ pub(crate) fn pacing(cfg: &ClusterConfig) -> ::topology::Pacing {
 /// no worker's event loop ever runs a topology query) until `shutdown` turns true.
 pub(crate) fn spawn_refresher(
     topo: &Arc<Topology>,
-    placement: &cluster::Placement,
+    config: &crate::config::Config,
     replicas: &Arc<ReplicaHealth>,
     identity: &Arc<crate::identity::Identity>,
-    cfg: &ClusterConfig,
     tls: Tls,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let cfg = &config.cluster;
     let topo = topo.clone();
     let sampler = replicas::run_sampler(
         replicas.clone(),
@@ -93,9 +111,16 @@ pub(crate) fn spawn_refresher(
         backend_auth(cfg),
         tls.clone(),
     );
-    let source = NodeSource::new(cfg, tls);
     // A sharded pool's map is its configuration: no node can tell a newer one.
-    let follows_cluster = matches!(placement, cluster::Placement::Slots);
+    let follow = match (config.sentinel.is_set(), config.sharded.is_set()) {
+        (true, _) => Follow::Sentinel(
+            sentinel::SentinelSource::new(&config.sentinel, tls.clone()),
+            config.sentinel.clone(),
+            tls,
+        ),
+        (false, true) => Follow::Fixed,
+        (false, false) => Follow::Cluster(NodeSource::new(cfg, tls)),
+    };
     std::thread::Builder::new()
         .name("slotgate-topology".into())
         .spawn(move || {
@@ -110,9 +135,13 @@ pub(crate) fn spawn_refresher(
                 let _ = shutdown.changed().await;
             };
             let refresher = async move {
-                match follows_cluster {
-                    true => topo.run_refresher(source, stop).await,
-                    false => stop.await,
+                match follow {
+                    Follow::Cluster(source) => topo.run_refresher(source, stop).await,
+                    Follow::Fixed => stop.await,
+                    Follow::Sentinel(source, sentinels, tls) => tokio::select! {
+                        _ = topo.clone().run_refresher(source, stop) => {}
+                        _ = sentinel::follow(topo, sentinels, tls) => {}
+                    },
                 }
             };
             rt.block_on(async move {
@@ -124,6 +153,16 @@ pub(crate) fn spawn_refresher(
                 }
             });
         })
+}
+
+/// Where the map comes from after the start.
+enum Follow {
+    /// CLUSTER SHARDS or SLOTS from the nodes.
+    Cluster(NodeSource),
+    /// Nowhere: a sharded pool's map is its configuration.
+    Fixed,
+    /// The sentinels, asked by the refresher and followed by subscription.
+    Sentinel(sentinel::SentinelSource, crate::config::SentinelConfig, Tls),
 }
 
 /// `AUTH [user] password` for the nodes, encoded once; None when no password is configured.

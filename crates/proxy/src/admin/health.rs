@@ -24,7 +24,7 @@ pub(crate) fn ready(shared: &Shared) -> (bool, String) {
     let map = shared.topology.current();
     let mut why = String::new();
     // A sharded pool's map names one slot per server, and every key has a server.
-    let sharded = matches!(shared.placement, cluster::Placement::Servers(_));
+    let sharded = shared.placement.covers_every_key();
     let unowned = cluster::SLOT_COUNT - map.assigned();
     if unowned > 0 && !sharded {
         let _ = writeln!(why, "{unowned} slots have no master");

@@ -28,8 +28,10 @@ pub enum ConfigError {
     Sharded(String),
     #[error("nutcracker file: {0}")]
     Nutcracker(String),
-    #[error("cluster.seeds and sharded.servers are exclusive: the proxy serves one pool")]
+    #[error("cluster.seeds, sharded.servers and sentinel.sentinels are exclusive: the proxy serves one pool")]
     TwoPools,
+    #[error("sentinel.sentinels: {0:?} is not a host:port address")]
+    Sentinel(String),
     #[error("{0} must be greater than 0")]
     Zero(&'static str),
     #[error("group: {0}")]

@@ -126,9 +126,9 @@ impl ClusterView {
     /// or not); the size is the group's. In front of a sharded pool every slot is served
     /// (the pool's map has one slot per server, but every key has a server).
     pub(crate) fn info(&self, map: &SlotMap, placement: &cluster::Placement) -> Bytes {
-        let assigned = match placement {
-            cluster::Placement::Slots => map.assigned(),
-            cluster::Placement::Servers(_) => cluster::SLOT_COUNT,
+        let assigned = match placement.covers_every_key() {
+            false => map.assigned(),
+            true => cluster::SLOT_COUNT,
         };
         let state = if assigned == cluster::SLOT_COUNT {
             "ok"
