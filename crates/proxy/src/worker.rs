@@ -221,6 +221,7 @@ impl Worker {
         if replica {
             // `READONLY` at set-up (`reads.rs`).
             settings.replica = Some(self.shared.replicas.clone());
+            settings.readonly = !self.shared.placement.covers_every_key();
         }
         let backend = crate::backend::open(addr, settings, self.shared.topology.clone());
         pool.backends
@@ -269,6 +270,7 @@ impl Worker {
             node: self.stats.nodes.node(addr),
             quantum: self.turn_quantum,
             replica: None,
+            readonly: false,
         }
     }
 }

@@ -123,6 +123,9 @@ fn a_killed_master_is_followed_within_a_second_and_no_acknowledged_increment_is_
     config.proxy.threads = 1;
     config.sentinel.sentinels = vec![sentinel.addr.to_string()];
     config.sentinel.master_name = "mymaster".into();
+    // Reads by policy: a client that sends READONLY reads from the replica the sentinel
+    // lists (a standalone replica, which serves reads without READONLY of its own).
+    config.cluster.read_policy = proxy::config::ReadPolicy::Master;
     let proxy = Proxy::start(config).expect("proxy starts");
     let addr = proxy.local_addr();
     assert_eq!(
@@ -133,6 +136,24 @@ fn a_killed_master_is_followed_within_a_second_and_no_acknowledged_increment_is_
     wait_until(Duration::from_secs(10), || {
         text(&replica.client().call(&["GET", "counter"])) == "0"
     });
+
+    let gets_on = |server: &Server| {
+        let stats = text(&server.client().call(&["INFO", "commandstats"]));
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = gets_on(&replica);
+    let mut reader = Client::connect(addr);
+    assert_eq!(text(&reader.call(&["READONLY"])), "OK");
+    // The replica view is sampled each second: wait until reads reach the replica.
+    wait_until(Duration::from_secs(10), || {
+        assert_eq!(text(&reader.call(&["GET", "counter"])), "0");
+        gets_on(&replica) > before
+    });
+    drop(reader);
 
     // The announcement, as a client of the sentinel sees it.
     let mut watch = sentinel.client();

@@ -91,6 +91,8 @@ pub(crate) struct Backend {
     /// A replica connection (`Settings::replica`): only reads ride it, so what it owed when
     /// it broke may go to the master instead of failing (`replies.rs`).
     pub(crate) replica: Option<Arc<crate::topology::ReplicaHealth>>,
+    /// `READONLY` at set-up (`Settings::readonly`).
+    pub(super) readonly: bool,
     /// Connections lost or failed so far: state the node kept per connection (a WATCH)
     /// is gone once this changes.
     pub(super) breaks: Cell<u32>,
@@ -125,6 +127,7 @@ impl Backend {
             node,
             quantum,
             replica,
+            readonly,
         } = settings;
         Rc::new(Backend {
             addr: addr.into(),
@@ -151,6 +154,7 @@ impl Backend {
             node,
             quantum,
             replica,
+            readonly,
             breaks: Cell::new(0),
             keeps_state: Cell::new(false),
             start,

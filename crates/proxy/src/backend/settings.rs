@@ -38,4 +38,7 @@ pub(crate) struct Settings {
     /// Set for a connection that serves reads as a replica: it sends `READONLY` once at
     /// set-up, and its breaks ask the replica view for a new sample.
     pub replica: Option<Arc<ReplicaHealth>>,
+    /// Send `READONLY` at set-up: a cluster replica's, which answers MOVED without it (a
+    /// standalone replica, behind Sentinel, serves reads as it is and refuses READONLY).
+    pub readonly: bool,
 }

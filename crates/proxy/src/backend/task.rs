@@ -79,7 +79,7 @@ pub(super) async fn run(backend: Rc<Backend>) {
         conn.write_queue.push_back(Bytes::from_static(NO_TOUCH));
         conn.in_flight.push_back(InFlight::SET_UP);
     }
-    if backend.replica.is_some() {
+    if backend.readonly {
         // Once per connection: the replica then serves reads of its master's slots instead
         // of answering MOVED. Its reply (+OK) is dropped.
         conn.write_queue.push_back(Bytes::from_static(READONLY));

@@ -131,6 +131,7 @@ mod tests {
             node: Arc::default(),
             quantum: 1024 * 1024,
             replica: None,
+            readonly: false,
         };
         crate::backend::open(addr, settings, topology)
     }
