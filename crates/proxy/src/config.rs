@@ -12,6 +12,7 @@ mod admin;
 mod error;
 mod group;
 mod listen;
+mod mirror;
 pub mod nutcracker;
 pub mod read_policy;
 mod secret;
@@ -24,6 +25,7 @@ pub use error::ConfigError;
 pub use group::{GroupConfig, GroupMembers};
 use listen::parse_addr;
 pub use listen::ListenAddrs;
+pub use mirror::MirrorConfig;
 pub use read_policy::ReadPolicy;
 pub use secret::Secret;
 pub use sentinel::SentinelConfig;
@@ -48,6 +50,8 @@ pub struct Config {
     pub sharded: ShardedConfig,
     /// A Sentinel-managed master instead of a cluster.
     pub sentinel: SentinelConfig,
+    /// A copy of some requests to a second pool.
+    pub mirror: MirrorConfig,
 }
 
 /// Who may use the proxy. Empty: anyone who can connect (allowed on loopback only).
@@ -295,6 +299,9 @@ impl Config {
             [_, true, _] => drop(self.sharded.sharding()?),
             [_, _, true] => self.sentinel.check()?,
             _ => self.check_seeds()?,
+        }
+        if self.mirror.is_set() {
+            self.mirror.check()?;
         }
         self.check_nonzero()?;
         self.admin_addr()?;

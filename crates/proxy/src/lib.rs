@@ -96,6 +96,7 @@ impl Proxy {
         raise_fd_limit(config.limits.maxclients);
         let tls = Tls::load(&config)?;
         let placement = config.placement()?;
+        let traffic_mirror = context::traffic_mirror::TrafficMirror::from_config(&config.mirror)?;
         let topology = match placement.static_map() {
             Some(map) => topology::with_map(&config.cluster, map.map_err(StartError::Pool)?),
             None if config.sentinel.is_set() => {
@@ -110,7 +111,8 @@ impl Proxy {
         })?;
         let addr = listeners.addr;
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
-        let shared = build_shared(config, addr, &topology, placement, &workers, tls);
+        let pools = (placement, traffic_mirror.map(Arc::new));
+        let shared = build_shared(config, addr, &topology, pools, &workers, tls);
         let (tx, rx) = watch::channel(false);
         let admin = start_admin(&shared, rx.clone())?;
         let (drain, drain_rx) = watch::channel(false);
@@ -259,7 +261,10 @@ fn build_shared(
     mut config: Config,
     addr: SocketAddr,
     topology: &Arc<Topology>,
-    placement: cluster::Placement,
+    (placement, traffic_mirror): (
+        cluster::Placement,
+        Option<Arc<context::traffic_mirror::TrafficMirror>>,
+    ),
     workers: &[Arc<WorkerStats>],
     tls: Tls,
 ) -> Arc<Shared> {
@@ -272,6 +277,7 @@ fn build_shared(
         config,
         topology: topology.clone(),
         placement,
+        traffic_mirror,
         workers: workers.to_vec(),
         started: Instant::now(),
         next_client_id: AtomicU64::new(1),

@@ -61,6 +61,7 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
     }),
     ("sharded", |n, o| keep(&mut n.sharded, &o.sharded)),
     ("sentinel", |n, o| keep(&mut n.sentinel, &o.sentinel)),
+    ("mirror", |n, o| keep(&mut n.mirror, &o.mirror)),
     ("cluster.topology_command", |n, o| {
         keep(&mut n.cluster.topology_command, &o.cluster.topology_command)
     }),

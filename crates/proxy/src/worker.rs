@@ -43,6 +43,10 @@ pub(crate) struct Worker {
     live_seen: Cell<u64>,
     /// `proxy.turn_quantum_bytes`: what a session moves per poll before yielding.
     pub turn_quantum: usize,
+    /// `[mirror]`: the draw's xorshift state, and the one sink the copies' replies go to
+    /// (made at the first copy).
+    mirror_draw: Cell<u64>,
+    mirror_sink: RefCell<Option<Rc<dyn crate::backend::ReplySink>>>,
 }
 
 /// One database's shared connections.
@@ -86,7 +90,34 @@ impl Worker {
             db0: Pools::default(),
             numbered: RefCell::new(HashMap::new()),
             round_robin: Cell::new(0),
+            mirror_draw: Cell::new(0x9e37_79b9_7f4a_7c15),
+            mirror_sink: RefCell::new(None),
         })
+    }
+
+    /// Whether this request is among the `percent` in 100 copied (`[mirror]`): a xorshift
+    /// draw, so which requests are copied does not follow a client's own pattern.
+    pub(crate) fn mirror_drawn(&self, percent: u32) -> bool {
+        if percent >= 100 {
+            return true;
+        }
+        let mut x = self.mirror_draw.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.mirror_draw.set(x);
+        (x % 100) < u64::from(percent)
+    }
+
+    /// The sink of the mirror copies' replies, made by `make` the first time.
+    pub(crate) fn mirror_sink(
+        &self,
+        make: impl FnOnce() -> Rc<dyn crate::backend::ReplySink>,
+    ) -> Rc<dyn crate::backend::ReplySink> {
+        self.mirror_sink
+            .borrow_mut()
+            .get_or_insert_with(make)
+            .clone()
     }
 
     /// The configuration in force: one load of the reload generation per call, and

@@ -297,3 +297,84 @@ fn two_keys_apart(config: &proxy::Config) -> (String, String) {
         .unwrap();
     ("a0".into(), b)
 }
+
+/// `name:value` from the proxy's INFO section `section`.
+fn info_u64(c: &mut Client, section: &str, name: &str) -> u64 {
+    let info = text(&c.call(&["INFO", section]));
+    let prefix = format!("{name}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in INFO {section}: {info}"))
+}
+
+#[test]
+fn writes_are_mirrored_to_a_second_pool_without_the_client_seeing_it() {
+    let primary = Reference::start();
+    let mirrors = [Reference::start(), Reference::start()];
+    let start = |percent: u32| {
+        let mut config = proxy::Config::default();
+        config.proxy.listen = "127.0.0.1:0".into();
+        config.proxy.threads = 1;
+        config.sharded.servers = vec![format!("{}:1", primary.addr)];
+        config.mirror.pool.servers = mirrors.iter().map(|m| format!("{}:1", m.addr)).collect();
+        config.mirror.percent = percent;
+        let sharding = config.mirror.pool.sharding().unwrap();
+        (Proxy::start(config).expect("slotgate starts"), sharding)
+    };
+    // Every write copied, no read.
+    let (proxy, sharding) = start(100);
+    let mut c = Client::connect(proxy.local_addr());
+    for i in 0..1000 {
+        assert_eq!(text(&c.call(&["SET", &format!("m:{i}"), "v"])), "OK");
+        assert_eq!(text(&c.call(&["GET", &format!("m:{i}")])), "v");
+    }
+    wait_until(Duration::from_secs(10), || {
+        info_u64(&mut c, "stats", "mirror_answered") == 1000
+    });
+    assert_eq!(info_u64(&mut c, "stats", "mirror_sent"), 1000);
+    assert_eq!(info_u64(&mut c, "stats", "mirror_failed"), 0);
+    assert_eq!(info_u64(&mut c, "stats", "mirror_dropped"), 0);
+    let mut arrived = 0;
+    for m in &mirrors {
+        for key in keys_on(m) {
+            let at = &sharding.servers()[usize::from(sharding.server_of(&key))].addr;
+            assert_eq!(*at, m.addr.to_string(), "placed by the mirror pool's hash");
+            arrived += 1;
+        }
+        let stats = text(&m.client().call(&["INFO", "commandstats"]));
+        assert!(
+            !stats.contains("cmdstat_get:"),
+            "reads are not mirrored: {stats}"
+        );
+    }
+    assert_eq!(arrived, 1000);
+    // A mirror server gone: the client's writes still succeed; the copies fail, counted.
+    flush(&mirrors.iter().collect::<Vec<_>>());
+    let dead = mirrors[0].addr;
+    drop(proxy);
+    let (proxy, _) = start(10);
+    let mut c = Client::connect(proxy.local_addr());
+    for i in 0..3000 {
+        assert_eq!(text(&c.call(&["SET", &format!("p:{i}"), "v"])), "OK");
+    }
+    wait_until(Duration::from_secs(10), || {
+        let sent = info_u64(&mut c, "stats", "mirror_sent");
+        sent == info_u64(&mut c, "stats", "mirror_answered")
+    });
+    let sent = info_u64(&mut c, "stats", "mirror_sent");
+    assert!((150..=450).contains(&sent), "about 10% of 3000: {sent}");
+    let arrived: usize = mirrors.iter().map(|m| keys_on(m).len()).sum();
+    assert_eq!(arrived as u64, sent, "what arrived is what was counted");
+    mirrors[0].client().send(&[b"SHUTDOWN", b"NOSAVE"]);
+    wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(dead).is_err()
+    });
+    for i in 0..1000 {
+        assert_eq!(text(&c.call(&["SET", &format!("q:{i}"), "v"])), "OK");
+    }
+    wait_until(Duration::from_secs(10), || {
+        info_u64(&mut c, "stats", "mirror_failed") > 0
+    });
+    proxy.shutdown();
+}

@@ -164,6 +164,13 @@ fn stats(shared: &Shared, out: &mut String) {
     line(out, "failover_released_requests", t.failover_released);
     line(out, "failover_expired_requests", t.failover_expired);
     crate::admin::replicas::info_stats(shared, out);
+    if shared.traffic_mirror.is_some() {
+        let m = shared.mirror_totals();
+        line(out, "mirror_sent", m.sent);
+        line(out, "mirror_dropped", m.dropped);
+        line(out, "mirror_answered", m.answered);
+        line(out, "mirror_failed", m.failed);
+    }
     line(out, "rejected_connections", t.rejected_connections);
     line(
         out,

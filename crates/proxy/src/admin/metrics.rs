@@ -82,6 +82,11 @@ pub const METRICS: &[Metric] = &[
         "Requests that never reached their node, held for the slot's next master, by outcome.",
     ),
     (
+        "slotgate_mirror_total",
+        "counter",
+        "Copies of requests for the mirror pool ([mirror]), by outcome.",
+    ),
+    (
         "slotgate_topology_refresh_total",
         "counter",
         "Topology refreshes, by outcome.",
@@ -197,6 +202,25 @@ fn worker_totals(shared: &Shared, out: &mut String, described: &mut Described) {
     let clients = shared.clients.load(Ordering::Relaxed) as u64;
     client_totals(&t, clients, out, described);
     redirect_totals(&t, out, described);
+    mirror_totals(shared, out, described);
+}
+
+/// `[mirror]`'s copies by outcome, when it is configured.
+fn mirror_totals(shared: &Shared, out: &mut String, described: &mut Described) {
+    if shared.traffic_mirror.is_none() {
+        return;
+    }
+    let m = shared.mirror_totals();
+    let outcomes = [
+        ("sent", m.sent),
+        ("dropped", m.dropped),
+        ("answered", m.answered),
+        ("failed", m.failed),
+    ];
+    for (outcome, value) in outcomes {
+        let labels = format!("outcome=\"{outcome}\"");
+        sample(out, described, "slotgate_mirror_total", &labels, value);
+    }
 }
 
 /// Client connections, their limits and the reply bytes held for them.

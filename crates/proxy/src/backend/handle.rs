@@ -254,6 +254,11 @@ impl Backend {
         }
     }
 
+    /// Requests waiting to be written.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.borrow().len()
+    }
+
     /// Whether the connection task is alive: while it is, parts already queued or written
     /// and parts sent next share one socket (a streamed upload relies on it).
     pub(crate) fn is_running(&self) -> bool {

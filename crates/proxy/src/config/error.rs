@@ -32,6 +32,8 @@ pub enum ConfigError {
     TwoPools,
     #[error("sentinel.sentinels: {0:?} is not a host:port address")]
     Sentinel(String),
+    #[error("mirror: {0}")]
+    Mirror(String),
     #[error("{0} must be greater than 0")]
     Zero(&'static str),
     #[error("group: {0}")]

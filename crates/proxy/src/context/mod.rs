@@ -16,6 +16,7 @@ pub(crate) mod pause;
 pub(crate) mod reads;
 pub(crate) mod registry;
 pub(crate) mod slowlog;
+pub(crate) mod traffic_mirror;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct Shared {
     pub topology: Arc<Topology>,
     /// How keys map to slots: CRC16, or a sharded pool's servers (fixed at start).
     pub placement: cluster::Placement,
+    /// `[mirror]`: where copies of requests go, if anywhere (fixed at start).
+    pub traffic_mirror: Option<Arc<traffic_mirror::TrafficMirror>>,
     pub workers: Vec<Arc<WorkerStats>>,
     pub started: Instant,
     /// Source of CLIENT ID values, unique across workers.
@@ -110,6 +113,8 @@ pub struct WorkerStats {
     pub client_buffer_bytes: AtomicU64,
     /// Per-command calls and sampled latency.
     pub commands: crate::context::cmdstats::CommandStats,
+    /// `[mirror]`'s copies.
+    pub mirror: traffic_mirror::MirrorCounters,
     /// Error replies by code (`errorstats.rs`).
     pub errors: crate::context::errorstats::ErrorStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).
@@ -164,6 +169,15 @@ impl Shared {
         let mut t = crate::context::cmdstats::CommandTotals::default();
         for w in &self.workers {
             w.commands.add_to(command, &mut t);
+        }
+        t
+    }
+
+    /// Every worker's mirror counters summed: O(workers).
+    pub fn mirror_totals(&self) -> traffic_mirror::MirrorTotals {
+        let mut t = traffic_mirror::MirrorTotals::default();
+        for w in &self.workers {
+            w.mirror.add_to(&mut t);
         }
         t
     }

@@ -321,6 +321,7 @@ mod tests {
             config,
             topology,
             placement: cluster::Placement::Slots,
+            traffic_mirror: None,
             workers: vec![],
             started: tokio::time::Instant::now(),
             next_client_id: std::sync::atomic::AtomicU64::new(1),

@@ -79,6 +79,7 @@ pub(crate) mod send;
 mod side_call;
 pub(crate) mod slowlog;
 pub(crate) mod tracking;
+mod traffic_mirror;
 pub(crate) mod transaction;
 mod turn;
 pub(crate) mod upload;
@@ -434,6 +435,11 @@ impl Session {
             return self.hold(Held::script(req, slot));
         }
         let shared = &self.client.worker.shared;
+        if let Some(copies) = &shared.traffic_mirror {
+            if matches!(route, Route::Slot(_) | Route::Read(_)) {
+                traffic_mirror::copy(&self.client, &req, copies);
+            }
+        }
         if route == Route::Local(Local::Ping) {
             // While a node may be busy with a script, PING asks it (`side_call.rs`).
             if let Some(node) = side_call::busy_nodes(shared).into_iter().next() {

@@ -21,9 +21,13 @@ use bytes::{Bytes, BytesMut};
 use cluster::slot_map::{join_host_port, NodeEntry, SlotMap, SlotRange};
 use resp::Value;
 
-use super::{Tls, Topology};
+use ::topology::Topology;
+
 use crate::config::SentinelConfig;
 use crate::node_query::NodeConn;
+
+/// TLS towards the sentinels: the nodes' (`backend_tls`), when enabled.
+type Tls = Option<Arc<crate::tls::Connector>>;
 
 /// `AUTH password` for the sentinels, encoded once.
 fn sentinel_auth(cfg: &SentinelConfig) -> Option<Bytes> {
