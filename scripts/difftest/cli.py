@@ -160,6 +160,9 @@ def main():
     ap.add_argument("--cluster-config", action="append", default=[], metavar="NAME=VALUE",
                     help="a config directive for every cluster node (repeatable), e.g. "
                          "cluster-preferred-endpoint-type=hostname")
+    ap.add_argument("--sharded", action="store_true",
+                    help="behind a [sharded] pool of three standalone servers (docs/nutcracker.md)"
+                         " instead of a cluster")
     ap.add_argument("--jobs", type=int, default=1,
                     help="run this many independent copies (own cluster, seed+i) at once and"
                     " sum their counts: a run mostly waits on replies, so copies overlap")
@@ -176,7 +179,9 @@ def main():
         sys.exit(f"difftest: unknown --relax {sorted(RELAXED - RELAXATIONS)}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1 << 31)
 
-    env = Env(args.cluster_config)
+    if args.sharded and (args.chaos or args.faults):
+        sys.exit("difftest: --sharded has no cluster to move slots in or fail over")
+    env = Env(args.cluster_config, sharded=args.sharded)
     atexit.register(env.stop)
 
     def on_signal(signum, frame):

@@ -37,9 +37,13 @@ def wait_ping(addr, proc, what, seconds=20):
 
 
 class Env:
-    def __init__(self, cluster_config=()):
+    def __init__(self, cluster_config=(), sharded=False):
         # `NAME=VALUE` directives for every cluster node (`cluster up --config`).
         self.cluster_config = list(cluster_config)
+        # Three standalone servers as a nutcracker-style pool (`[sharded]`) instead of a
+        # cluster: docs/nutcracker.md's mode, held to the same oracle.
+        self.sharded = sharded
+        self.servers = []
         self.dir = tempfile.mkdtemp(prefix="slotgate-difftest-")
         self.cdir = os.path.join(self.dir, "cluster")
         self.refproc = self.proxyproc = None
@@ -62,6 +66,8 @@ class Env:
              "--appendonly", "no", "--dir", refdir, "--logfile", os.path.join(refdir, "log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         raddr = ("127.0.0.1", rport)
+        if self.sharded:
+            return self.start_sharded(raddr, chaos_failover_every)
         config = [arg for c in self.cluster_config for arg in ("--config", c)]
         out = subprocess.run([BIN, "cluster", "up", "--masters", "3", "--replicas", "1",
                               "--dir", self.cdir] + config, capture_output=True, text=True,
@@ -83,6 +89,40 @@ class Env:
                 [BIN, "proxy", "--listen", f"127.0.0.1:{pport}", "--seed", self.seed,
                  "--threads", "2"],
                 stdout=logf, stderr=subprocess.STDOUT, env=dict(os.environ, RUST_LOG=os.environ.get("DIFFTEST_PROXY_LOG", "warn")))
+        wait_ping(raddr, self.refproc, "reference redis-server")
+        wait_ping(("127.0.0.1", pport), self.proxyproc, "proxy")
+        self.ref = Target("reference", raddr)
+        self.proxy = Target("proxy", ("127.0.0.1", pport), retry_s=30)
+        self.failover_every = chaos_failover_every
+
+    def start_sharded(self, raddr, chaos_failover_every):
+        """Three standalone servers, and the proxy over them as a `[sharded]` pool with the
+        `{}` hash tag, so a script's tagged keys share a server as they share a slot."""
+        self.masters = []
+        for i in range(3):
+            port = free_port()
+            sdir = os.path.join(self.dir, f"server{i}")
+            os.makedirs(sdir)
+            self.servers.append(subprocess.Popen(
+                [os.environ.get("REDIS_SERVER", "redis-server"), "--port", str(port),
+                 "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", sdir],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.masters.append(f"127.0.0.1:{port}")
+        self.replicas, self.nodes, self.seed = [], list(self.masters), self.masters[0]
+        for addr in self.masters:
+            host, port = addr.rsplit(":", 1)
+            wait_ping((host, int(port)), self.servers[-1], f"server {addr}")
+        pport = free_port()
+        conf = os.path.join(self.dir, "proxy.toml")
+        with open(conf, "w") as f:
+            f.write(f'[proxy]\nlisten = "127.0.0.1:{pport}"\nthreads = 2\n[sharded]\n'
+                    'hash_tag = "{}"\nservers = [' +
+                    ", ".join(f'"{a}:1"' for a in self.masters) + "]\n")
+        self.proxy_log = os.path.join(self.dir, "proxy.log")
+        with open(self.proxy_log, "w") as logf:
+            self.proxyproc = subprocess.Popen(
+                [BIN, "proxy", "--config", conf], stdout=logf, stderr=subprocess.STDOUT,
+                env=dict(os.environ, RUST_LOG=os.environ.get("DIFFTEST_PROXY_LOG", "warn")))
         wait_ping(raddr, self.refproc, "reference redis-server")
         wait_ping(("127.0.0.1", pport), self.proxyproc, "proxy")
         self.ref = Target("reference", raddr)
@@ -121,7 +161,7 @@ class Env:
         if self.faults is not None:
             self.faults.stop_ev.set()
             self.faults.teardown()
-        for p in (self.proxyproc, self.refproc):
+        for p in (self.proxyproc, self.refproc, *self.servers):
             if p is not None and p.poll() is None:
                 p.terminate()
                 try:
