@@ -11,6 +11,7 @@ use serde::Deserialize;
 mod admin;
 mod error;
 mod group;
+mod hotkeys;
 mod listen;
 mod mirror;
 pub mod nutcracker;
@@ -23,6 +24,7 @@ mod tls;
 pub use admin::AdminConfig;
 pub use error::ConfigError;
 pub use group::{GroupConfig, GroupMembers};
+pub use hotkeys::HotkeysConfig;
 use listen::parse_addr;
 pub use listen::ListenAddrs;
 pub use mirror::MirrorConfig;
@@ -52,6 +54,8 @@ pub struct Config {
     pub sentinel: SentinelConfig,
     /// A copy of some requests to a second pool.
     pub mirror: MirrorConfig,
+    /// The hot-key board.
+    pub hotkeys: HotkeysConfig,
 }
 
 /// Who may use the proxy. Empty: anyone who can connect (allowed on loopback only).
@@ -303,6 +307,7 @@ impl Config {
         if self.mirror.is_set() {
             self.mirror.check()?;
         }
+        self.hotkeys.check()?;
         self.check_nonzero()?;
         self.admin_addr()?;
         self.group.members(&self.proxy.listen)?;

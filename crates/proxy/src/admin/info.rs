@@ -39,6 +39,7 @@ const SECTIONS: &[(&str, &str, Section)] = &[
     }),
     ("tls", "Tls", crate::admin::tls::info),
     ("group", "Group", crate::admin::group::info),
+    ("hotkeys", "Hotkeys", hotkeys),
     ("keyspace", "Keyspace", |_, out| merged("keyspace", out)),
 ];
 
@@ -49,7 +50,14 @@ fn merged(name: &str, out: &mut String) {
 
 /// Sections left out of plain `INFO` and `INFO default`, as Redis leaves them out; `backends`
 /// too, since it grows with the number of masters, and the proxy's own `tls` and `group`.
-const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats", "backends", "tls", "group"];
+const NOT_DEFAULT: &[&str] = &[
+    "commandstats",
+    "latencystats",
+    "backends",
+    "tls",
+    "group",
+    "hotkeys",
+];
 
 /// The sections `INFO [section ...]` asks for that come from the masters (none: the proxy
 /// answers alone).
@@ -89,6 +97,33 @@ pub(crate) fn render(shared: &Shared, req: &Request) -> String {
         }
     }
     out
+}
+
+/// The hot-key board merged over the workers (`context/hotkeys.rs`): the `top` keys read
+/// and written, each with its sampled count over the last one or two windows, the share of
+/// that count the sketch may over-count, and the estimate of requests (sampled × 16).
+fn hotkeys(shared: &Shared, out: &mut String) {
+    use crate::context::hotkeys::{merged, shown};
+    let live = shared.live.load();
+    let cfg = &live.config.hotkeys;
+    line(out, "hotkeys_enabled", u8::from(cfg.enabled));
+    line(out, "hotkeys_window_seconds", cfg.window_seconds);
+    let boards = shared.workers.iter().map(|w| &w.hotkeys);
+    let (reads, writes, sampled) = merged(boards, cfg.top);
+    line(out, "hotkeys_sampled_requests", sampled);
+    let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY);
+    for (kind, list) in [("read", reads), ("write", writes)] {
+        for (i, hot) in list.iter().enumerate() {
+            let _ = write!(
+                out,
+                "{kind}{i}:key={},sampled={},error={},estimated={}\r\n",
+                shown(&hot.key),
+                hot.count,
+                hot.error,
+                hot.count * every
+            );
+        }
+    }
 }
 
 fn line(out: &mut String, key: &str, value: impl std::fmt::Display) {

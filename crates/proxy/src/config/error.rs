@@ -34,6 +34,8 @@ pub enum ConfigError {
     Sentinel(String),
     #[error("mirror: {0}")]
     Mirror(String),
+    #[error("hotkeys: {0}")]
+    Hotkeys(String),
     #[error("{0} must be greater than 0")]
     Zero(&'static str),
     #[error("group: {0}")]

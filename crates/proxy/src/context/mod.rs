@@ -10,6 +10,7 @@ pub(crate) mod cmdstats;
 pub(crate) mod code_flags;
 pub(crate) mod errorstats;
 pub(crate) mod group;
+pub(crate) mod hotkeys;
 pub(crate) mod live;
 pub(crate) mod monitor;
 pub(crate) mod pause;
@@ -115,6 +116,8 @@ pub struct WorkerStats {
     pub commands: crate::context::cmdstats::CommandStats,
     /// `[mirror]`'s copies.
     pub mirror: traffic_mirror::MirrorCounters,
+    /// The hot-key board (`[hotkeys]`), under this worker's own uncontended lock.
+    pub hotkeys: std::sync::Mutex<hotkeys::Board>,
     /// Error replies by code (`errorstats.rs`).
     pub errors: crate::context::errorstats::ErrorStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).

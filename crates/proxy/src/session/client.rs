@@ -80,13 +80,15 @@ impl Client {
     }
 
     /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
-    pub(crate) fn count_command(&self, command: Option<usize>, refused: bool) {
+    /// Count the command; true when it is one of the sampled ones (one in `SAMPLE_EVERY`).
+    pub(crate) fn count_command(&self, command: Option<usize>, refused: bool) -> bool {
         self.cell.arm_command(command.map(|c| Called {
             command: c as u16,
             refused,
         }));
         let Some(command) = command else {
-            return self.cell.arm_sample(None);
+            self.cell.arm_sample(None);
+            return false;
         };
         self.handle.note_command(command);
         let stats = &self.worker.stats;
@@ -100,5 +102,32 @@ impl Client {
         let sampled = tick.is_multiple_of(u64::from(crate::context::cmdstats::SAMPLE_EVERY));
         self.cell
             .arm_sample(sampled.then(|| (command as u16, tokio::time::Instant::now())));
+        sampled
+    }
+
+    /// A sampled request's first key on this worker's hot-key board, when `[hotkeys]` is on.
+    pub(crate) fn note_hot_key(&self, req: &resp::Request) {
+        let live = self.worker.live();
+        let cfg = &live.config.hotkeys;
+        if !cfg.enabled {
+            return;
+        }
+        let Some(spec) = cluster::lookup(req.arg(0)) else {
+            return;
+        };
+        let spec = spec.resolve(req.argc(), |i: usize| req.arg(i));
+        let Some(first) = spec
+            .key_positions(req.argc(), |i: usize| req.arg(i))
+            .ok()
+            .and_then(|keys| keys.iter().next())
+        else {
+            return;
+        };
+        let write = spec.has(cluster::flags::WRITE);
+        let stats = &self.worker.stats;
+        let now = stats.registry.now_ms();
+        let window = cfg.window_seconds * 1000;
+        let mut board = stats.hotkeys.lock().unwrap_or_else(|p| p.into_inner());
+        board.offer(req.arg(first), write, now, window);
     }
 }

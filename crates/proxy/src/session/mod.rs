@@ -376,7 +376,9 @@ impl Session {
                 .note_request(&self.client, &req, self.tx.open.is_some());
         }
         let refused = matches!(route, Route::Refuse(_));
-        self.client.count_command(command, refused);
+        if self.client.count_command(command, refused) && !refused {
+            self.client.note_hot_key(&req);
+        }
         if command
             .is_some_and(|i| cluster::command::at_stats_index(i).is_some_and(|c| c.replicates()))
         {

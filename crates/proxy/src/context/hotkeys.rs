@@ -1,0 +1,228 @@
+//! Hot keys (`[hotkeys]`, issue 27's detection): which keys the clients read and write most,
+//! per worker and merged for INFO `hotkeys`.
+//!
+//! Each worker keeps a space-saving sketch (Metwally et al.) of the first key of the requests
+//! the command statistics already sample (one in `SAMPLE_EVERY`), reads and writes apart, in
+//! two windows: the current one and the one before, so a key that stopped being hot leaves
+//! the board within two windows. A sketch holds `CAPACITY` keys: a key not on it takes the
+//! place of the least counted one and inherits its count as its possible error, so the
+//! board's counts are upper bounds, exact for any key counted more than the smallest entry.
+//!
+//! Cost: nothing for requests not sampled; for a sampled one, the key's position from the
+//! command table, one hash lookup, and, for a key not on the board, a scan of its
+//! `CAPACITY` entries and a copy of the key (keys over `MAX_KEY` bytes are cut). The board
+//! sits under the worker's own uncontended lock; INFO reads every worker's: O(workers).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Keys a sketch holds.
+pub const CAPACITY: usize = crate::config::HotkeysConfig::SKETCH_KEYS;
+/// Longest key kept whole; longer ones are counted by their first `MAX_KEY` bytes.
+const MAX_KEY: usize = 128;
+
+/// One window's counts of one kind (reads or writes).
+#[derive(Debug, Default, Clone)]
+pub struct Sketch {
+    entries: Vec<Entry>,
+    index: HashMap<Box<[u8]>, usize>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    key: Box<[u8]>,
+    count: u64,
+    /// The count the key inherited when it took its place (its count is at most this
+    /// much too high).
+    error: u64,
+}
+
+impl Sketch {
+    /// Count one sighting of `key`.
+    pub fn offer(&mut self, key: &[u8]) {
+        let key = &key[..key.len().min(MAX_KEY)];
+        if let Some(&i) = self.index.get(key) {
+            self.entries[i].count += 1;
+            return;
+        }
+        if self.entries.len() < CAPACITY {
+            self.index.insert(key.into(), self.entries.len());
+            self.entries.push(Entry {
+                key: key.into(),
+                count: 1,
+                error: 0,
+            });
+            return;
+        }
+        let (i, least) = self
+            .entries
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, e)| e.count)
+            .map(|(i, e)| (i, e.count))
+            .unwrap_or((0, 0));
+        let old = std::mem::replace(
+            &mut self.entries[i],
+            Entry {
+                key: key.into(),
+                count: least + 1,
+                error: least,
+            },
+        );
+        self.index.remove(&old.key);
+        self.index.insert(key.into(), i);
+    }
+
+    fn add_into(&self, totals: &mut HashMap<Box<[u8]>, (u64, u64)>) {
+        for e in &self.entries {
+            let t = totals.entry(e.key.clone()).or_default();
+            t.0 += e.count;
+            t.1 += e.error;
+        }
+    }
+}
+
+/// A worker's board: reads and writes, this window and the one before.
+#[derive(Debug, Default)]
+pub struct Board {
+    window_started_ms: u64,
+    reads: [Sketch; 2],
+    writes: [Sketch; 2],
+    /// Requests counted since start.
+    pub sampled: u64,
+}
+
+impl Board {
+    /// Count `key`, read or written, at `now_ms` (the worker's coarse clock); a window
+    /// `window_ms` long ends first if its time has come.
+    pub fn offer(&mut self, key: &[u8], write: bool, now_ms: u64, window_ms: u64) {
+        if now_ms.saturating_sub(self.window_started_ms) >= window_ms {
+            // Two windows old: gone. One old: the previous.
+            let skipped = now_ms.saturating_sub(self.window_started_ms) >= 2 * window_ms;
+            for pair in [&mut self.reads, &mut self.writes] {
+                pair[1] = match skipped {
+                    true => Sketch::default(),
+                    false => std::mem::take(&mut pair[0]),
+                };
+                pair[0] = Sketch::default();
+            }
+            self.window_started_ms = now_ms;
+        }
+        self.sampled += 1;
+        match write {
+            true => self.writes[0].offer(key),
+            false => self.reads[0].offer(key),
+        }
+    }
+}
+
+/// One key of the merged board: its sampled count over the two windows, and how much of it
+/// may be the sketch's over-count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hot {
+    pub key: Vec<u8>,
+    pub count: u64,
+    pub error: u64,
+}
+
+/// The `top` keys read and written over every worker's board, most counted first (ties by
+/// key, so the order is stable).
+pub fn merged<'a>(
+    boards: impl Iterator<Item = &'a Mutex<Board>>,
+    top: usize,
+) -> (Vec<Hot>, Vec<Hot>, u64) {
+    let mut reads = HashMap::new();
+    let mut writes = HashMap::new();
+    let mut sampled = 0;
+    for board in boards {
+        let b = board.lock().unwrap_or_else(|p| p.into_inner());
+        for s in &b.reads {
+            s.add_into(&mut reads);
+        }
+        for s in &b.writes {
+            s.add_into(&mut writes);
+        }
+        sampled += b.sampled;
+    }
+    let rank = |totals: HashMap<Box<[u8]>, (u64, u64)>| {
+        let mut all: Vec<Hot> = totals
+            .into_iter()
+            .map(|(key, (count, error))| Hot {
+                key: key.into_vec(),
+                count,
+                error,
+            })
+            .collect();
+        all.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        all.truncate(top);
+        all
+    };
+    (rank(reads), rank(writes), sampled)
+}
+
+/// A key as INFO shows it: printable ASCII as is, other bytes and the field separators
+/// (`,`, `=`, `\`) as `\xHH`.
+pub fn shown(key: &[u8]) -> String {
+    let mut out = String::with_capacity(key.len());
+    for &b in key {
+        match b {
+            b',' | b'=' | b'\\' => out.push_str(&format!("\\x{b:02x}")),
+            0x21..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heavy_keys_survive_a_stream_of_light_ones() {
+        let mut s = Sketch::default();
+        for i in 0..100_000u64 {
+            // Keys 0..5 take half the stream; the rest is spread over 50,000 keys.
+            let key = match i % 2 {
+                0 => format!("hot:{}", i % 5),
+                _ => format!("cold:{}", i % 50_000),
+            };
+            s.offer(key.as_bytes());
+        }
+        let mut top: Vec<&Entry> = s.entries.iter().collect();
+        top.sort_by_key(|e| std::cmp::Reverse(e.count));
+        let names: Vec<String> = top[..5]
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.key).into_owned())
+            .collect();
+        for i in 0..5 {
+            assert!(names.contains(&format!("hot:{i}")), "{names:?}");
+        }
+        assert!(top[0].count - top[0].error <= 10_000 && top[0].count >= 10_000);
+        assert_eq!(s.entries.len(), CAPACITY);
+        assert_eq!(s.index.len(), CAPACITY);
+    }
+
+    #[test]
+    fn windows_age_out() {
+        let m = Mutex::new(Board::default());
+        m.lock().unwrap().offer(b"old", false, 0, 1000);
+        m.lock().unwrap().offer(b"new", false, 1500, 1000);
+        let (reads, _, _) = merged(std::iter::once(&m), 10);
+        assert_eq!(reads.len(), 2, "the previous window still counts");
+        m.lock().unwrap().offer(b"new", false, 3000, 1000);
+        let (reads, _, sampled) = merged(std::iter::once(&m), 10);
+        let keys: Vec<&[u8]> = reads.iter().map(|h| h.key.as_slice()).collect();
+        assert_eq!(keys, [b"new".as_slice()]);
+        assert_eq!(sampled, 3);
+    }
+
+    #[test]
+    fn keys_are_shown_safely() {
+        assert_eq!(shown(b"user:1"), "user:1");
+        assert_eq!(
+            shown(b"a,b=c\\\r\n \xff"),
+            "a\\x2cb\\x3dc\\x5c\\x0d\\x0a\\x20\\xff"
+        );
+    }
+}
