@@ -105,6 +105,7 @@ fn info_sections_by_name_all_and_everything() {
                 "# Backends",
                 "# Tls",
                 "# Group",
+                "# Hotkeys",
                 "# Keyspace"
             ]
         );
