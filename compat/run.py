@@ -106,11 +106,14 @@ class Cluster:
             # Keyspace events are a node setting; the proxy refuses CONFIG SET by design.
             redis_cli(addr, "CONFIG", "SET", "notify-keyspace-events", "KEA")
         self.port = free_port()
+        self.start_proxy(["--listen", f"127.0.0.1:{self.port}", "--seed", self.seed])
+
+    def start_proxy(self, args):
+        """`slotgate proxy <args>` on self.port, logging to proxy.log; returns once it PONGs."""
         self.log_path = os.path.join(self.dir, "proxy.log")
         with open(self.log_path, "w") as log:
             self.proxy = subprocess.Popen(
-                [BIN, "proxy", "--listen", f"127.0.0.1:{self.port}", "--seed", self.seed,
-                 "--threads", "2"],
+                [BIN, "proxy", *args, "--threads", "2"],
                 stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, RUST_LOG="warn"))
         deadline = time.monotonic() + 20
         while redis_cli(f"127.0.0.1:{self.port}", "PING", check=False) != "PONG":
@@ -207,16 +210,7 @@ class NutcrackerPool(Cluster):
                     "  hash_tag: \"{}\"\n  distribution: ketama\n  redis: true\n"
                     "  auto_eject_hosts: false\n  servers:\n")
             f.writelines(f"   - {addr}:1\n" for addr in self.masters)
-        self.log_path = os.path.join(self.dir, "proxy.log")
-        with open(self.log_path, "w") as log:
-            self.proxy = subprocess.Popen(
-                [BIN, "proxy", "--nutcracker", conf, "--threads", "2"],
-                stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, RUST_LOG="warn"))
-        deadline = time.monotonic() + 20
-        while redis_cli(f"127.0.0.1:{self.port}", "PING", check=False) != "PONG":
-            if self.proxy.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"proxy did not answer PING: {self.log_tail()}")
-            time.sleep(0.1)
+        self.start_proxy(["--nutcracker", conf])
 
     def stop(self):
         super().stop()

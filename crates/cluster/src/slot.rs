@@ -7,7 +7,8 @@ pub const SLOT_COUNT: usize = 16384;
 
 /// CRC16 lookup table for the XMODEM variant (polynomial 0x1021, initial
 /// value 0, no reflection), built at compile time so no runtime setup exists.
-const CRC16_TABLE: [u16; 256] = build_crc16_table();
+/// twemproxy's `crc16` hash reads it too (`sharding/hash.rs`).
+pub(crate) const CRC16_TABLE: [u16; 256] = build_crc16_table();
 
 const fn build_crc16_table() -> [u16; 256] {
     let mut table = [0u16; 256];

@@ -1,12 +1,14 @@
 //! `slotgate proxy --nutcracker FILE` as an operator runs it in nutcracker's place: every
 //! pool of the file served on its own address, SIGHUP re-reads the file, SIGTERM ends it
-//! with 0, and a file nutcracker would refuse is refused with the reason. Placement itself is checked against the real
-//! nutcracker in `crates/proxy/tests/sharded.rs`.
+//! with 0, and a file nutcracker would refuse is refused with the reason. Placement itself
+//! is checked against the real nutcracker in `crates/proxy/tests/sharded.rs`.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+mod common;
+
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+
+use common::{call, connect, signal, wait_until};
 
 /// A standalone redis-server on a free port; killed when dropped.
 struct Server(Child, u16);
@@ -36,53 +38,6 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// Send one command, read one line of reply (enough for the replies used here).
-fn call(stream: &mut TcpStream, args: &[&str]) -> String {
-    let mut out = format!("*{}\r\n", args.len());
-    for a in args {
-        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    stream.write_all(out.as_bytes()).unwrap();
-    let mut reply = Vec::new();
-    let mut byte = [0u8; 1];
-    while !reply.ends_with(b"\r\n") {
-        match stream.read(&mut byte) {
-            Ok(0) => break,
-            Ok(_) => reply.push(byte[0]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => panic!("read: {e}"),
-        }
-    }
-    String::from_utf8_lossy(&reply).trim_end().to_string()
-}
-
-fn connect(addr: SocketAddr) -> Option<TcpStream> {
-    let s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    Some(s)
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{what}: not within 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `kill -<name> <pid>` (the crate forbids unsafe code, so no libc call).
-fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -{name} {pid}");
 }
 
 fn write_file(tag: &str, text: &str) -> std::path::PathBuf {

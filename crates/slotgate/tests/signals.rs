@@ -2,47 +2,14 @@
 //! works, the old one no longer does, connected clients stay), SIGTERM drains and exits 0,
 //! and the log written to a pipe carries no colour codes.
 
-use std::io::{Read, Write};
+mod common;
+
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Send one command, read one line of reply (enough for the simple replies used here).
-fn call(stream: &mut TcpStream, args: &[&str]) -> String {
-    let mut out = format!("*{}\r\n", args.len());
-    for a in args {
-        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    stream.write_all(out.as_bytes()).unwrap();
-    let mut reply = Vec::new();
-    let mut byte = [0u8; 1];
-    while !reply.ends_with(b"\r\n") {
-        match stream.read(&mut byte) {
-            Ok(0) => break,
-            Ok(_) => reply.push(byte[0]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => panic!("read: {e}"),
-        }
-    }
-    String::from_utf8_lossy(&reply).trim_end().to_string()
-}
-
-fn connect(addr: SocketAddr) -> Option<TcpStream> {
-    let s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    Some(s)
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{what}: not within 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::{call, connect, signal, wait_until};
 
 /// A one-master cluster in a fresh directory named after `tag` and this process.
 fn one_node_cluster(tag: &str) -> (std::path::PathBuf, devcluster::Cluster) {
@@ -55,16 +22,6 @@ fn one_node_cluster(tag: &str) -> (std::path::PathBuf, devcluster::Cluster) {
     };
     let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
     (dir, cluster)
-}
-
-/// `kill -<name> <pid>` (the crate forbids unsafe code, so no libc call).
-fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -{name} {pid}");
 }
 
 #[test]

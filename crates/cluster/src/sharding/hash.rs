@@ -133,32 +133,11 @@ fn one_at_a_time(key: &[u8]) -> u32 {
     v.wrapping_add(v << 15)
 }
 
-/// CRC-16/XMODEM's table (polynomial 0x1021).
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = (i as u16) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-};
-
 fn crc16(key: &[u8]) -> u32 {
     let mut crc: u32 = 0;
     for &b in key {
         let index = ((crc >> 8) ^ signed(b)) & 0xff;
-        crc = (crc << 8) ^ u32::from(CRC16_TABLE[index as usize]);
+        crc = (crc << 8) ^ u32::from(crate::slot::CRC16_TABLE[index as usize]);
     }
     crc
 }
