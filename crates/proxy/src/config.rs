@@ -25,8 +25,8 @@ pub use admin::AdminConfig;
 pub use error::ConfigError;
 pub use group::{GroupConfig, GroupMembers};
 pub use hotkeys::HotkeysConfig;
-use listen::parse_addr;
 pub use listen::ListenAddrs;
+use listen::{is_host_port, parse_addr};
 pub use mirror::MirrorConfig;
 pub use read_policy::ReadPolicy;
 pub use secret::Secret;
@@ -340,16 +340,10 @@ impl Config {
         if self.cluster.seeds.is_empty() {
             return Err(ConfigError::NoSeeds);
         }
-        for seed in &self.cluster.seeds {
-            if seed
-                .rsplit_once(':')
-                .and_then(|(_, p)| p.parse::<u16>().ok())
-                .is_none()
-            {
-                return Err(ConfigError::Seed(seed.clone()));
-            }
+        match self.cluster.seeds.iter().find(|s| !is_host_port(s)) {
+            Some(seed) => Err(ConfigError::Seed(seed.clone())),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Limits where zero would refuse every request or never connect.

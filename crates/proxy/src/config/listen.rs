@@ -19,3 +19,11 @@ pub(super) fn parse_addr(text: &str) -> Result<SocketAddr, ConfigError> {
     text.parse()
         .map_err(|_| ConfigError::Listen(text.to_string()))
 }
+
+/// Whether `addr` ends in `:port` (the host is the resolver's to judge): a seed's or a
+/// sentinel's address, dialled later.
+pub(crate) fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .is_some()
+}

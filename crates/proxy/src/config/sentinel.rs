@@ -32,15 +32,13 @@ impl SentinelConfig {
                 "the name the sentinels monitor the master under",
             ));
         }
-        for addr in &self.sentinels {
-            if addr
-                .rsplit_once(':')
-                .and_then(|(_, p)| p.parse::<u16>().ok())
-                .is_none()
-            {
-                return Err(ConfigError::Sentinel(addr.clone()));
-            }
+        match self
+            .sentinels
+            .iter()
+            .find(|s| !super::listen::is_host_port(s))
+        {
+            Some(addr) => Err(ConfigError::Sentinel(addr.clone())),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
