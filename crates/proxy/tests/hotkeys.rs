@@ -28,7 +28,11 @@ fn the_hottest_keys_are_named_reads_and_writes_apart() {
         ..Default::default()
     };
     let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
-    let proxy = common::start_proxy(&cluster, |c| c.hotkeys.enabled = true);
+    let proxy = common::start_proxy(&cluster, |c| {
+        c.hotkeys.enabled = true;
+        c.admin.listen = "127.0.0.1:0".into();
+    });
+    let admin = proxy.admin_addr().expect("admin endpoint");
     let mut c = Client::connect(proxy.local_addr());
     let off = text(&c.call(&["INFO", "hotkeys"]));
     assert!(off.contains("hotkeys_enabled:1"), "{off}");
@@ -83,6 +87,16 @@ fn the_hottest_keys_are_named_reads_and_writes_apart() {
         .collect();
     assert_eq!(writes.first(), Some(&"w:0"), "{info}");
     assert_eq!(writes.len(), 5, "{info}");
+    // The same board in /metrics, one series per key and rank, bounded by `top`.
+    let series: Vec<String> = common::scrape(admin)
+        .lines()
+        .filter(|l| l.starts_with("slotgate_hotkey_requests{"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(series.len(), 15, "{series:?}");
+    assert!(series
+        .iter()
+        .any(|l| l.contains("kind=\"write\",rank=\"0\",key=\"w:0\"")));
     // Not in plain INFO, as commandstats is not.
     assert!(!text(&c.call(&["INFO"])).contains("# Hotkeys"));
     proxy.shutdown();

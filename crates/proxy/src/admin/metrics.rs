@@ -87,6 +87,11 @@ pub const METRICS: &[Metric] = &[
         "Copies of requests for the mirror pool ([mirror]), by outcome.",
     ),
     (
+        "slotgate_hotkey_requests",
+        "gauge",
+        "Estimated requests of the hottest keys over the last one or two windows ([hotkeys]), by kind and rank.",
+    ),
+    (
         "slotgate_topology_refresh_total",
         "counter",
         "Topology refreshes, by outcome.",
@@ -203,6 +208,37 @@ fn worker_totals(shared: &Shared, out: &mut String, described: &mut Described) {
     client_totals(&t, clients, out, described);
     redirect_totals(&t, out, described);
     mirror_totals(shared, out, described);
+    hot_keys(shared, out, described);
+}
+
+/// `[hotkeys]`'s board: at most `top` keys per kind, so the series stay bounded (64 × 2).
+/// A key is a label value, escaped as the text format requires, bytes outside printable
+/// ASCII as INFO shows them.
+fn hot_keys(shared: &Shared, out: &mut String, described: &mut Described) {
+    let live = shared.live.load();
+    let cfg = &live.config.hotkeys;
+    if !cfg.enabled {
+        return;
+    }
+    let boards = shared.workers.iter().map(|w| &w.hotkeys);
+    let (reads, writes, _) = crate::context::hotkeys::merged(boards, cfg.top);
+    let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY);
+    for (kind, list) in [("read", reads), ("write", writes)] {
+        for (rank, hot) in list.iter().enumerate() {
+            // The text format's label escapes: backslash and double quote.
+            let key = crate::context::hotkeys::shown(&hot.key)
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
+            let labels = format!("kind=\"{kind}\",rank=\"{rank}\",key=\"{key}\"");
+            sample(
+                out,
+                described,
+                "slotgate_hotkey_requests",
+                &labels,
+                hot.count * every,
+            );
+        }
+    }
 }
 
 /// `[mirror]`'s copies by outcome, when it is configured.
