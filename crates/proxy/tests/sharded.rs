@@ -378,3 +378,26 @@ fn writes_are_mirrored_to_a_second_pool_without_the_client_seeing_it() {
     });
     proxy.shutdown();
 }
+
+#[test]
+fn a_mirror_copies_no_request_over_16_kib() {
+    let primary = Reference::start();
+    let mirror = Reference::start();
+    let mut config = proxy::Config::default();
+    config.proxy.listen = "127.0.0.1:0".into();
+    config.proxy.threads = 1;
+    config.sharded.servers = vec![format!("{}:1", primary.addr)];
+    config.mirror.pool.servers = vec![format!("{}:1", mirror.addr)];
+    let proxy = Proxy::start(config).expect("slotgate starts");
+    let mut c = Client::connect(proxy.local_addr());
+    let big = "x".repeat(20 * 1024);
+    assert_eq!(text(&c.call(&["SET", "big", &big])), "OK");
+    assert_eq!(text(&c.call(&["SET", "small", "v"])), "OK");
+    wait_until(Duration::from_secs(10), || {
+        info_u64(&mut c, "stats", "mirror_answered") == 1
+    });
+    assert_eq!(info_u64(&mut c, "stats", "mirror_dropped"), 1);
+    assert_eq!(keys_on(&mirror), vec![b"small".to_vec()]);
+    assert_eq!(c.call(&["STRLEN", "big"]), Value::Integer(big.len() as i64));
+    proxy.shutdown();
+}

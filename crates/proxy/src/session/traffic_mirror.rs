@@ -8,10 +8,10 @@
 //! ```
 //!
 //! A copy is sent only for a single-slot request that may write (or any keyed one with
-//! `commands = "all"`), in the client's database and RESP2, on the worker's shared
-//! connection to the mirror server. Its reply never reaches the client, its failure never
-//! fails the client, and a mirror server whose connection is behind (queue full) costs the
-//! client nothing: the copy is dropped and counted.
+//! `commands = "all"`), of at most 16 KiB, in the client's database and RESP2, on the
+//! worker's shared connection to the mirror server. Its reply never reaches the client, its
+//! failure never fails the client, and a mirror server whose connection is behind (queue
+//! full) costs the client nothing: the copy is dropped and counted.
 
 use std::rc::Rc;
 
@@ -25,9 +25,12 @@ use crate::context::WorkerStats;
 use crate::patience::Patience;
 use crate::session::client::Client;
 
-/// Copies queued on one mirror connection past which new ones are dropped: a slow mirror
-/// server never holds more than this much of a worker's memory.
-const MAX_QUEUED: usize = 4096;
+/// Copies queued on one mirror connection past which new ones are dropped, and the largest
+/// request copied: a copy holds its request's bytes (a slice of the client's read buffer)
+/// until written, so a slow mirror server pins at most 1,024 × 16 KiB = 16 MiB per worker
+/// and mirror server, whatever the clients send. Larger requests are dropped, counted.
+const MAX_QUEUED: usize = 1024;
+const MAX_COPY_BYTES: usize = 16 * 1024;
 
 /// Copy `req` to the mirror pool if it is drawn and eligible.
 pub(crate) fn copy(client: &Client, req: &Request, mirror: &TrafficMirror) {
@@ -43,6 +46,9 @@ pub(crate) fn copy(client: &Client, req: &Request, mirror: &TrafficMirror) {
         return;
     }
     let counters = &worker.stats.mirror;
+    if req.raw().len() > MAX_COPY_BYTES {
+        return MirrorCounters::bump(&counters.dropped);
+    }
     let Ok(keys) = spec.key_positions(req.argc(), |i: usize| req.arg(i)) else {
         return;
     };
