@@ -50,14 +50,15 @@ test-cluster: deps
 # clone (compat/rust/target) and up to a minute of downloads on a machine that has none cached.
 # Then the proxy group's failover run (scripts/group_failover.py, docs/group.md): JedisCluster
 # under load over 3 proxies, one killed; about 25 s. Then the same real-client suite behind
-# `slotgate proxy --nutcracker` over three standalone servers (docs/nutcracker.md); about 60 s.
+# `slotgate proxy --nutcracker` over three standalone servers (docs/nutcracker.md) with
+# redis-py, go-redis and ioredis (every language in `make compat-all`); about 30 s.
 compat: deps
 	$(CARGO) build -p slotgate
 	bash scripts/install-compat-deps
 	python3 compat/python/compare_masters.py
 	python3 compat/run.py
 	python3 scripts/group_failover.py
-	python3 compat/run.py --nutcracker
+	python3 compat/run.py --nutcracker --langs python,go,node
 
 # The real-client suites on every server of the matrix (scripts/install-servers), each on a
 # fresh cluster of that server: about 1.5 minutes a server. Not in `make test` for CI's time;
@@ -73,14 +74,15 @@ compat-matrix: deps
 	done
 
 # The real-client suite with every language it has, also any left out of `make test` for time
-# (none today: compat/run.py DEFAULT_LANGS).
+# (none today: compat/run.py DEFAULT_LANGS), then behind `--nutcracker` with every language.
 compat-all: deps
 	$(CARGO) build -p slotgate
 	bash scripts/install-compat-deps
 	python3 compat/run.py --langs all
+	python3 compat/run.py --nutcracker --langs all
 
 # Differential test (scripts/difftest.py, docs/difftest.md): random seeded pipelined scripts
-# through the proxy vs one standalone redis-server, byte for byte; about 100 s plain, then
+# through the proxy vs one standalone redis-server, byte for byte; about 80 s plain, then
 # 30 s while slots move live and masters fail over, then 45 s (about 55 s with set-up and the
 # final checks) while masters are killed -9 and restarted, paused, failed over and have their
 # connections killed (scripts/faultinject.py: a script a fault overlapped may differ and is
@@ -99,7 +101,7 @@ DIFFTEST_SKIP ?=
 DIFFTEST_CHAOS_SKIP ?=
 difftest: deps
 	$(CARGO) build -p slotgate
-	python3 scripts/difftest.py --seconds 100 --quiet --shrink-budget 60 $(if $(DIFFTEST_SKIP),--skip-families $(DIFFTEST_SKIP))
+	python3 scripts/difftest.py --seconds 80 --quiet --shrink-budget 60 $(if $(DIFFTEST_SKIP),--skip-families $(DIFFTEST_SKIP))
 	python3 scripts/difftest.py --seconds 30 --chaos --quiet --shrink-budget 30 $(if $(DIFFTEST_CHAOS_SKIP),--skip-families $(DIFFTEST_CHAOS_SKIP))
 	python3 scripts/difftest.py --seconds 45 --faults --fault-every 6 --quiet --shrink-budget 30
 	python3 scripts/migration_order.py --seconds 20
@@ -112,11 +114,11 @@ difftest: deps
 # (scripts/install-servers caches them in ~/.cache/slotgate/servers: about 3 minutes the
 # first time, then nothing). Behind each: every command of the nodes' COMMAND INFO known to
 # the proxy, INFO/HELLO say the nodes' version, Valkey 9's numbered databases, the plain
-# differential test against a standalone of the same binary for MATRIX_SECONDS (about 1
+# differential test against a standalone of the same binary for MATRIX_SECONDS (under 1
 # minute a server with set-up) and its chaos mode for MATRIX_CHAOS_SECONDS (with the servers'
 # atomic slot migration where they have it, then 10 s of scripts/migration_order.py --atomic).
-MATRIX_SECONDS ?= 30
-MATRIX_CHAOS_SECONDS ?= 20
+MATRIX_SECONDS ?= 20
+MATRIX_CHAOS_SECONDS ?= 15
 matrix: deps
 	$(CARGO) build -p slotgate
 	bash scripts/install-servers
