@@ -163,6 +163,10 @@ def main():
     ap.add_argument("--sharded", action="store_true",
                     help="behind a [sharded] pool of three standalone servers (docs/nutcracker.md)"
                          " instead of a cluster")
+    ap.add_argument("--near-cache", action="store_true",
+                    help="the proxy with [near_cache] on for every key (patterns = [\"*\"]):"
+                         " every GET after a key's first read may be answered from the cache"
+                         " (docs/hotkeys.md)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="run this many independent copies (own cluster, seed+i) at once and"
                     " sum their counts: a run mostly waits on replies, so copies overlap")
@@ -181,7 +185,9 @@ def main():
 
     if args.sharded and (args.chaos or args.faults):
         sys.exit("difftest: --sharded has no cluster to move slots in or fail over")
-    env = Env(args.cluster_config, sharded=args.sharded)
+    if args.sharded and args.near_cache:
+        sys.exit("difftest: --near-cache runs in front of a cluster, not --sharded")
+    env = Env(args.cluster_config, sharded=args.sharded, near_cache=args.near_cache)
     atexit.register(env.stop)
 
     def on_signal(signum, frame):

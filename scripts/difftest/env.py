@@ -37,12 +37,15 @@ def wait_ping(addr, proc, what, seconds=20):
 
 
 class Env:
-    def __init__(self, cluster_config=(), sharded=False):
+    def __init__(self, cluster_config=(), sharded=False, near_cache=False):
         # `NAME=VALUE` directives for every cluster node (`cluster up --config`).
         self.cluster_config = list(cluster_config)
         # Three standalone servers as a nutcracker-style pool (`[sharded]`) instead of a
         # cluster: docs/nutcracker.md's mode, held to the same oracle.
         self.sharded = sharded
+        # `[near_cache]` on for every key: GETs answered from the proxy's cache are held
+        # to the same oracle (docs/hotkeys.md).
+        self.near_cache = near_cache
         self.servers = []
         self.dir = tempfile.mkdtemp(prefix="slotgate-difftest-")
         self.cdir = os.path.join(self.dir, "cluster")
@@ -84,16 +87,35 @@ class Env:
         self.nodes = self.masters + self.replicas
         pport = free_port()
         self.proxy_log = os.path.join(self.dir, "proxy.log")
+        args = ["--listen", f"127.0.0.1:{pport}", "--seed", self.seed, "--threads", "2"]
+        if self.near_cache:
+            conf = os.path.join(self.dir, "proxy.toml")
+            with open(conf, "w") as f:
+                f.write(f'[proxy]\nlisten = "127.0.0.1:{pport}"\nthreads = 2\n'
+                        f'[cluster]\nseeds = ["{self.seed}"]\n'
+                        '[near_cache]\nenabled = true\npatterns = ["*"]\n')
+            args = ["--config", conf]
         with open(self.proxy_log, "w") as logf:
             self.proxyproc = subprocess.Popen(
-                [BIN, "proxy", "--listen", f"127.0.0.1:{pport}", "--seed", self.seed,
-                 "--threads", "2"],
+                [BIN, "proxy"] + args,
                 stdout=logf, stderr=subprocess.STDOUT, env=dict(os.environ, RUST_LOG=os.environ.get("DIFFTEST_PROXY_LOG", "warn")))
         wait_ping(raddr, self.refproc, "reference redis-server")
         wait_ping(("127.0.0.1", pport), self.proxyproc, "proxy")
         self.ref = Target("reference", raddr)
         self.proxy = Target("proxy", ("127.0.0.1", pport), retry_s=30)
         self.failover_every = chaos_failover_every
+
+    def log_near_cache(self):
+        """The cache's counters, so a run shows how many GETs it answered."""
+        try:
+            c = Conn(self.proxy.addr, timeout=5)
+            frame = c.call("INFO", "stats")
+            c.close()
+        except (OSError, Timeout, Closed):
+            return
+        text = frame[1].decode(errors="replace") if isinstance(frame[1], bytes) else ""
+        lines = [x.strip() for x in text.splitlines() if x.startswith("near_cache_")]
+        log("difftest: " + " ".join(lines))
 
     def start_sharded(self, raddr, chaos_failover_every):
         """Three standalone servers, and the proxy over them as a `[sharded]` pool with the
@@ -161,6 +183,8 @@ class Env:
         if self.faults is not None:
             self.faults.stop_ev.set()
             self.faults.teardown()
+        if self.near_cache and self.proxyproc is not None and self.proxyproc.poll() is None:
+            self.log_near_cache()
         for p in (self.proxyproc, self.refproc, *self.servers):
             if p is not None and p.poll() is None:
                 p.terminate()

@@ -33,12 +33,14 @@ FAMILIES = collections.OrderedDict([
     ("reset", "RESET from plain, subscribed (RESP2/3), MULTI and WATCH modes"),
     ("quit", "QUIT mid-pipeline, then a fresh connection"),
     ("hello", "HELLO 2/3 mid-session"),
+    ("hot", "a few keys read again and again from every connection, written between the reads"
+            " by one of them (what the near cache serves, docs/hotkeys.md)"),
 ])
 ATOM_FAMILIES = ["strings", "multikey", "lists", "blocking", "tagged", "hashes", "sets", "zsets",
                  "expiry", "scripts", "errors", "inline", "ping", "client"]
 WEIGHTS = {f: 3 for f in ATOM_FAMILIES}
 WEIGHTS.update(big=0.25, deep=0.5, tx=2, watch=2, pubsub=2.5, shard=1.5, reset=2, quit=1,
-               hello=1.5, ping=1, client=1, inline=1.5)
+               hello=1.5, ping=1, client=1, inline=1.5, hot=2)
 
 STR_KEYS = ["s0", "s1", "s2", "s3", "s4", "s5", "{a}s0", "{a}s1"]
 CTR_KEYS = ["n0", "n1", "n2", "{a}n0"]
@@ -49,11 +51,12 @@ ZSET_KEYS = ["z0", "z1", "{a}z0"]
 TX_KEYS = {k: "{b}" + k for k in ("x", "y", "n", "l", "h", "s", "w")}
 Q_KEYS = ["{a}q", "{a}q2"]
 BIG_KEYS = ["big0", "big1"]
+HOT_KEYS = ["hot0", "hot1", "{a}hot"]
 CHANNELS = ["ch0", "ch1", "ch2", "ch3"]
 PATTERNS = ["ch*", "ch[12]", "n*", "*3"]
 SHARD_GROUPS = [["{sc}a", "{sc}b", "{sc}c"], ["{sd}a", "{sd}b"]]
 ALL_KEYS = (STR_KEYS + CTR_KEYS + LIST_KEYS + HASH_KEYS + SET_KEYS + ZSET_KEYS
-            + list(TX_KEYS.values()) + Q_KEYS + BIG_KEYS + ["{d}k", "{d}ctr"]
+            + list(TX_KEYS.values()) + Q_KEYS + BIG_KEYS + HOT_KEYS + ["{d}k", "{d}ctr"]
             + [c for g in SHARD_GROUPS for c in g])
 
 SUB_ALLOWED = {"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE",
@@ -551,6 +554,30 @@ class Gen:
             return
         self.emit(a, [C("MULTI"), C("SET", t["x"], "mine"), C("INCR", t["n"]), C("EXEC")])
         self.emit(r.choice([a, b]), [C("GET", t["x"])])
+
+    def g_hot(self):
+        """Reads of the same keys from every connection, one step at a time, with writes
+        of all kinds between them: a value the proxy kept must never outlive a write
+        acknowledged before the read."""
+        r = self.r
+        writes = [
+            lambda k: [C("SET", k, f"v{r.randint(0, 99)}")],
+            lambda k: [C("INCR", k)],
+            lambda k: [C("APPEND", k, "x")],
+            lambda k: [C("DEL", k)],
+            lambda k: [C("GETDEL", k)],
+            lambda k: [C("EXPIRE", k, "100"), C("PERSIST", k)],
+            lambda k: [C("SETRANGE", k, str(r.randint(0, 3)), "zz")],
+            lambda k: [C("MSET", k, "m", r.choice(HOT_KEYS), "n")],
+            lambda k: [C("EVAL", "return redis.call('SET', KEYS[1], ARGV[1])", "1", k, "lua")],
+        ]
+        for _ in range(r.randint(4, 10)):
+            c = self.pick(plain=True)
+            k = r.choice(HOT_KEYS)
+            if r.random() < 0.6:
+                self.emit(c, [C("GET", k) for _ in range(r.randint(1, 3))])
+            else:
+                self.emit(c, r.choice(writes)(k) + [C("GET", k)])
 
     def _sub_step(self, s, kind, names):
         cmd = {"ch": "SUBSCRIBE", "pat": "PSUBSCRIBE", "sh": "SSUBSCRIBE"}[kind]

@@ -12,6 +12,7 @@ mod admin;
 mod error;
 mod group;
 mod hotkeys;
+mod near_cache;
 mod listen;
 mod mirror;
 pub mod nutcracker;
@@ -25,6 +26,7 @@ pub use admin::AdminConfig;
 pub use error::ConfigError;
 pub use group::{GroupConfig, GroupMembers};
 pub use hotkeys::HotkeysConfig;
+pub use near_cache::NearCacheConfig;
 pub use listen::ListenAddrs;
 use listen::{is_host_port, parse_addr};
 pub use mirror::MirrorConfig;
@@ -56,6 +58,8 @@ pub struct Config {
     pub mirror: MirrorConfig,
     /// The hot-key board.
     pub hotkeys: HotkeysConfig,
+    /// Hot keys' values served by the proxy.
+    pub near_cache: NearCacheConfig,
 }
 
 /// Who may use the proxy. Empty: anyone who can connect (allowed on loopback only).
@@ -308,6 +312,7 @@ impl Config {
             self.mirror.check()?;
         }
         self.hotkeys.check()?;
+        self.near_cache.check()?;
         self.check_nonzero()?;
         self.admin_addr()?;
         self.group.members(&self.proxy.listen)?;

@@ -62,6 +62,7 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
     ("sharded", |n, o| keep(&mut n.sharded, &o.sharded)),
     ("sentinel", |n, o| keep(&mut n.sentinel, &o.sentinel)),
     ("mirror", |n, o| keep(&mut n.mirror, &o.mirror)),
+    ("near_cache", |n, o| keep(&mut n.near_cache, &o.near_cache)),
     ("cluster.topology_command", |n, o| {
         keep(&mut n.cluster.topology_command, &o.cluster.topology_command)
     }),

@@ -206,6 +206,16 @@ fn stats(shared: &Shared, out: &mut String) {
         line(out, "mirror_answered", m.answered);
         line(out, "mirror_failed", m.failed);
     }
+    if shared.write_epochs.is_some() {
+        let c = shared.near_cache_totals();
+        line(out, "near_cache_hits", c.hits);
+        line(out, "near_cache_fills", c.fills);
+        line(out, "near_cache_filled", c.filled);
+        line(out, "near_cache_invalidated", c.invalidated);
+        line(out, "near_cache_evicted", c.evicted);
+        line(out, "near_cache_keys", c.entries);
+        line(out, "near_cache_bytes", c.bytes);
+    }
     line(out, "rejected_connections", t.rejected_connections);
     line(
         out,

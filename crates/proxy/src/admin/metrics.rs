@@ -87,6 +87,21 @@ pub const METRICS: &[Metric] = &[
         "Copies of requests for the mirror pool ([mirror]), by outcome.",
     ),
     (
+        "slotgate_near_cache_total",
+        "counter",
+        "Near cache events ([near_cache]): GETs answered (hit), values asked of a master (fill) and kept (kept), entries dropped by an invalidation (invalidated) or for room (evicted).",
+    ),
+    (
+        "slotgate_near_cache_keys",
+        "gauge",
+        "Keys the near cache holds ([near_cache]).",
+    ),
+    (
+        "slotgate_near_cache_bytes",
+        "gauge",
+        "Bytes the near cache holds, charged to the memory budget ([near_cache]).",
+    ),
+    (
         "slotgate_hotkey_requests",
         "gauge",
         "Estimated requests of the hottest keys over the last one or two windows ([hotkeys]), by kind and rank.",
@@ -208,6 +223,7 @@ fn worker_totals(shared: &Shared, out: &mut String, described: &mut Described) {
     client_totals(&t, clients, out, described);
     redirect_totals(&t, out, described);
     mirror_totals(shared, out, described);
+    near_cache_totals(shared, out, described);
     hot_keys(shared, out, described);
 }
 
@@ -257,6 +273,27 @@ fn mirror_totals(shared: &Shared, out: &mut String, described: &mut Described) {
         let labels = format!("outcome=\"{outcome}\"");
         sample(out, described, "slotgate_mirror_total", &labels, value);
     }
+}
+
+/// `[near_cache]`'s events and size, when it is on.
+fn near_cache_totals(shared: &Shared, out: &mut String, described: &mut Described) {
+    if shared.write_epochs.is_none() {
+        return;
+    }
+    let c = shared.near_cache_totals();
+    let events = [
+        ("hit", c.hits),
+        ("fill", c.fills),
+        ("kept", c.filled),
+        ("invalidated", c.invalidated),
+        ("evicted", c.evicted),
+    ];
+    for (event, value) in events {
+        let labels = format!("event=\"{event}\"");
+        sample(out, described, "slotgate_near_cache_total", &labels, value);
+    }
+    sample(out, described, "slotgate_near_cache_keys", "", c.entries);
+    sample(out, described, "slotgate_near_cache_bytes", "", c.bytes);
 }
 
 /// Client connections, their limits and the reply bytes held for them.

@@ -36,6 +36,8 @@ pub enum ConfigError {
     Mirror(String),
     #[error("hotkeys: {0}")]
     Hotkeys(String),
+    #[error("near_cache: {0}")]
+    NearCache(String),
     #[error("{0} must be greater than 0")]
     Zero(&'static str),
     #[error("group: {0}")]

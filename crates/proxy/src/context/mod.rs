@@ -11,6 +11,7 @@ pub(crate) mod code_flags;
 pub(crate) mod errorstats;
 pub(crate) mod group;
 pub(crate) mod hotkeys;
+pub(crate) mod near_cache;
 pub(crate) mod live;
 pub(crate) mod monitor;
 pub(crate) mod pause;
@@ -34,6 +35,8 @@ pub struct Shared {
     pub placement: cluster::Placement,
     /// `[mirror]`: where copies of requests go, if anywhere (fixed at start).
     pub traffic_mirror: Option<Arc<traffic_mirror::TrafficMirror>>,
+    /// `[near_cache]`: the write epochs every worker's cache checks (None when off).
+    pub(crate) write_epochs: Option<Arc<near_cache::WriteEpochs>>,
     pub workers: Vec<Arc<WorkerStats>>,
     pub started: Instant,
     /// Source of CLIENT ID values, unique across workers.
@@ -118,6 +121,8 @@ pub struct WorkerStats {
     pub mirror: traffic_mirror::MirrorCounters,
     /// The hot-key board (`[hotkeys]`), under this worker's own uncontended lock.
     pub hotkeys: std::sync::Mutex<hotkeys::Board>,
+    /// `[near_cache]`'s hits, fills and entries.
+    pub near_cache: near_cache::NearCacheCounters,
     /// Error replies by code (`errorstats.rs`).
     pub errors: crate::context::errorstats::ErrorStats,
     /// Counts requests to pick the sampled ones (this worker's thread only writes it).
@@ -172,6 +177,15 @@ impl Shared {
         let mut t = crate::context::cmdstats::CommandTotals::default();
         for w in &self.workers {
             w.commands.add_to(command, &mut t);
+        }
+        t
+    }
+
+    /// Every worker's near-cache counters summed: O(workers).
+    pub fn near_cache_totals(&self) -> near_cache::NearCacheTotals {
+        let mut t = near_cache::NearCacheTotals::default();
+        for w in &self.workers {
+            w.near_cache.add_to(&mut t);
         }
         t
     }

@@ -58,6 +58,17 @@ pub(crate) enum Route {
     OwnConnections,
 }
 
+impl Route {
+    /// The one slot the request runs in, if it has one (a split or a broadcast has not).
+    pub(crate) fn slot(&self) -> Option<u16> {
+        match self {
+            Route::Slot(slot) | Route::Read(slot) | Route::Exclusive(Some(slot)) => Some(*slot),
+            Route::Tx { slot, .. } => *slot,
+            _ => None,
+        }
+    }
+}
+
 /// Commands the proxy answers without a backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Local {

@@ -322,6 +322,7 @@ mod tests {
             topology,
             placement: cluster::Placement::Slots,
             traffic_mirror: None,
+            write_epochs: None,
             workers: vec![],
             started: tokio::time::Instant::now(),
             next_client_id: std::sync::atomic::AtomicU64::new(1),

@@ -67,6 +67,7 @@ pub(crate) mod limits;
 pub(crate) mod local;
 pub(crate) mod login;
 mod monitor;
+pub(crate) mod near_cache;
 pub(crate) mod order;
 mod pause;
 pub(crate) mod pubsub;
@@ -186,10 +187,14 @@ impl Session {
         let threshold = worker.shared.slowlog.threshold();
         // The address accept(2) returned: asking the socket again is a getpeername per client.
         let slowlog = crate::session::slowlog::Tracker::new(threshold, Some(peer));
+        let cell = ClientCell::with_budget(worker.budget.clone());
+        if let Some(epochs) = &worker.shared.write_epochs {
+            cell.count_writes(epochs.clone());
+        }
         Session {
             io: Io::new(stream, parser),
             client: Client {
-                cell: ClientCell::with_budget(worker.budget.clone()),
+                cell,
                 worker,
                 info: SessionInfo::new(id),
                 login: Login::at_connect(auth_required),
@@ -376,8 +381,15 @@ impl Session {
                 .note_request(&self.client, &req, self.tx.open.is_some());
         }
         let refused = matches!(route, Route::Refuse(_));
-        if self.client.count_command(command, refused) && !refused {
+        let sampled = self.client.count_command(command, refused) && !refused;
+        if sampled {
             self.client.note_hot_key(&req);
+        }
+        if let Some(epochs) = &self.client.worker.shared.write_epochs {
+            // Before the write leaves: every worker's cache stops serving its slot.
+            if command.is_some_and(crate::context::near_cache::is_write) {
+                epochs.bump(route.slot());
+            }
         }
         if command
             .is_some_and(|i| cluster::command::at_stats_index(i).is_some_and(|c| c.replicates()))
@@ -408,7 +420,31 @@ impl Session {
         if self.tx.open.is_some() && !tx_bypass {
             return self.tx.queue(&self.client, req, route);
         }
+        if let Route::Read(slot) = route {
+            if self.client.worker.shared.write_epochs.is_some() && self.client.info.db == 0 {
+                if let Some(reply) = self.near_cache(&req, slot, sampled) {
+                    return self.client.reply_now(reply);
+                }
+            }
+        }
         self.dispatch_routed(req, route);
+    }
+
+    /// `[near_cache]`: the reply to a GET the worker's cache holds; otherwise the key is
+    /// noted (a pattern's, or hot on the sampled requests) for a fill.
+    fn near_cache(&self, req: &Request, slot: u16, sampled: bool) -> Option<Bytes> {
+        let key = near_cache::get_key(req)?;
+        let cache = near_cache::NearCache::of_this_worker(&self.client.worker)?;
+        let map = self.client.worker.topology().current();
+        if let Some(reply) = cache.answer(key, slot, &map, self.client.resp3()) {
+            return Some(reply);
+        }
+        cache.missed(key, slot);
+        if sampled {
+            let now_ms = self.client.worker.stats.registry.now_ms();
+            cache.sampled(key, slot, now_ms);
+        }
+        None
     }
 
     /// A command of a transaction whose EXEC replays it (`transaction.rs`): checked,

@@ -26,6 +26,7 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use crate::budget::Budget;
+use crate::context::near_cache::WriteEpochs;
 
 /// What one request waiting for its reply costs besides the reply: its `Entry`, the
 /// backend's bookkeeping and its share of the client's read buffer.
@@ -97,6 +98,8 @@ pub(crate) struct ClientCell {
     order: RefCell<crate::session::order::Order>,
     /// CLIENT REPLY: whether the next entries' replies are written.
     reply_mode: Cell<ReplyMode>,
+    /// `[near_cache]`: the write epochs a write's reply bumps before the client sees it.
+    write_epochs: std::cell::OnceCell<std::sync::Arc<WriteEpochs>>,
 }
 
 /// CLIENT REPLY's state, decided per request in request order as each entry is pushed.
@@ -144,7 +147,13 @@ impl ClientCell {
             inflight_charge: Default::default(),
             order: Default::default(),
             reply_mode: Default::default(),
+            write_epochs: Default::default(),
         })
+    }
+
+    /// Count this client's writes for the near cache (`context/near_cache.rs`).
+    pub(crate) fn count_writes(&self, epochs: std::sync::Arc<WriteEpochs>) {
+        let _ = self.write_epochs.set(epochs);
     }
 
     fn add_queued(&self, n: usize) {

@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use super::{ClientCell, Kind};
 use crate::backend::{is_redirect, ReplySink};
+use crate::context::near_cache::is_write;
 use crate::context::WorkerStats;
 use crate::session::failover_hold::Hold;
 
@@ -42,6 +43,16 @@ impl ClientCell {
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
+        if let Some(epochs) = self.write_epochs.get() {
+            // A write's reply, before its client can see it (`context/near_cache.rs`).
+            if entry.command.is_some_and(|c| is_write(usize::from(c.command))) {
+                let slot = match &entry.kind {
+                    Kind::Sent(sent) => sent.slot,
+                    _ => None,
+                };
+                epochs.bump(slot);
+            }
+        }
         if let Some(hold) = entry.hold_mut(frag) {
             note_hold(hold, how, &self.budget.stats);
         }
