@@ -273,8 +273,8 @@ fn build_shared(
     config.proxy.listen = addr.to_string();
     let config_cluster = config.cluster.clone();
     let slowlog = context::slowlog::Slowlog::new(&config.slowlog);
-    let write_epochs = (config.near_cache.enabled)
-        .then(|| Arc::new(context::near_cache::WriteEpochs::new()));
+    let write_epochs =
+        (config.near_cache.enabled).then(|| Arc::new(context::near_cache::WriteEpochs::new()));
     Arc::new(Shared {
         config,
         topology: topology.clone(),

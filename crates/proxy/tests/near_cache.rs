@@ -59,10 +59,14 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
     // Served from the cache once filled.
     let mut w = Client::connect(addr);
     w.call(&["SET", "hot:a", "v0"]);
-    wait_for("a GET answered by the cache", Duration::from_secs(5), || {
-        assert_eq!(get(&mut w, "hot:a").as_deref(), Some("v0"));
-        stat(&mut admin, "near_cache_hits") > 0
-    });
+    wait_for(
+        "a GET answered by the cache",
+        Duration::from_secs(5),
+        || {
+            assert_eq!(get(&mut w, "hot:a").as_deref(), Some("v0"));
+            stat(&mut admin, "near_cache_hits") > 0
+        },
+    );
 
     // Writes through the proxy on one connection, reads on four others (both workers):
     // every read after the write's +OK sees it.
@@ -78,7 +82,10 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
         }
     }
     let hits = stat(&mut admin, "near_cache_hits") - hits_before;
-    assert!(hits > 1000, "the cache answered only {hits} of 12,000 reads");
+    assert!(
+        hits > 1000,
+        "the cache answered only {hits} of 12,000 reads"
+    );
     eprintln!("through the proxy: 1,500 writes, 12,000 reads, {hits} from the cache, 0 stale");
 
     // A writer straight to the master: the proxy serves its value once the master's
@@ -100,7 +107,10 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
                 break;
             }
             assert_eq!(got, previous, "neither the old value nor the new one");
-            assert!(acked.elapsed() < Duration::from_secs(1), "invalidation never came");
+            assert!(
+                acked.elapsed() < Duration::from_secs(1),
+                "invalidation never came"
+            );
         }
         delays.push(acked.elapsed());
     }
@@ -137,7 +147,10 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
     let list = text(&m.call(&["CLIENT", "LIST"]));
     let tracking: Vec<&str> = list
         .lines()
-        .filter(|l| l.split(' ').any(|f| f.starts_with("flags=") && f.contains('t')))
+        .filter(|l| {
+            l.split(' ')
+                .any(|f| f.starts_with("flags=") && f.contains('t'))
+        })
         .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
         .collect();
     assert!(!tracking.is_empty(), "no tracking connection:\n{list}");
@@ -159,15 +172,25 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
     for _ in 0..20 {
         assert_eq!(get(&mut w, "hot:huge").as_deref(), Some(huge.as_str()));
     }
-    wait_for("the huge value's fills answered", Duration::from_secs(5), || {
-        stat(&mut admin, "near_cache_fills") > fills
-    });
+    wait_for(
+        "the huge value's fills answered",
+        Duration::from_secs(5),
+        || stat(&mut admin, "near_cache_fills") > fills,
+    );
     let hits = stat(&mut admin, "near_cache_hits");
     for _ in 0..20 {
         assert_eq!(get(&mut w, "hot:huge").as_deref(), Some(huge.as_str()));
     }
-    assert_eq!(stat(&mut admin, "near_cache_hits"), hits, "a 100 kB value was served");
-    assert_eq!(stat(&mut admin, "near_cache_filled"), kept, "a 100 kB value was kept");
+    assert_eq!(
+        stat(&mut admin, "near_cache_hits"),
+        hits,
+        "a 100 kB value was served"
+    );
+    assert_eq!(
+        stat(&mut admin, "near_cache_filled"),
+        kept,
+        "a 100 kB value was kept"
+    );
 
     // Bounded: 64 KiB for the proxy, 32 KiB a worker.
     let big = "x".repeat(4000);

@@ -49,8 +49,7 @@ impl NearCacheConfig {
         }
         if self.auto_reads_per_second == 0 && self.patterns.is_empty() {
             return Err(ConfigError::NearCache(
-                "nothing would be cached: set auto_reads_per_second above 0, or patterns"
-                    .into(),
+                "nothing would be cached: set auto_reads_per_second above 0, or patterns".into(),
             ));
         }
         if self.patterns.iter().any(String::is_empty) {

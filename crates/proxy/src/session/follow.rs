@@ -1,5 +1,6 @@
 //! Stream connections to every master (but one), kept matched to the map: the worker's
-//! keyspace notification hub (`keyspace/hub.rs`) and tracking hub (`tracking/hub.rs`).
+//! keyspace notification hub (`keyspace/hub.rs`), tracking hub (`tracking/hub.rs`) and
+//! near cache (`near_cache.rs`).
 //! Once a second, and whenever one breaks, their owner is woken and matches them to the
 //! current map: a connection to a node that is no longer a master, or that broke, is
 //! closed, and each master without one gets one (a master whose connection broke, on a

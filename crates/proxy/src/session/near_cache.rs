@@ -161,7 +161,13 @@ impl NearCache {
     /// The reply to `GET key` from the cache, if it holds a value it may serve: no write
     /// of the slot since its fill, the slot still on the node it was read from, not past
     /// its TTL.
-    pub(crate) fn answer(&self, key: &[u8], slot: u16, map: &SlotMap, resp3: bool) -> Option<Bytes> {
+    pub(crate) fn answer(
+        &self,
+        key: &[u8],
+        slot: u16,
+        map: &SlotMap,
+        resp3: bool,
+    ) -> Option<Bytes> {
         let valid = {
             let state = self.state.borrow();
             let entry = state.entries.get(key)?;
@@ -248,7 +254,11 @@ impl NearCache {
             let Some(f) = followers.as_ref() else {
                 return;
             };
-            match f.conns.iter().find(|(c, _)| *c.addr == *owner && c.breaks() == 0) {
+            match f
+                .conns
+                .iter()
+                .find(|(c, _)| *c.addr == *owner && c.breaks() == 0)
+            {
                 Some((c, _)) => c.clone(),
                 None => return,
             }
@@ -411,7 +421,11 @@ impl NearCache {
             let Some((key, generation)) = state.order.pop_front() else {
                 break;
             };
-            if state.entries.get(&key).is_some_and(|e| e.generation == generation) {
+            if state
+                .entries
+                .get(&key)
+                .is_some_and(|e| e.generation == generation)
+            {
                 if let Some(e) = state.entries.remove(&key) {
                     state.bytes -= e.cost;
                     self.budget.release(e.cost);

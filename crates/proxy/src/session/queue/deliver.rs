@@ -45,7 +45,10 @@ impl ClientCell {
         };
         if let Some(epochs) = self.write_epochs.get() {
             // A write's reply, before its client can see it (`context/near_cache.rs`).
-            if entry.command.is_some_and(|c| is_write(usize::from(c.command))) {
+            if entry
+                .command
+                .is_some_and(|c| is_write(usize::from(c.command)))
+            {
                 let slot = match &entry.kind {
                     Kind::Sent(sent) => sent.slot,
                     _ => None,
