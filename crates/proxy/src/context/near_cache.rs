@@ -2,34 +2,75 @@
 //! cache): its counters, and the write epochs, how a worker's cache learns of writes sent
 //! through this proxy, on any worker, before they are acknowledged.
 //!
-//! Each slot has a counter, and one more counts the writes with no single slot (FLUSHALL,
-//! a split MSET, a transaction's EXEC seen whole). A write bumps its counter twice: when it
-//! is dispatched, before it leaves for its node, and when its reply arrives, before the
-//! client can see it. A cached value remembers the counters as they were when its fill was
-//! sent; it is served only while both are unchanged. So a write acknowledged before a
-//! read arrives always ends the entry's life: it either finished before the fill left
-//! (then the fill read it), or bumped a counter after the fill's snapshot.
+//! Counters, three kinds: one per key (2^16 of them, by a hash of the key, so a write
+//! ends the entries of its own key and of the few others that share its counter), one per
+//! slot, and one for the writes with no single slot (FLUSHALL, a split MSET, EVAL without
+//! keys). A write of one key bumps its key's counter, a write of several keys in one slot
+//! (and EXEC, for the commands its transaction queued) its slot's, any other write the
+//! shared one. It bumps it twice: when it is dispatched, before it leaves for its node, and
+//! when its reply arrives, before the client can see it. A cached value remembers its
+//! key's, its slot's and the shared counter as they were when its fill was sent; it is
+//! served only while all three are unchanged. So a write acknowledged before a read
+//! arrives always ends the entry's life: it either finished before the fill left (then the
+//! fill read it), or bumped a counter after the fill's snapshot.
 //!
 //! ```text
 //!   write dispatched ─▶ bump ─▶ node runs it ─▶ reply arrives ─▶ bump ─▶ client sees +OK
-//!   fill: snapshot ─▶ GET on the tracking connection ─▶ reply ─▶ kept if unchanged
+//!   fill: snapshot ─▶ GETRANGE on the tracking connection ─▶ reply ─▶ kept if unchanged
 //!   hit: served only if the counters still equal the snapshot
 //! ```
 //!
-//! Shared by the workers (one allocation of 64 KiB), touched only when the near cache is on.
+//! Shared by the workers (one allocation of 320 KiB), touched only when the near cache is
+//! on.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-/// Whether a command (by its index in the command table) may change data, so its
-/// dispatch and its reply bump the write epochs: what replicates (writes, scripts and
-/// functions that may write, PFCOUNT) and EXEC, whose queued commands the node runs then.
-/// PUBLISH and SPUBLISH replicate without changing a key.
-pub(crate) fn is_write(command: usize) -> bool {
-    cluster::command::at_stats_index(command).is_some_and(|c| {
-        (c.replicates() && !matches!(c.name, "publish" | "spublish")) || c.name == "exec"
+/// What a write bumps, decided once at its dispatch and carried by its reply-queue entry
+/// to its reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// One key: the index of its counter.
+    Key(u32),
+    /// Several keys of one slot, or EXEC (what its transaction queued).
+    Slot(u16),
+    /// Anything else that writes.
+    Any,
+}
+
+/// What `req` bumps, if it may change data: what replicates (writes, scripts and functions
+/// that may write, PFCOUNT) and EXEC, whose queued commands the node runs then. PUBLISH and
+/// SPUBLISH replicate without changing a key. `slot`: the route's one slot, if it has one.
+pub(crate) fn written(req: &resp::Request, command: usize, slot: Option<u16>) -> Option<Written> {
+    let spec = cluster::command::at_stats_index(command)?;
+    if spec.name == "exec" {
+        return Some(slot.map_or(Written::Any, Written::Slot));
+    }
+    if !spec.replicates() || matches!(spec.name, "publish" | "spublish") {
+        return None;
+    }
+    let resolved = spec.resolve(req.argc(), |i| req.arg(i));
+    let keys = resolved.key_positions(req.argc(), |i| req.arg(i)).ok();
+    let mut keys = keys.iter().flat_map(|k| k.iter());
+    Some(match (keys.next(), keys.next(), slot) {
+        (Some(only), None, _) => Written::Key(key_index(req.arg(only))),
+        (Some(_), Some(_), Some(slot)) => Written::Slot(slot),
+        _ => Written::Any,
     })
 }
+
+/// The counter of `key`: FNV-1a, folded to `KEY_COUNTERS`.
+pub(crate) fn key_index(key: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in key {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    (h ^ (h >> 16)) & (KEY_COUNTERS as u32 - 1)
+}
+
+/// Key counters: a write ends the entries of about 1 / 65,536 of the keys besides its own.
+const KEY_COUNTERS: usize = 1 << 16;
 
 /// One worker's near-cache counters, written by its own thread only.
 #[derive(Debug, Default)]
@@ -77,44 +118,47 @@ impl NearCacheCounters {
     }
 }
 
-/// The counters of every slot and of the writes without one.
+/// The counters of every key (by hash), every slot, and of the writes without one.
 pub(crate) struct WriteEpochs {
+    keys: Box<[AtomicU32]>,
     slots: Box<[AtomicU32]>,
     any: AtomicU32,
 }
 
-/// The counters a value was read under: its slot's and the keyless writes'.
+/// The counters a value was read under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Snapshot {
+    key: u32,
     slot: u32,
     any: u32,
 }
 
 impl WriteEpochs {
     pub(crate) fn new() -> WriteEpochs {
+        let counters = |n| (0..n).map(|_| AtomicU32::new(0)).collect();
         WriteEpochs {
-            slots: (0..cluster::slot::SLOT_COUNT)
-                .map(|_| AtomicU32::new(0))
-                .collect(),
+            keys: counters(KEY_COUNTERS),
+            slots: counters(cluster::slot::SLOT_COUNT),
             any: AtomicU32::new(0),
         }
     }
 
-    /// A write for `slot` (None: no single slot) was dispatched, or answered.
-    pub(crate) fn bump(&self, slot: Option<u16>) {
-        let counter = match slot.and_then(|s| self.slots.get(usize::from(s))) {
-            Some(c) => c,
-            None => &self.any,
+    /// A write was dispatched, or answered.
+    pub(crate) fn bump(&self, written: Written) {
+        let counter = match written {
+            Written::Key(i) => self.keys.get(i as usize),
+            Written::Slot(s) => self.slots.get(usize::from(s)),
+            Written::Any => None,
         };
-        counter.fetch_add(1, Release);
+        counter.unwrap_or(&self.any).fetch_add(1, Release);
     }
 
-    pub(crate) fn snapshot(&self, slot: u16) -> Snapshot {
+    /// The counters `key` of `slot` is read under now.
+    pub(crate) fn snapshot(&self, key: &[u8], slot: u16) -> Snapshot {
+        let load = |c: Option<&AtomicU32>| c.map_or(0, |c| c.load(Acquire));
         Snapshot {
-            slot: self
-                .slots
-                .get(usize::from(slot))
-                .map_or(0, |c| c.load(Acquire)),
+            key: load(self.keys.get(key_index(key) as usize)),
+            slot: load(self.slots.get(usize::from(slot))),
             any: self.any.load(Acquire),
         }
     }
@@ -125,15 +169,55 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_write_of_the_slot_or_without_one_changes_the_snapshot() {
+    fn a_write_of_the_key_its_slot_or_without_one_changes_the_snapshot() {
         let e = WriteEpochs::new();
-        let before = e.snapshot(7);
-        e.bump(Some(8));
-        assert_eq!(e.snapshot(7), before, "another slot's write");
-        e.bump(Some(7));
-        let after_slot = e.snapshot(7);
-        assert_ne!(after_slot, before);
-        e.bump(None);
-        assert_ne!(e.snapshot(7), after_slot, "a keyless write");
+        let before = e.snapshot(b"k", 7);
+        e.bump(Written::Key(key_index(b"other")));
+        e.bump(Written::Slot(8));
+        assert_eq!(
+            e.snapshot(b"k", 7),
+            before,
+            "another key's and slot's writes"
+        );
+        for w in [
+            Written::Key(key_index(b"k")),
+            Written::Slot(7),
+            Written::Any,
+        ] {
+            let was = e.snapshot(b"k", 7);
+            e.bump(w);
+            assert_ne!(e.snapshot(b"k", 7), was, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn what_a_request_bumps() {
+        let index = |name: &str| {
+            let spec = cluster::lookup(name.as_bytes()).unwrap();
+            cluster::command::stats_index(spec).unwrap()
+        };
+        let req = |args: &[&[u8]]| resp::Request::from_args(args);
+        let set = req(&[b"SET", b"k", b"v"]);
+        assert_eq!(
+            written(&set, index("set"), Some(3)),
+            Some(Written::Key(key_index(b"k")))
+        );
+        let mset = req(&[b"MSET", b"{a}x", b"1", b"{a}y", b"2"]);
+        assert_eq!(
+            written(&mset, index("mset"), Some(9)),
+            Some(Written::Slot(9))
+        );
+        assert_eq!(written(&mset, index("mset"), None), Some(Written::Any));
+        let get = req(&[b"GET", b"k"]);
+        assert_eq!(written(&get, index("get"), Some(3)), None);
+        let publish = req(&[b"PUBLISH", b"ch", b"m"]);
+        assert_eq!(written(&publish, index("publish"), None), None);
+        let flush = req(&[b"FLUSHALL"]);
+        assert_eq!(written(&flush, index("flushall"), None), Some(Written::Any));
+        let exec = req(&[b"EXEC"]);
+        assert_eq!(
+            written(&exec, index("exec"), Some(5)),
+            Some(Written::Slot(5))
+        );
     }
 }

@@ -33,6 +33,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use resp::{Request, RequestParser};
 
+use crate::context::near_cache::written as near_cache_written;
 use crate::context::registry::{flag, ClientHandle};
 use crate::context::WorkerStats;
 use crate::route::{self, Local, Merge, Route};
@@ -386,9 +387,12 @@ impl Session {
             self.client.note_hot_key(&req);
         }
         if let Some(epochs) = &self.client.worker.shared.write_epochs {
-            // Before the write leaves: every worker's cache stops serving its slot.
-            if command.is_some_and(crate::context::near_cache::is_write) {
-                epochs.bump(route.slot());
+            // Before the write leaves: no worker's cache serves its key any more; its entry
+            // bumps again when the reply arrives (`context/near_cache.rs`).
+            let written = command.and_then(|c| near_cache_written(&req, c, route.slot()));
+            if let Some(written) = written {
+                epochs.bump(written);
+                self.client.cell.arm_write(written);
             }
         }
         if command

@@ -87,6 +87,10 @@ struct State {
     refused: HashSet<usize>,
     /// Sampled GETs per key this second (the automatic policy).
     rates: HashMap<Bytes, u64>,
+    /// Keys the automatic policy found hot, and the last second they were: a miss of one
+    /// (its entry invalidated by a write) fills it again at once, not at its next sampled
+    /// read. Kept one second after it cooled; at most two seconds' worth of `RATE_KEYS`.
+    hot: HashMap<Bytes, u64>,
 }
 
 struct Entry {
@@ -172,7 +176,7 @@ impl NearCache {
             let state = self.state.borrow();
             let entry = state.entries.get(key)?;
             let fresh = entry.slot == slot
-                && entry.snapshot == self.epochs.snapshot(slot)
+                && entry.snapshot == self.epochs.snapshot(key, slot)
                 && map.node_of(slot).is_some_and(|n| *n.addr == *entry.owner)
                 && entry.expires.is_none_or(|at| Instant::now() < at);
             fresh.then(|| entry.value.clone())
@@ -189,12 +193,14 @@ impl NearCache {
         }
     }
 
-    /// A GET of `key` the cache could not answer: fill it if a pattern names it.
+    /// A GET of `key` the cache could not answer: fill it if a pattern names it, or if the
+    /// automatic policy found it hot lately.
     pub(crate) fn missed(&self, key: &[u8], slot: u16) {
         let named = self
             .patterns
             .iter()
-            .any(|p| crate::auth::glob_match(p, key));
+            .any(|p| crate::auth::glob_match(p, key))
+            || self.state.borrow().hot.contains_key(key);
         if named {
             self.fill(key, slot);
         }
@@ -211,6 +217,7 @@ impl NearCache {
             let mut state = self.state.borrow_mut();
             if self.rate_second.replace(second) != second {
                 state.rates.clear();
+                state.hot.retain(|_, last| *last + 1 >= second);
             }
             let full = state.rates.len() >= RATE_KEYS;
             let count = match state.rates.get_mut(key) {
@@ -224,7 +231,16 @@ impl NearCache {
                     1
                 }
             };
-            count >= self.hot_sampled
+            let hot = count >= self.hot_sampled;
+            if hot {
+                match state.hot.get_mut(key) {
+                    Some(last) => *last = second,
+                    None => {
+                        state.hot.insert(Bytes::copy_from_slice(key), second);
+                    }
+                }
+            }
+            hot
         };
         if hot {
             self.fill(key, slot);
@@ -269,7 +285,7 @@ impl NearCache {
             key: key.clone(),
             slot,
             owner: owner.as_str().into(),
-            snapshot: self.epochs.snapshot(slot),
+            snapshot: self.epochs.snapshot(&key, slot),
             sent_at: Instant::now(),
             got: None,
             poisoned: false,
@@ -403,7 +419,7 @@ impl NearCache {
             Some(-2) => None,
             _ => Some(value),
         };
-        if fill.poisoned || self.epochs.snapshot(fill.slot) != fill.snapshot {
+        if fill.poisoned || self.epochs.snapshot(&fill.key, fill.slot) != fill.snapshot {
             return;
         }
         let expires = match ttl {

@@ -26,7 +26,7 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use crate::budget::Budget;
-use crate::context::near_cache::WriteEpochs;
+use crate::context::near_cache::{WriteEpochs, Written};
 
 /// What one request waiting for its reply costs besides the reply: its `Entry`, the
 /// backend's bookkeeping and its share of the client's read buffer.
@@ -73,6 +73,8 @@ pub(crate) struct ClientCell {
     next_sample: Cell<Option<(u16, tokio::time::Instant)>>,
     /// The command index (and whether it was refused) the next pushed entry takes.
     next_command: Cell<Option<Called>>,
+    /// `[near_cache]`: what the next pushed entry's write bumps when its reply arrives.
+    next_write: Cell<Option<Written>>,
     /// Samples whose reply was handed to the writer, for the session to record.
     finished: RefCell<Vec<(u16, tokio::time::Instant)>>,
     /// Whole error replies handed to the writer, with their request's command, for the
@@ -136,6 +138,7 @@ impl ClientCell {
             group_left: Default::default(),
             next_sample: Default::default(),
             next_command: Default::default(),
+            next_write: Default::default(),
             finished: Default::default(),
             errors: Default::default(),
             next_slow: Default::default(),
@@ -149,6 +152,11 @@ impl ClientCell {
             reply_mode: Default::default(),
             write_epochs: Default::default(),
         })
+    }
+
+    /// The next entry pushed is a write's: `written` is bumped again when its reply arrives.
+    pub(crate) fn arm_write(&self, written: Written) {
+        self.next_write.set(Some(written));
     }
 
     /// Count this client's writes for the near cache (`context/near_cache.rs`).
@@ -291,6 +299,7 @@ impl ClientCell {
             entry.sampled = Some(sample);
         }
         entry.command = self.next_command.take();
+        entry.written = self.next_write.take();
         let mut q = self.queue.borrow_mut();
         let charge = match &entry.reply {
             Some(reply) => {

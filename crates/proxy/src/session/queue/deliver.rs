@@ -6,7 +6,6 @@ use bytes::Bytes;
 
 use super::{ClientCell, Kind};
 use crate::backend::{is_redirect, ReplySink};
-use crate::context::near_cache::is_write;
 use crate::context::WorkerStats;
 use crate::session::failover_hold::Hold;
 
@@ -43,18 +42,9 @@ impl ClientCell {
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
-        if let Some(epochs) = self.write_epochs.get() {
+        if let (Some(epochs), Some(written)) = (self.write_epochs.get(), entry.written) {
             // A write's reply, before its client can see it (`context/near_cache.rs`).
-            if entry
-                .command
-                .is_some_and(|c| is_write(usize::from(c.command)))
-            {
-                let slot = match &entry.kind {
-                    Kind::Sent(sent) => sent.slot,
-                    _ => None,
-                };
-                epochs.bump(slot);
-            }
+            epochs.bump(written);
         }
         if let Some(hold) = entry.hold_mut(frag) {
             note_hold(hold, how, &self.budget.stats);

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 
 use crate::backend::Backend;
+use crate::context::near_cache::Written;
 use crate::session::failover_hold::Hold;
 use crate::session::fanout::Fanout;
 
@@ -25,6 +26,8 @@ pub(crate) struct Entry {
     /// CLIENT REPLY OFF or SKIP was in force when it was read: it runs, and its reply is
     /// dropped when it reaches the head instead of being written.
     pub silent: bool,
+    /// `[near_cache]`: a write's mark, bumped again when its reply arrives.
+    pub written: Option<Written>,
 }
 
 /// A request's command (its index in the command table), and whether the proxy refused
@@ -129,6 +132,7 @@ impl Entry {
             command: None,
             kind: Kind::Local,
             silent: false,
+            written: None,
         }
     }
 
@@ -141,6 +145,7 @@ impl Entry {
             command: None,
             kind: Kind::Local,
             silent: false,
+            written: None,
         }
     }
 
@@ -153,6 +158,7 @@ impl Entry {
             command: None,
             kind: Kind::Sent(sent),
             silent: false,
+            written: None,
         }
     }
 
@@ -165,6 +171,7 @@ impl Entry {
             command: None,
             kind: Kind::Fanout(Box::new(fanout)),
             silent: false,
+            written: None,
         }
     }
 
