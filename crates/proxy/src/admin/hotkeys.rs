@@ -90,10 +90,14 @@ fn start(req: &Request, shared: &Shared, run: &mut Option<Run>, now: u64) -> Byt
 
 /// The board and the counters as they are at `unix_ms`.
 fn stopped(shared: &Shared, unix_ms: u64) -> Stopped {
-    let boards = shared.workers.iter().map(|w| &w.hotkeys);
+    let boards = shared
+        .workers
+        .iter()
+        .map(|w| (&w.hotkeys, w.registry.now_ms()));
+    let window_ms = shared.live.load().config.hotkeys.window_seconds * 1000;
     Stopped {
         unix_ms,
-        keys: merged(boards, 0).all,
+        keys: merged(boards, 0, window_ms).all,
         cpu_ms: crate::admin::cpu::process_ms(),
         sampled_ns: crate::admin::status::all_commands(shared).sampled_ns,
     }

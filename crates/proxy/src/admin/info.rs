@@ -109,8 +109,11 @@ fn hotkeys(shared: &Shared, out: &mut String) {
     let cfg = &live.config.hotkeys;
     line(out, "hotkeys_enabled", u8::from(cfg.enabled));
     line(out, "hotkeys_window_seconds", cfg.window_seconds);
-    let boards = shared.workers.iter().map(|w| &w.hotkeys);
-    let board = merged(boards, cfg.top);
+    let boards = shared
+        .workers
+        .iter()
+        .map(|w| (&w.hotkeys, w.registry.now_ms()));
+    let board = merged(boards, cfg.top, cfg.window_seconds * 1000);
     line(out, "hotkeys_sampled_requests", board.sampled);
     let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY);
     for (kind, list) in [("read", &board.reads), ("write", &board.writes)] {

@@ -225,8 +225,11 @@ fn hot_keys(shared: &Shared, out: &mut String, described: &mut Described) {
     if !cfg.enabled {
         return;
     }
-    let boards = shared.workers.iter().map(|w| &w.hotkeys);
-    let board = crate::context::hotkeys::merged(boards, cfg.top);
+    let boards = shared
+        .workers
+        .iter()
+        .map(|w| (&w.hotkeys, w.registry.now_ms()));
+    let board = crate::context::hotkeys::merged(boards, cfg.top, cfg.window_seconds * 1000);
     let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY);
     for (kind, list) in [("read", &board.reads), ("write", &board.writes)] {
         for (rank, hot) in list.iter().enumerate() {

@@ -120,7 +120,11 @@ fn hotkeys(shared: &Shared) -> Value {
     if !cfg.enabled {
         return json!({ "enabled": false });
     }
-    let board = merged(shared.workers.iter().map(|w| &w.hotkeys), cfg.top);
+    let boards = shared
+        .workers
+        .iter()
+        .map(|w| (&w.hotkeys, w.registry.now_ms()));
+    let board = merged(boards, cfg.top, cfg.window_seconds * 1000);
     let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY);
     let hot = |list: &[crate::context::hotkeys::Hot]| -> Vec<Value> {
         list.iter()

@@ -215,24 +215,37 @@ pub struct Merged {
     pub all: Vec<Hot>,
 }
 
-/// Every worker's board merged; `top` keys of each list.
-pub fn merged<'a>(boards: impl Iterator<Item = &'a Mutex<Board>>, top: usize) -> Merged {
+/// Every worker's board merged, each with its worker's clock (`now_ms`): windows roll
+/// only as requests are sampled, so an idle worker's windows are aged here, and a board
+/// nobody sampled for two windows shows nothing. `top` keys of each list.
+pub fn merged<'a>(
+    boards: impl Iterator<Item = (&'a Mutex<Board>, u64)>,
+    top: usize,
+    window_ms: u64,
+) -> Merged {
     let mut reads = HashMap::new();
     let mut writes = HashMap::new();
     let mut big = HashMap::new();
     let mut sampled = 0;
-    for board in boards {
+    for (board, now_ms) in boards {
         let b = board.lock().unwrap_or_else(|p| p.into_inner());
-        for s in &b.reads {
+        sampled += b.sampled;
+        let age = now_ms.saturating_sub(b.window_started_ms);
+        // The windows still in the last two: both, the current one alone, or none.
+        let live = match age {
+            a if a < window_ms => 2,
+            a if a < 2 * window_ms => 1,
+            _ => 0,
+        };
+        for s in &b.reads[..live] {
             s.add_into(&mut reads);
         }
-        for s in &b.writes {
+        for s in &b.writes[..live] {
             s.add_into(&mut writes);
         }
-        for l in &b.big {
+        for l in &b.big[..live] {
             l.add_into(&mut big);
         }
-        sampled += b.sampled;
     }
     let mut all: HashMap<Box<[u8]>, Hot> = reads.clone();
     for (key, w) in &writes {
@@ -308,10 +321,15 @@ mod tests {
         let m = Mutex::new(Board::default());
         m.lock().unwrap().offer(b"old", false, 0, 1000);
         m.lock().unwrap().offer(b"new", false, 1500, 1000);
-        let reads = merged(std::iter::once(&m), 10).reads;
+        let reads = merged(std::iter::once((&m, 1500)), 10, 1000).reads;
         assert_eq!(reads.len(), 2, "the previous window still counts");
+        let idle = merged(std::iter::once((&m, 2600)), 10, 1000).reads;
+        assert_eq!(idle.len(), 1, "an idle worker's windows age too");
+        assert!(merged(std::iter::once((&m, 3600)), 10, 1000)
+            .reads
+            .is_empty());
         m.lock().unwrap().offer(b"new", false, 3000, 1000);
-        let Merged { reads, sampled, .. } = merged(std::iter::once(&m), 10);
+        let Merged { reads, sampled, .. } = merged(std::iter::once((&m, 3000)), 10, 1000);
         let keys: Vec<&[u8]> = reads.iter().map(|h| h.key.as_slice()).collect();
         assert_eq!(keys, [b"new".as_slice()]);
         assert_eq!(sampled, 3);
@@ -333,7 +351,7 @@ mod tests {
         b.answered(a, 10, 1000);
         b.answered(Answered { key: b"gone", ..a }, 10, 1000);
         drop(b);
-        let all = merged(std::iter::once(&m), 10);
+        let all = merged(std::iter::once((&m, 10)), 10, 1000);
         assert_eq!((all.all[0].time_ns, all.all[0].net_bytes), (7000, 5020));
         assert_eq!(all.all.len(), 1, "a key not on the sketch is not charged");
         let big: Vec<&[u8]> = all.big.iter().map(|k| k.key.as_slice()).collect();
