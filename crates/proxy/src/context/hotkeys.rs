@@ -162,7 +162,8 @@ impl Board {
             false => &mut self.reads[0],
         };
         sketch.charge(a.key, a.time_ns, a.request_bytes + a.reply_bytes);
-        self.big[0].offer(a.key, a.reply_bytes, a.command);
+        let key = &a.key[..a.key.len().min(MAX_KEY)];
+        self.big[0].offer(key, a.reply_bytes, a.command);
     }
 
     fn roll(&mut self, now_ms: u64, window_ms: u64) {
@@ -356,6 +357,21 @@ mod tests {
         assert_eq!(all.all.len(), 1, "a key not on the sketch is not charged");
         let big: Vec<&[u8]> = all.big.iter().map(|k| k.key.as_slice()).collect();
         assert_eq!(big, [b"gone".as_slice(), b"k"]);
+        let mut b = m.lock().unwrap();
+        b.answered(
+            Answered {
+                key: &[b'x'; 300],
+                ..a
+            },
+            20,
+            1000,
+        );
+        drop(b);
+        let all = merged(std::iter::once((&m, 20)), 10, 1000);
+        assert!(
+            all.big.iter().any(|k| k.key.len() == MAX_KEY),
+            "long keys are cut"
+        );
     }
 
     #[test]
