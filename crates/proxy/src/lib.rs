@@ -302,6 +302,8 @@ fn build_shared(
         slowlog,
         pause: Default::default(),
         monitors: Default::default(),
+        history: Default::default(),
+        hotkeys_run: Default::default(),
         code_flags: Default::default(),
         side_calls: Default::default(),
         tls_acceptor: tls.acceptor,

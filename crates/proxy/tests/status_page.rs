@@ -1,6 +1,6 @@
 //! The status page on the admin port, loaded by headless Chromium (Debian's `chromium`,
-//! installed by scripts/install-deps) against a live 3x1 cluster: it shows the 3 masters
-//! and all 16384 slots covered. The screenshot goes to a temporary file, or to
+//! installed by scripts/install-deps) against a live 3x1 cluster: it shows the 3 masters,
+//! all 16384 slots covered, the charts of the last minutes and the hot-key board. The screenshot goes to a temporary file, or to
 //! docs/status.png with `UPDATE_SCREENSHOT=1` (the one the README shows).
 
 mod common;
@@ -43,12 +43,21 @@ fn the_status_page_shows_every_master_and_every_slot() {
         ..Default::default()
     };
     let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
-    let proxy = start_proxy(&cluster, |c| c.admin.listen = "127.0.0.1:0".into());
+    let proxy = start_proxy(&cluster, |c| {
+        c.admin.listen = "127.0.0.1:0".into();
+        c.hotkeys.enabled = true;
+    });
     let admin = proxy.admin_addr().unwrap();
     let mut c = common::Client::connect(proxy.local_addr());
     for i in 0..300 {
         assert_eq!(text(&c.call(&["SET", &format!("k{i}"), "v"])), "OK");
+        assert_eq!(text(&c.call(&["GET", &format!("k{}", i % 5)])), "v");
     }
+    // The admin thread's ring has a rate (two points, 2 s apart) before the page loads.
+    common::wait_until(std::time::Duration::from_secs(20), || {
+        let answer = scrape_path(admin, "/status.json");
+        answer.contains("\"t\":[") && !answer.contains("\"t\":[]")
+    });
 
     let answer = scrape_path(admin, "/status.json");
     let body = answer.split("\r\n\r\n").nth(1).expect("a body");
@@ -76,6 +85,15 @@ fn the_status_page_shows_every_master_and_every_slot() {
         "every slot covered: {dom}"
     );
     assert!(dom.contains("16384 of 16384 slots covered"), "{dom}");
+    assert!(dom.contains("id=\"rpsChart\""), "{dom}");
+    assert!(
+        !dom.contains("data-points=\"0\""),
+        "the charts have points: {dom}"
+    );
+    assert!(
+        dom.contains("<code title=\"k0\">k0</code>"),
+        "k0 among the hot reads: {dom}"
+    );
 
     let shot = match std::env::var_os("UPDATE_SCREENSHOT") {
         Some(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/status.png"),

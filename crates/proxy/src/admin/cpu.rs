@@ -34,6 +34,13 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
     }
 }
 
+/// The process's user and system CPU time so far, in milliseconds (HOTKEYS GET).
+pub(crate) fn process_ms() -> [u64; 2] {
+    let t = times("/proc/self/stat").unwrap_or_default();
+    let ms = |ticks: u64| ticks * 1000 / USER_HZ as u64;
+    [ms(t[0]), ms(t[1])]
+}
+
 /// utime, stime, cutime, cstime (clock ticks) from a `/proc/.../stat` file.
 fn times(path: &str) -> Option<[u64; 4]> {
     parse_stat(&std::fs::read_to_string(path).ok()?)

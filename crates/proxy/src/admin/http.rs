@@ -69,7 +69,8 @@ pub(crate) fn spawn(
                     Err(e) => return tracing::error!(error = %e, "admin endpoint cannot listen"),
                 };
                 tokio::select! {
-                    _ = accept_loop(listener, shared) => {}
+                    _ = crate::admin::status::sample_history(&shared) => {}
+                    _ = accept_loop(listener, shared.clone()) => {}
                     _ = shutdown.changed() => {}
                 }
             });

@@ -101,18 +101,22 @@ pub(crate) fn render(shared: &Shared, req: &Request) -> String {
 
 /// The hot-key board merged over the workers (`context/hotkeys.rs`): the `top` keys read
 /// and written, each with its sampled count over the last one or two windows, the share of
-/// that count the sketch may over-count, and the estimate of requests (sampled × 16).
+/// that count the sketch may over-count, and the estimate of requests (sampled × 16); then
+/// the `top` largest replies by key seen on sampled requests, with the command that got it.
 fn hotkeys(shared: &Shared, out: &mut String) {
     use crate::context::hotkeys::{merged, shown};
     let live = shared.live.load();
     let cfg = &live.config.hotkeys;
     line(out, "hotkeys_enabled", u8::from(cfg.enabled));
     line(out, "hotkeys_window_seconds", cfg.window_seconds);
-    let boards = shared.workers.iter().map(|w| &w.hotkeys);
-    let (reads, writes, sampled) = merged(boards, cfg.top);
-    line(out, "hotkeys_sampled_requests", sampled);
+    let boards = shared
+        .workers
+        .iter()
+        .map(|w| (&w.hotkeys, w.registry.now_ms()));
+    let board = merged(boards, cfg.top, cfg.window_seconds * 1000);
+    line(out, "hotkeys_sampled_requests", board.sampled);
     let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY);
-    for (kind, list) in [("read", reads), ("write", writes)] {
+    for (kind, list) in [("read", &board.reads), ("write", &board.writes)] {
         for (i, hot) in list.iter().enumerate() {
             let _ = write!(
                 out,
@@ -124,6 +128,20 @@ fn hotkeys(shared: &Shared, out: &mut String) {
             );
         }
     }
+    for (i, big) in board.big.iter().enumerate() {
+        let _ = write!(
+            out,
+            "bigkey{i}:key={},reply_bytes={},command={}\r\n",
+            shown(&big.key),
+            big.reply_bytes,
+            command_name(big.command)
+        );
+    }
+}
+
+/// A command's name by its stats index, lowercase as commandstats shows it.
+fn command_name(index: u16) -> &'static str {
+    cluster::command::at_stats_index(usize::from(index)).map_or("unknown", |c| c.name)
 }
 
 fn line(out: &mut String, key: &str, value: impl std::fmt::Display) {

@@ -107,6 +107,11 @@ pub const METRICS: &[Metric] = &[
         "Estimated requests of the hottest keys over the last one or two windows ([hotkeys]), by kind and rank.",
     ),
     (
+        "slotgate_bigkey_reply_bytes",
+        "gauge",
+        "The largest reply seen for each of the keys with the largest replies, on sampled requests over the last one or two windows ([hotkeys]), by rank.",
+    ),
+    (
         "slotgate_topology_refresh_total",
         "counter",
         "Topology refreshes, by outcome.",
@@ -227,34 +232,44 @@ fn worker_totals(shared: &Shared, out: &mut String, described: &mut Described) {
     hot_keys(shared, out, described);
 }
 
-/// `[hotkeys]`'s board: at most `top` keys per kind, so the series stay bounded (64 × 2).
-/// A key is a label value, escaped as the text format requires, bytes outside printable
-/// ASCII as INFO shows them.
+/// `[hotkeys]`'s board: at most `top` keys per kind and `top` big keys, so the series stay
+/// bounded (64 × 3). A key is a label value, escaped as the text format requires, bytes
+/// outside printable ASCII as INFO shows them.
 fn hot_keys(shared: &Shared, out: &mut String, described: &mut Described) {
     let live = shared.live.load();
     let cfg = &live.config.hotkeys;
     if !cfg.enabled {
         return;
     }
-    let boards = shared.workers.iter().map(|w| &w.hotkeys);
-    let (reads, writes, _) = crate::context::hotkeys::merged(boards, cfg.top);
+    let boards = shared
+        .workers
+        .iter()
+        .map(|w| (&w.hotkeys, w.registry.now_ms()));
+    let board = crate::context::hotkeys::merged(boards, cfg.top, cfg.window_seconds * 1000);
     let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY);
-    for (kind, list) in [("read", reads), ("write", writes)] {
+    for (kind, list) in [("read", &board.reads), ("write", &board.writes)] {
         for (rank, hot) in list.iter().enumerate() {
-            // The text format's label escapes: backslash and double quote.
-            let key = crate::context::hotkeys::shown(&hot.key)
-                .replace('\\', "\\\\")
-                .replace('"', "\\\"");
-            let labels = format!("kind=\"{kind}\",rank=\"{rank}\",key=\"{key}\"");
-            sample(
-                out,
-                described,
-                "slotgate_hotkey_requests",
-                &labels,
-                hot.count * every,
+            let labels = format!(
+                "kind=\"{kind}\",rank=\"{rank}\",key=\"{}\"",
+                label(&hot.key)
             );
+            let name = "slotgate_hotkey_requests";
+            sample(out, described, name, &labels, hot.count * every);
         }
     }
+    for (rank, big) in board.big.iter().enumerate() {
+        let labels = format!("rank=\"{rank}\",key=\"{}\"", label(&big.key));
+        let name = "slotgate_bigkey_reply_bytes";
+        sample(out, described, name, &labels, big.reply_bytes);
+    }
+}
+
+/// A key as a label value: as INFO shows it, then the text format's escapes (backslash and
+/// double quote).
+fn label(key: &[u8]) -> String {
+    crate::context::hotkeys::shown(key)
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
 }
 
 /// `[mirror]`'s copies by outcome, when it is configured.

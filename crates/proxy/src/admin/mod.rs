@@ -11,6 +11,7 @@ pub(crate) mod endpoints;
 pub(crate) mod exposition;
 pub(crate) mod group;
 pub(crate) mod health;
+pub(crate) mod hotkeys;
 pub(crate) mod http;
 pub(crate) mod info;
 pub(crate) mod metrics;

@@ -1,7 +1,10 @@
 //! The status page's data, `GET /status.json`: the slot map as ranges (owner, migrating),
 //! each master's state and counters, request and latency totals (the page turns them into
-//! rates between two reads), clients, topology version and last refresh, limits hit, and
-//! readiness. O(workers × (masters + commands) + 16384) per read, on the admin thread.
+//! rates between two reads), clients, topology version and last refresh, limits hit,
+//! readiness, the hot-key board (`[hotkeys]`: reads, writes, big keys) and the last
+//! minutes of requests/s and latency, overall and per master, from the ring the admin
+//! thread fills every 2 s (`context/history.rs`, `sample_history`). O(workers × (masters +
+//! commands + 64) + 16384) per read, on the admin thread.
 
 use serde_json::{json, Value};
 
@@ -50,6 +53,8 @@ pub(crate) fn json(shared: &Shared) -> String {
             "p50_us": latency.percentile_us(0.5),
             "p99_us": latency.percentile_us(0.99),
         },
+        "hotkeys": hotkeys(shared),
+        "history": history(shared),
         "limits_hit": {
             "maxclients": t.rejected_connections,
             "timeouts": t.limit_disconnects,
@@ -106,8 +111,140 @@ fn nodes(shared: &Shared, map: &cluster::slot_map::SlotMap) -> Vec<Value> {
         .collect()
 }
 
+/// `[hotkeys]`'s board merged: the `top` keys read and written (estimated requests over
+/// the last one or two windows) and the largest replies by key.
+fn hotkeys(shared: &Shared) -> Value {
+    use crate::context::hotkeys::{merged, shown};
+    let live = shared.live.load();
+    let cfg = &live.config.hotkeys;
+    if !cfg.enabled {
+        return json!({ "enabled": false });
+    }
+    let boards = shared
+        .workers
+        .iter()
+        .map(|w| (&w.hotkeys, w.registry.now_ms()));
+    let board = merged(boards, cfg.top, cfg.window_seconds * 1000);
+    let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY);
+    let hot = |list: &[crate::context::hotkeys::Hot]| -> Vec<Value> {
+        list.iter()
+            .map(|h| json!({ "key": shown(&h.key), "estimated": h.count * every, "sampled": h.count, "error": h.error }))
+            .collect()
+    };
+    let big: Vec<Value> = board
+        .big
+        .iter()
+        .map(|b| {
+            let command = cluster::command::at_stats_index(usize::from(b.command));
+            json!({ "key": shown(&b.key), "reply_bytes": b.reply_bytes, "command": command.map_or("unknown", |c| c.name) })
+        })
+        .collect();
+    json!({
+        "enabled": true,
+        "window_seconds": cfg.window_seconds,
+        "sampled": board.sampled,
+        "reads": hot(&board.reads),
+        "writes": hot(&board.writes),
+        "big": big,
+    })
+}
+
+/// Take one point of the ring every `STEP_MS`, for as long as the admin thread runs.
+pub(crate) async fn sample_history(shared: &Shared) {
+    let step = std::time::Duration::from_millis(crate::context::history::STEP_MS);
+    let mut tick = tokio::time::interval(step);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        shared.history.push(point(shared));
+    }
+}
+
+/// The counters now: requests, sampled latency, and each master's sampled requests.
+fn point(shared: &Shared) -> crate::context::history::Point {
+    let all = all_commands(shared);
+    let totals = backends::totals(shared);
+    let map = shared.topology.current();
+    let masters = map
+        .nodes()
+        .iter()
+        .map(|n| {
+            let t = totals.get(&n.addr).copied().unwrap_or_default();
+            (n.addr.clone(), t.samples, t.sampled_ns)
+        })
+        .collect();
+    crate::context::history::Point {
+        unix_ms: now_ms(),
+        requests: shared.totals().commands_processed,
+        samples: all.samples,
+        sampled_ns: all.sampled_ns,
+        masters,
+    }
+}
+
+/// The ring as rates between neighbouring points: requests/s and mean sampled latency
+/// (µs, null for an interval with no sample), overall and per master (requests/s
+/// estimated from the sampled ones, × 16; a master absent from a point counts nothing).
+fn history(shared: &Shared) -> Value {
+    let points = shared.history.points();
+    let every = u64::from(crate::context::cmdstats::SAMPLE_EVERY) as f64;
+    let pairs: Vec<_> = points.windows(2).map(|w| (&w[0], &w[1])).collect();
+    let secs = |a: &crate::context::history::Point, b: &crate::context::history::Point| {
+        (b.unix_ms.saturating_sub(a.unix_ms) as f64 / 1000.0).max(0.001)
+    };
+    let mean_us = |n: u64, ns: u64| (n > 0).then(|| (ns as f64 / n as f64 / 1000.0).round());
+    let t: Vec<u64> = pairs.iter().map(|(_, b)| b.unix_ms).collect();
+    let rps: Vec<f64> = pairs
+        .iter()
+        .map(|(a, b)| (b.requests.saturating_sub(a.requests) as f64 / secs(a, b)).round())
+        .collect();
+    let latency: Vec<Option<f64>> = pairs
+        .iter()
+        .map(|(a, b)| {
+            mean_us(
+                b.samples.saturating_sub(a.samples),
+                b.sampled_ns.saturating_sub(a.sampled_ns),
+            )
+        })
+        .collect();
+    let mut addrs: Vec<&str> = Vec::new();
+    for p in &points {
+        for (addr, _, _) in &p.masters {
+            if !addrs.contains(&addr.as_str()) {
+                addrs.push(addr);
+            }
+        }
+    }
+    let find = |p: &crate::context::history::Point, addr: &str| {
+        p.masters
+            .iter()
+            .find(|m| m.0 == addr)
+            .map_or((0, 0), |m| (m.1, m.2))
+    };
+    let masters: Vec<Value> = addrs
+        .iter()
+        .map(|addr| {
+            let (mut rps, mut lat) = (Vec::new(), Vec::new());
+            for (a, b) in &pairs {
+                let ((n0, ns0), (n1, ns1)) = (find(a, addr), find(b, addr));
+                let n = n1.saturating_sub(n0);
+                rps.push((n as f64 * every / secs(a, b)).round());
+                lat.push(mean_us(n, ns1.saturating_sub(ns0)));
+            }
+            json!({ "addr": addr, "rps": rps, "latency_us": lat })
+        })
+        .collect();
+    json!({
+        "step_ms": crate::context::history::STEP_MS,
+        "t": t,
+        "rps": rps,
+        "latency_us": latency,
+        "masters": masters,
+    })
+}
+
 /// Every command's sampled latency together.
-fn all_commands(shared: &Shared) -> CommandTotals {
+pub(crate) fn all_commands(shared: &Shared) -> CommandTotals {
     let mut all = CommandTotals::default();
     for i in 0..cluster::command::learn::stats_len() {
         let t = shared.command_totals(i);
@@ -121,7 +258,7 @@ fn all_commands(shared: &Shared) -> CommandTotals {
     all
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

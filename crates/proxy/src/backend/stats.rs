@@ -1,5 +1,5 @@
-//! Per-node counters: requests in flight, connection state, failures, losses and redirects,
-//! kept per worker and summed on read, for INFO `backends` and `/metrics`.
+//! Per-node counters: requests in flight, connection state, failures, losses, redirects
+//! and the sampled requests' latency, kept per worker and summed on read, for INFO `backends` and `/metrics`.
 //!
 //! Each backend connection resolves its node's counters once, when it is created (the only
 //! time the worker's registry mutex is taken on the worker's side); after that it updates them
@@ -27,6 +27,10 @@ pub struct NodeStats {
     redirects: AtomicU64,
     /// Reads sent to this node as a replica (`read_policy`, READONLY).
     replica_reads: AtomicU64,
+    /// The sampled requests (one in 16) sent whole to this node and answered, and their
+    /// time from dispatch to reply: the status page's requests/s and latency per master.
+    samples: AtomicU64,
+    sampled_ns: AtomicU64,
     /// Milliseconds since `origin()` of the last successful connect / last failure; 0: never.
     last_ok_ms: AtomicU64,
     last_error_ms: AtomicU64,
@@ -51,6 +55,8 @@ pub struct NodeTotals {
     pub conn_lost: u64,
     pub redirects: u64,
     pub replica_reads: u64,
+    pub samples: u64,
+    pub sampled_ns: u64,
     pub last_ok_ms: u64,
     pub last_error_ms: u64,
 }
@@ -163,6 +169,12 @@ impl NodeStats {
         add(&self.replica_reads, 1);
     }
 
+    /// A sampled request sent to this node was answered after `ns`.
+    pub(crate) fn sampled(&self, ns: u64) {
+        self.samples.fetch_add(1, Ordering::Relaxed);
+        self.sampled_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
     /// A connection now owes `now` replies; it had reported `reported`.
     pub(crate) fn report_inflight(&self, reported: &mut usize, now: usize) {
         if *reported != now {
@@ -190,6 +202,8 @@ impl NodeStats {
         t.conn_lost += get(&self.conn_lost);
         t.redirects += get(&self.redirects);
         t.replica_reads += get(&self.replica_reads);
+        t.samples += get(&self.samples);
+        t.sampled_ns += get(&self.sampled_ns);
         t.last_ok_ms = t.last_ok_ms.max(get(&self.last_ok_ms));
         t.last_error_ms = t.last_error_ms.max(get(&self.last_error_ms));
     }

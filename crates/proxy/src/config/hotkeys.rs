@@ -1,4 +1,4 @@
-//! `[hotkeys]`: the hot-key board (`context/hotkeys.rs`), INFO `hotkeys`.
+//! `[hotkeys]`: the hot-key board (`context/hotkeys.rs`), INFO `hotkeys`, HOTKEYS.
 
 use serde::Deserialize;
 
@@ -11,7 +11,8 @@ pub struct HotkeysConfig {
     pub enabled: bool,
     /// A window's length: a key leaves the board within two windows of cooling down.
     pub window_seconds: u64,
-    /// Keys INFO `hotkeys` lists, reads and writes each (at most 64, the sketch's size).
+    /// Keys INFO `hotkeys` lists, reads, writes and big keys each (at most 64, the
+    /// sketch's size).
     pub top: usize,
 }
 

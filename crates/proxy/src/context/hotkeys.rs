@@ -12,14 +12,23 @@
 //! command table, one hash lookup, and, for a key not on the board, a scan of its
 //! `CAPACITY` entries and a copy of the key (keys over `MAX_KEY` bytes are cut). The board
 //! sits under the worker's own uncontended lock; INFO reads every worker's: O(workers).
+//!
+//! When a sampled request is answered, its key is charged the time it took and the bytes
+//! of request and reply (for HOTKEYS GET's `by-cpu-time-us` and `by-net-bytes`), and its
+//! reply is offered to the list of big keys (`hotkeys/big.rs`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+mod big;
+pub mod run;
+
+pub use big::{BigKey, BigKeys};
+
 /// Keys a sketch holds.
 pub const CAPACITY: usize = crate::config::HotkeysConfig::SKETCH_KEYS;
 /// Longest key kept whole; longer ones are counted by their first `MAX_KEY` bytes.
-const MAX_KEY: usize = 128;
+pub(crate) const MAX_KEY: usize = 128;
 
 /// One window's counts of one kind (reads or writes).
 #[derive(Debug, Default, Clone)]
@@ -35,6 +44,10 @@ struct Entry {
     /// The count the key inherited when it took its place (its count is at most this
     /// much too high).
     error: u64,
+    /// The sampled requests' time from dispatch to reply, and their request and reply
+    /// bytes, charged as they are answered.
+    time_ns: u64,
+    net_bytes: u64,
 }
 
 impl Sketch {
@@ -51,6 +64,8 @@ impl Sketch {
                 key: key.into(),
                 count: 1,
                 error: 0,
+                time_ns: 0,
+                net_bytes: 0,
             });
             return;
         }
@@ -67,17 +82,37 @@ impl Sketch {
                 key: key.into(),
                 count: least + 1,
                 error: least,
+                time_ns: 0,
+                net_bytes: 0,
             },
         );
         self.index.remove(&old.key);
         self.index.insert(key.into(), i);
     }
 
-    fn add_into(&self, totals: &mut HashMap<Box<[u8]>, (u64, u64)>) {
+    /// Charge an answered request of `key` to its entry, if the key is still on the
+    /// sketch (one that was displaced meanwhile is not charged).
+    pub fn charge(&mut self, key: &[u8], time_ns: u64, net_bytes: u64) -> bool {
+        let key = &key[..key.len().min(MAX_KEY)];
+        let Some(&i) = self.index.get(key) else {
+            return false;
+        };
+        let e = &mut self.entries[i];
+        e.time_ns += time_ns;
+        e.net_bytes += net_bytes;
+        true
+    }
+
+    fn add_into(&self, totals: &mut HashMap<Box<[u8]>, Hot>) {
         for e in &self.entries {
-            let t = totals.entry(e.key.clone()).or_default();
-            t.0 += e.count;
-            t.1 += e.error;
+            let t = totals.entry(e.key.clone()).or_insert_with(|| Hot {
+                key: e.key.to_vec(),
+                ..Hot::default()
+            });
+            t.count += e.count;
+            t.error += e.error;
+            t.time_ns += e.time_ns;
+            t.net_bytes += e.net_bytes;
         }
     }
 }
@@ -88,76 +123,155 @@ pub struct Board {
     window_started_ms: u64,
     reads: [Sketch; 2],
     writes: [Sketch; 2],
+    big: [BigKeys; 2],
     /// Requests counted since start.
     pub sampled: u64,
+}
+
+/// A sampled request's reply, as the session hands it to the board.
+#[derive(Debug, Clone, Copy)]
+pub struct Answered<'a> {
+    pub key: &'a [u8],
+    pub write: bool,
+    /// The command table's stats index.
+    pub command: u16,
+    pub request_bytes: u64,
+    pub reply_bytes: u64,
+    /// From dispatch to the reply handed to the writer.
+    pub time_ns: u64,
 }
 
 impl Board {
     /// Count `key`, read or written, at `now_ms` (the worker's coarse clock); a window
     /// `window_ms` long ends first if its time has come.
     pub fn offer(&mut self, key: &[u8], write: bool, now_ms: u64, window_ms: u64) {
-        if now_ms.saturating_sub(self.window_started_ms) >= window_ms {
-            // Two windows old: gone. One old: the previous.
-            let skipped = now_ms.saturating_sub(self.window_started_ms) >= 2 * window_ms;
-            for pair in [&mut self.reads, &mut self.writes] {
-                pair[1] = match skipped {
-                    true => Sketch::default(),
-                    false => std::mem::take(&mut pair[0]),
-                };
-                pair[0] = Sketch::default();
-            }
-            self.window_started_ms = now_ms;
-        }
+        self.roll(now_ms, window_ms);
         self.sampled += 1;
         match write {
             true => self.writes[0].offer(key),
             false => self.reads[0].offer(key),
         }
     }
+
+    /// A sampled request answered: its key charged its time and bytes, its reply offered
+    /// to the big keys.
+    pub fn answered(&mut self, a: Answered<'_>, now_ms: u64, window_ms: u64) {
+        self.roll(now_ms, window_ms);
+        let sketch = match a.write {
+            true => &mut self.writes[0],
+            false => &mut self.reads[0],
+        };
+        sketch.charge(a.key, a.time_ns, a.request_bytes + a.reply_bytes);
+        let key = &a.key[..a.key.len().min(MAX_KEY)];
+        self.big[0].offer(key, a.reply_bytes, a.command);
+    }
+
+    fn roll(&mut self, now_ms: u64, window_ms: u64) {
+        let age = now_ms.saturating_sub(self.window_started_ms);
+        if age < window_ms {
+            return;
+        }
+        // Two windows old: gone. One old: the previous.
+        let skipped = age >= 2 * window_ms;
+        for pair in [&mut self.reads, &mut self.writes] {
+            pair[1] = match skipped {
+                true => Sketch::default(),
+                false => std::mem::take(&mut pair[0]),
+            };
+            pair[0] = Sketch::default();
+        }
+        self.big[1] = match skipped {
+            true => BigKeys::default(),
+            false => std::mem::take(&mut self.big[0]),
+        };
+        self.big[0] = BigKeys::default();
+        self.window_started_ms = now_ms;
+    }
 }
 
-/// One key of the merged board: its sampled count over the two windows, and how much of it
-/// may be the sketch's over-count.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One key of the merged board: its sampled count over the two windows, how much of it
+/// may be the sketch's over-count, and what its answered requests cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hot {
     pub key: Vec<u8>,
     pub count: u64,
     pub error: u64,
+    pub time_ns: u64,
+    pub net_bytes: u64,
 }
 
-/// The `top` keys read and written over every worker's board, most counted first (ties by
-/// key, so the order is stable).
+/// Every worker's board merged.
+#[derive(Debug, Default)]
+pub struct Merged {
+    /// The `top` keys read and written, most counted first (ties by key, so the order is
+    /// stable).
+    pub reads: Vec<Hot>,
+    pub writes: Vec<Hot>,
+    /// The `top` largest replies by key.
+    pub big: Vec<BigKey>,
+    /// Requests counted since start.
+    pub sampled: u64,
+    /// Every key on any sketch, reads and writes together, unordered (HOTKEYS GET ranks
+    /// them by time or bytes).
+    pub all: Vec<Hot>,
+}
+
+/// Every worker's board merged, each with its worker's clock (`now_ms`): windows roll
+/// only as requests are sampled, so an idle worker's windows are aged here, and a board
+/// nobody sampled for two windows shows nothing. `top` keys of each list.
 pub fn merged<'a>(
-    boards: impl Iterator<Item = &'a Mutex<Board>>,
+    boards: impl Iterator<Item = (&'a Mutex<Board>, u64)>,
     top: usize,
-) -> (Vec<Hot>, Vec<Hot>, u64) {
+    window_ms: u64,
+) -> Merged {
     let mut reads = HashMap::new();
     let mut writes = HashMap::new();
+    let mut big = HashMap::new();
     let mut sampled = 0;
-    for board in boards {
+    for (board, now_ms) in boards {
         let b = board.lock().unwrap_or_else(|p| p.into_inner());
-        for s in &b.reads {
+        sampled += b.sampled;
+        let age = now_ms.saturating_sub(b.window_started_ms);
+        // The windows still in the last two: both, the current one alone, or none.
+        let live = match age {
+            a if a < window_ms => 2,
+            a if a < 2 * window_ms => 1,
+            _ => 0,
+        };
+        for s in &b.reads[..live] {
             s.add_into(&mut reads);
         }
-        for s in &b.writes {
+        for s in &b.writes[..live] {
             s.add_into(&mut writes);
         }
-        sampled += b.sampled;
+        for l in &b.big[..live] {
+            l.add_into(&mut big);
+        }
     }
-    let rank = |totals: HashMap<Box<[u8]>, (u64, u64)>| {
-        let mut all: Vec<Hot> = totals
-            .into_iter()
-            .map(|(key, (count, error))| Hot {
-                key: key.into_vec(),
-                count,
-                error,
-            })
-            .collect();
+    let mut all: HashMap<Box<[u8]>, Hot> = reads.clone();
+    for (key, w) in &writes {
+        let t = all.entry(key.clone()).or_insert_with(|| Hot {
+            key: w.key.clone(),
+            ..Hot::default()
+        });
+        t.count += w.count;
+        t.error += w.error;
+        t.time_ns += w.time_ns;
+        t.net_bytes += w.net_bytes;
+    }
+    let rank = |totals: HashMap<Box<[u8]>, Hot>| {
+        let mut all: Vec<Hot> = totals.into_values().collect();
         all.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
         all.truncate(top);
         all
     };
-    (rank(reads), rank(writes), sampled)
+    Merged {
+        reads: rank(reads),
+        writes: rank(writes),
+        big: big::ranked(big, top),
+        sampled,
+        all: all.into_values().collect(),
+    }
 }
 
 /// A key as INFO shows it: printable ASCII as is, other bytes and the field separators
@@ -208,13 +322,56 @@ mod tests {
         let m = Mutex::new(Board::default());
         m.lock().unwrap().offer(b"old", false, 0, 1000);
         m.lock().unwrap().offer(b"new", false, 1500, 1000);
-        let (reads, _, _) = merged(std::iter::once(&m), 10);
+        let reads = merged(std::iter::once((&m, 1500)), 10, 1000).reads;
         assert_eq!(reads.len(), 2, "the previous window still counts");
+        let idle = merged(std::iter::once((&m, 2600)), 10, 1000).reads;
+        assert_eq!(idle.len(), 1, "an idle worker's windows age too");
+        assert!(merged(std::iter::once((&m, 3600)), 10, 1000)
+            .reads
+            .is_empty());
         m.lock().unwrap().offer(b"new", false, 3000, 1000);
-        let (reads, _, sampled) = merged(std::iter::once(&m), 10);
+        let Merged { reads, sampled, .. } = merged(std::iter::once((&m, 3000)), 10, 1000);
         let keys: Vec<&[u8]> = reads.iter().map(|h| h.key.as_slice()).collect();
         assert_eq!(keys, [b"new".as_slice()]);
         assert_eq!(sampled, 3);
+    }
+
+    #[test]
+    fn answered_requests_charge_their_key_and_offer_big_replies() {
+        let m = Mutex::new(Board::default());
+        let mut b = m.lock().unwrap();
+        b.offer(b"k", false, 0, 1000);
+        let a = Answered {
+            key: b"k",
+            write: false,
+            command: 3,
+            request_bytes: 20,
+            reply_bytes: 5000,
+            time_ns: 7000,
+        };
+        b.answered(a, 10, 1000);
+        b.answered(Answered { key: b"gone", ..a }, 10, 1000);
+        drop(b);
+        let all = merged(std::iter::once((&m, 10)), 10, 1000);
+        assert_eq!((all.all[0].time_ns, all.all[0].net_bytes), (7000, 5020));
+        assert_eq!(all.all.len(), 1, "a key not on the sketch is not charged");
+        let big: Vec<&[u8]> = all.big.iter().map(|k| k.key.as_slice()).collect();
+        assert_eq!(big, [b"gone".as_slice(), b"k"]);
+        let mut b = m.lock().unwrap();
+        b.answered(
+            Answered {
+                key: &[b'x'; 300],
+                ..a
+            },
+            20,
+            1000,
+        );
+        drop(b);
+        let all = merged(std::iter::once((&m, 20)), 10, 1000);
+        assert!(
+            all.big.iter().any(|k| k.key.len() == MAX_KEY),
+            "long keys are cut"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub(crate) mod cmdstats;
 pub(crate) mod code_flags;
 pub(crate) mod errorstats;
 pub(crate) mod group;
+pub(crate) mod history;
 pub(crate) mod hotkeys;
 pub(crate) mod live;
 pub(crate) mod monitor;
@@ -77,6 +78,10 @@ pub struct Shared {
     pub(crate) side_calls: std::sync::atomic::AtomicUsize,
     /// MONITOR's feeds (`monitor.rs`).
     pub(crate) monitors: monitor::Monitors,
+    /// The status page's last minutes (`history.rs`), written by the admin thread.
+    pub(crate) history: history::History,
+    /// HOTKEYS START's run, if any (`hotkeys/run.rs`).
+    pub(crate) hotkeys_run: std::sync::Mutex<Option<hotkeys::run::Run>>,
     /// The TLS listener's settings, when `tls.listen` is set.
     pub(crate) tls_acceptor: Option<Arc<crate::tls::Acceptor>>,
     /// TLS towards the nodes, when `backend_tls.enabled`.

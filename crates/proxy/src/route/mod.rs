@@ -106,6 +106,9 @@ pub(crate) enum Local {
     ReadOnly(bool),
     /// WAIT: answered by the proxy from the masters' replication offsets (`session/wait.rs`).
     Wait,
+    /// HOTKEYS (Redis 8.6): the proxy's own hot-key board (`admin/hotkeys.rs`), whatever
+    /// the masters' version, so whether or not the table knows the command.
+    Hotkeys,
 }
 
 /// Decide where `req` goes. Administrative commands are refused unless `allow_admin`.
@@ -137,6 +140,9 @@ fn route_looked_up(
     allow_admin: bool,
     placement: &Placement,
 ) -> Route {
+    if req.arg(0).eq_ignore_ascii_case(b"hotkeys") {
+        return Route::Local(Local::Hotkeys);
+    }
     // `container|sub` names a subcommand to ACL rules and COMMAND INFO, never as a command
     // sent (Redis answers `CONFIG|GET x` as an unknown command).
     let Some(spec) = spec.filter(|_| !req.arg(0).contains(&b'|')) else {

@@ -129,5 +129,48 @@ impl Client {
         let window = cfg.window_seconds * 1000;
         let mut board = stats.hotkeys.lock().unwrap_or_else(|p| p.into_inner());
         board.offer(req.arg(first), write, now, window);
+        drop(board);
+        // A refcounted slice of the request, not a copy: its reply's size and time are
+        // charged to it when the reply leaves (`Session::record_samples`).
+        let key = req.arg_bytes(first);
+        let cut = key.len().min(crate::context::hotkeys::MAX_KEY);
+        self.cell.arm_key(crate::session::queue::SampleKey {
+            key: key.slice(..cut),
+            write,
+            request_bytes: u32::try_from(req.raw().len()).unwrap_or(u32::MAX),
+        });
+    }
+
+    /// Sampled requests answered (`key` set only when `[hotkeys]` noted their key): their
+    /// time and bytes charged to the key, their reply offered to the big keys.
+    pub(crate) fn note_answered(&self, finished: &[crate::session::queue::Finished]) {
+        use crate::context::hotkeys::Answered;
+        if finished.iter().all(|f| f.key.is_none()) {
+            return;
+        }
+        let live = self.worker.live();
+        let cfg = &live.config.hotkeys;
+        if !cfg.enabled {
+            return;
+        }
+        let stats = &self.worker.stats;
+        let now = stats.registry.now_ms();
+        let window = cfg.window_seconds * 1000;
+        let done = tokio::time::Instant::now();
+        let mut board = stats.hotkeys.lock().unwrap_or_else(|p| p.into_inner());
+        for f in finished {
+            let Some(key) = &f.key else {
+                continue;
+            };
+            let answered = Answered {
+                key: &key.key,
+                write: key.write,
+                command: f.command,
+                request_bytes: u64::from(key.request_bytes),
+                reply_bytes: f.reply_bytes as u64,
+                time_ns: done.duration_since(f.started).as_nanos() as u64,
+            };
+            board.answered(answered, now, window);
+        }
     }
 }

@@ -85,6 +85,10 @@ pub(crate) fn run(cmd: Local, req: &Request, session: &mut SessionInfo, shared: 
             resp::write_simple(&mut out, b"RESET");
         }
         Local::Slowlog => return crate::admin::slowlog::command(req, shared),
+        Local::Hotkeys => {
+            let resp3 = session.protocol == Protocol::Resp3;
+            return crate::admin::hotkeys::command(req, shared, resp3);
+        }
         Local::ClusterFlag => resp::write_simple(&mut out, b"OK"),
         Local::ReadOnly(on) => {
             session.readonly = on;
@@ -343,6 +347,8 @@ mod tests {
             slowlog: Default::default(),
             pause: Default::default(),
             monitors: Default::default(),
+            history: Default::default(),
+            hotkeys_run: Default::default(),
             code_flags: Default::default(),
             side_calls: Default::default(),
             tls_acceptor: None,

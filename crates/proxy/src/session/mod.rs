@@ -131,7 +131,7 @@ pub(crate) struct Session {
     /// Reused buffer for frames taken from the subscription connections.
     push_scratch: Vec<(usize, Bytes)>,
     /// Reused buffer for finished latency samples.
-    sample_scratch: Vec<(u16, tokio::time::Instant)>,
+    sample_scratch: Vec<crate::session::queue::Finished>,
     /// A big request being streamed to its node as it arrives (`upload.rs`).
     upload: crate::session::upload::Uploads,
     /// CLIENT TRACKING's connections, while it is on (`tracking.rs`).
@@ -652,14 +652,18 @@ impl Session {
         if self.sample_scratch.is_empty() {
             return;
         }
+        self.client.note_answered(&self.sample_scratch);
         let now = tokio::time::Instant::now();
-        for (command, started) in self.sample_scratch.drain(..) {
-            let ns = now.duration_since(started).as_nanos() as u64;
+        for f in self.sample_scratch.drain(..) {
+            let ns = now.duration_since(f.started).as_nanos() as u64;
+            if let Some(node) = &f.node {
+                node.sampled(ns);
+            }
             self.client
                 .worker
                 .stats
                 .commands
-                .sample(usize::from(command), ns);
+                .sample(usize::from(f.command), ns);
         }
     }
 

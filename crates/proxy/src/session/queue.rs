@@ -76,7 +76,13 @@ pub(crate) struct ClientCell {
     /// `[near_cache]`: what the next pushed entry's write bumps when its reply arrives.
     next_write: Cell<Option<Written>>,
     /// Samples whose reply was handed to the writer, for the session to record.
-    finished: RefCell<Vec<(u16, tokio::time::Instant)>>,
+    finished: RefCell<Vec<Finished>>,
+    /// `[hotkeys]`: the key the next pushed sampled entry takes, and those of sampled
+    /// entries not yet popped, by sequence number. Empty while hot keys are off.
+    next_key: Cell<Option<SampleKey>>,
+    sample_keys: RefCell<VecDeque<(u64, SampleKey)>>,
+    /// Bytes of the head entry's streamed reply already handed to the writer.
+    head_streamed: Cell<usize>,
     /// Whole error replies handed to the writer, with their request's command, for the
     /// session to count (INFO errorstats and commandstats); empty unless an error was
     /// answered.
@@ -102,6 +108,27 @@ pub(crate) struct ClientCell {
     reply_mode: Cell<ReplyMode>,
     /// `[near_cache]`: the write epochs a write's reply bumps before the client sees it.
     write_epochs: std::cell::OnceCell<std::sync::Arc<WriteEpochs>>,
+}
+
+/// A sampled request's first key, for the hot-key board: the key (a slice of the request,
+/// cut to the board's longest key), whether the command writes, and the request's size.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SampleKey {
+    pub key: Bytes,
+    pub write: bool,
+    pub request_bytes: u32,
+}
+
+/// A sampled request whose reply went to the writer: its command, when it was dispatched,
+/// the reply's size, and its key when `[hotkeys]` noted one.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub command: u16,
+    pub started: tokio::time::Instant,
+    pub reply_bytes: usize,
+    pub key: Option<SampleKey>,
+    /// The node's counters, for a request sent whole to one node.
+    pub node: Option<std::sync::Arc<crate::backend::stats::NodeStats>>,
 }
 
 /// CLIENT REPLY's state, decided per request in request order as each entry is pushed.
@@ -140,6 +167,9 @@ impl ClientCell {
             next_command: Default::default(),
             next_write: Default::default(),
             finished: Default::default(),
+            next_key: Default::default(),
+            sample_keys: Default::default(),
+            head_streamed: Default::default(),
             errors: Default::default(),
             next_slow: Default::default(),
             slow_marks: Default::default(),
@@ -218,6 +248,12 @@ impl ClientCell {
     /// Time the next entry pushed (a sampled request); `None` stops a sample that pushed none.
     pub(crate) fn arm_sample(&self, sample: Option<(u16, tokio::time::Instant)>) {
         self.next_sample.set(sample);
+        self.next_key.take();
+    }
+
+    /// `[hotkeys]`: the key of the sampled request armed by `arm_sample`.
+    pub(crate) fn arm_key(&self, key: SampleKey) {
+        self.next_key.set(Some(key));
     }
 
     /// The command of the next entry pushed (None: not counted).
@@ -226,7 +262,7 @@ impl ClientCell {
     }
 
     /// Samples completed since the last call.
-    pub(crate) fn take_finished(&self, into: &mut Vec<(u16, tokio::time::Instant)>) {
+    pub(crate) fn take_finished(&self, into: &mut Vec<Finished>) {
         into.append(&mut self.finished.borrow_mut());
     }
 
@@ -295,8 +331,10 @@ impl ClientCell {
     /// Append an entry and return its sequence number.
     pub(crate) fn push(&self, mut entry: Entry) -> u64 {
         entry.silent = self.take_silence();
+        let mut key = None;
         if let Some(sample) = self.next_sample.take() {
             entry.sampled = Some(sample);
+            key = self.next_key.take();
         }
         entry.command = self.next_command.take();
         entry.written = self.next_write.take();
@@ -314,6 +352,9 @@ impl ClientCell {
         self.budget.count_requests(1, 0);
         q.entries.push_back(entry);
         let seq = q.head_seq + q.entries.len() as u64 - 1;
+        if let Some(key) = key {
+            self.sample_keys.borrow_mut().push_back((seq, key));
+        }
         if let Some(mark) = self.next_slow.take() {
             self.slow_marks.borrow_mut().push_back((seq, mark));
         }
@@ -415,6 +456,8 @@ impl ClientCell {
             let mut pieces = 0;
             for piece in head.partial.drain(..) {
                 pieces += 1;
+                self.head_streamed
+                    .set(self.head_streamed.get() + piece.len());
                 if head.silent {
                     self.sub_queued(piece.len());
                     continue;
@@ -438,12 +481,23 @@ impl ClientCell {
             let Some(entry) = q.entries.pop_front() else {
                 break;
             };
-            if let Some(sample) = entry.sampled {
-                self.finished.borrow_mut().push(sample);
-            }
+            let streamed = self.head_streamed.replace(0);
             let Some(reply) = entry.reply else {
                 break;
             };
+            if let Some((command, started)) = entry.sampled {
+                let key = self.sample_key(q.head_seq);
+                self.finished.borrow_mut().push(Finished {
+                    command,
+                    started,
+                    reply_bytes: streamed + reply.len(),
+                    key,
+                    node: match &entry.kind {
+                        Kind::Sent(sent) => sent.sent_to.as_ref().map(|b| b.node.clone()),
+                        _ => None,
+                    },
+                });
+            }
             self.count_group(q.head_seq);
             q.head_seq += 1;
             if pieces == 0 && matches!(reply.first(), Some(b'-' | b'!')) {
@@ -465,6 +519,18 @@ impl ClientCell {
         n
     }
 
+    /// The noted key of sampled entry `seq`, dropping those of entries gone before it.
+    fn sample_key(&self, seq: u64) -> Option<SampleKey> {
+        let mut keys = self.sample_keys.borrow_mut();
+        while keys.front().is_some_and(|(s, _)| *s < seq) {
+            keys.pop_front();
+        }
+        match keys.front() {
+            Some((s, _)) if *s == seq => keys.pop_front().map(|(_, k)| k),
+            _ => None,
+        }
+    }
+
     /// Requests queued whose reply has not been handed to the writer yet.
     pub(crate) fn in_flight(&self) -> usize {
         self.queue.borrow().entries.len()
@@ -483,6 +549,7 @@ impl ClientCell {
         q.entries.clear();
         q.redirected.clear();
         self.slow_marks.borrow_mut().clear();
+        self.sample_keys.borrow_mut().clear();
         self.sub_queued(self.queued_bytes.get());
         self.budget.release(self.inflight_charge.replace(0));
         self.waker.borrow_mut().take();
