@@ -183,10 +183,11 @@ def summarize(rows, hits):
         hottest = med(max(r["masters_us"]) for r in rs)
         masters = med(sum(r["masters_us"]) for r in rs)
         proxy = med(r["proxy_us"] for r in rs)
-        share = med((r["gets_at_masters"] + r["fills"]) / r["gets_sent"] for r in rs)
+        share = med(r["gets_at_masters"] / r["gets_sent"] for r in rs)
+        fills = med(r["fills"] / r["gets_sent"] for r in rs)
         lines.append(f"| {name} | {med(r['rps'] for r in rs):,.0f} | {med(r['p99_us'] for r in rs):,.0f}"
                      f" | {proxy:.2f} | {hottest:.2f} | {masters:.2f} | {proxy + masters:.2f}"
-                     f" | {share:.1%} |")
+                     f" | {share:.1%} (+{fills:.1%} fills) |")
     lines.append("")
     for name, counters in hits.items():
         lines.append(f"{name} at the end: {counters}")
