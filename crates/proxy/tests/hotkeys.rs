@@ -33,6 +33,9 @@ fn the_hottest_keys_are_named_reads_and_writes_apart() {
     let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
     let proxy = common::start_proxy(&cluster, |c| {
         c.hotkeys.enabled = true;
+        // Long windows: the checks below (and a loaded CI machine) may outlast two 10 s
+        // windows, after which an idle board is aged out.
+        c.hotkeys.window_seconds = 300;
         c.admin.listen = "127.0.0.1:0".into();
     });
     let admin = proxy.admin_addr().expect("admin endpoint");

@@ -46,6 +46,9 @@ fn the_status_page_shows_every_master_and_every_slot() {
     let proxy = start_proxy(&cluster, |c| {
         c.admin.listen = "127.0.0.1:0".into();
         c.hotkeys.enabled = true;
+        // Long windows: on a loaded machine the wait and Chromium's start can outlast two
+        // 10 s windows, and an idle board is aged out by then.
+        c.hotkeys.window_seconds = 300;
     });
     let admin = proxy.admin_addr().unwrap();
     let mut c = common::Client::connect(proxy.local_addr());

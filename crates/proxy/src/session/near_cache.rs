@@ -47,6 +47,11 @@ const ENTRY_COST: usize = 96;
 const RATE_KEYS: usize = 1024;
 /// Fills on their way per worker; a key missed beyond this waits for a later read.
 const MAX_FILLING: usize = 1024;
+/// A key whose fill could not be kept (too long, another type, a redirect) is not read for
+/// the cache again for this long, so a hot 1 MB value is not fetched at every miss.
+const UNCACHEABLE_MS: u64 = 10_000;
+/// Such keys remembered per worker at most (the oldest half forgotten beyond).
+const MAX_UNCACHEABLE: usize = 1024;
 
 thread_local! {
     /// This worker thread's cache, made at its first GET once `[near_cache]` is on; it
@@ -87,6 +92,8 @@ struct State {
     refused: HashSet<usize>,
     /// Sampled GETs per key this second (the automatic policy).
     rates: HashMap<Bytes, u64>,
+    /// Keys whose value could not be cached, and when that was learned (`UNCACHEABLE_MS`).
+    uncacheable: HashMap<Bytes, Instant>,
     /// Keys the automatic policy found hot, and the last second they were: a miss of one
     /// (its entry invalidated by a write) fills it again at once, not at its next sampled
     /// read. Kept one second after it cooled; at most two seconds' worth of `RATE_KEYS`.
@@ -253,11 +260,21 @@ impl NearCache {
         let Some(worker) = self.worker.upgrade() else {
             return;
         };
+        // Near the worker's share of the memory budget, clients come first.
+        if self.budget.pressed() {
+            return;
+        }
         {
-            let state = self.state.borrow();
+            let mut state = self.state.borrow_mut();
             let busy = state.filling.len() >= MAX_FILLING;
             if busy || state.filling.contains(key) || state.entries.contains_key(key) {
                 return;
+            }
+            if let Some(at) = state.uncacheable.get(key) {
+                if at.elapsed() < Duration::from_millis(UNCACHEABLE_MS) {
+                    return;
+                }
+                state.uncacheable.remove(key);
             }
         }
         self.follow(&worker);
@@ -412,8 +429,10 @@ impl NearCache {
     /// A fill's two answers came: keep the value if nothing may have changed it since the
     /// snapshot, and PTTL gave its lifetime (-1: none; -2: no key, whose GETRANGE read "").
     fn keep(&self, fill: Fill, ttl: Option<i64>) {
-        let Some(Ok(value)) = fill.got else {
-            return;
+        let value = match fill.got {
+            Some(Ok(value)) => value,
+            Some(Err(())) => return self.uncacheable(fill.key),
+            None => return,
         };
         let value = match ttl {
             Some(-2) => None,
@@ -468,6 +487,18 @@ impl NearCache {
         );
         NearCacheCounters::bump(&self.counters().filled);
         self.publish(&state);
+    }
+
+    /// Remember that `key` could not be cached, for `UNCACHEABLE_MS`.
+    fn uncacheable(&self, key: Bytes) {
+        let mut state = self.state.borrow_mut();
+        if state.uncacheable.len() >= MAX_UNCACHEABLE {
+            let mut ages: Vec<Instant> = state.uncacheable.values().copied().collect();
+            ages.sort_unstable();
+            let median = ages[ages.len() / 2];
+            state.uncacheable.retain(|_, at| *at > median);
+        }
+        state.uncacheable.insert(key, Instant::now());
     }
 
     /// `>2 invalidate [keys]` (or null: everything) from a master.
