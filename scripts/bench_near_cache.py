@@ -18,7 +18,7 @@ Placement as bench_core.py: the generator and every redis-server on CPU0, the pr
 on CPU1; both proxies run at once over the same cluster, only one is loaded at a time.
 
 Usage: python3 scripts/bench_near_cache.py [--reps 3] [--seconds 15] [--slotgate BIN]
-                                           [--auto-rate 50] [--out results/near-cache]
+                                           [--auto-rate 50] [--rate R] [--out results/near-cache]
 """
 
 import argparse
@@ -82,13 +82,17 @@ def master_calls(ports):
     return out
 
 
-def load(binary, endpoint, seconds, seed):
+def load(binary, endpoint, seconds, seed, rate=None):
     """`slotgate bench run` for `seconds` against `endpoint` (its --target or --cluster
     arguments); its JSON report."""
     argv = ["taskset", "-c", str(bc.LOADGEN_CPU), binary, "bench", "run", "--clients", "50",
             "--duration", f"{seconds}s", "--keyspace", str(KEYS), "--key-dist", DIST,
             "--mix", MIX, "--value-size", "64", "--seed", str(seed), "--json"]
     argv += endpoint
+    if rate:
+        # Open loop: the same offered load for every system, so a master's CPU per request
+        # is not set by how fast a closed loop happens to spin.
+        argv += ["--rate", str(rate), "--pipeline", "16"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds * 4 + 60)
     if out.returncode != 0:
         raise bc.BenchError(f"bench run failed: {out.stderr[-800:]}")
@@ -102,6 +106,8 @@ def main():
     ap.add_argument("--slotgate", default=bc.SLOTGATE)
     ap.add_argument("--auto-rate", type=int, default=50,
                     help="near_cache.auto_reads_per_second of the cached proxy")
+    ap.add_argument("--rate", type=int, default=None,
+                    help="open loop at this many requests/s in total (default: closed loop)")
     ap.add_argument("--out", default=None, help="write the table and raw rows here")
     args = ap.parse_args()
     binary = args.slotgate
@@ -134,7 +140,7 @@ def main():
                 calls0 = master_calls(mports)
                 m0 = [bc.schedstat_ns(p) for p in mpids]
                 p0 = bc.schedstat_ns(pid) if pid else 0
-                run = load(binary, endpoint, args.seconds, rep + 1)
+                run = load(binary, endpoint, args.seconds, rep + 1, args.rate)
                 p1 = bc.schedstat_ns(pid) if pid else 0
                 m1 = [bc.schedstat_ns(p) for p in mpids]
                 calls1 = master_calls(mports)

@@ -52,6 +52,7 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
         c.near_cache.enabled = true;
         c.near_cache.patterns = vec!["hot:*".into()];
         c.near_cache.max_bytes = 64 * 1024;
+        c.admin.listen = "127.0.0.1:0".into();
     });
     let addr = proxy.local_addr();
     let mut admin = Client::connect(addr);
@@ -120,6 +121,47 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
         delays[delays.len() / 2],
         delays[delays.len() - 1]
     );
+
+    // A writer on another proxy over the same cluster: the same, with its trip through
+    // that proxy before the master.
+    let other = common::start_proxy(&cluster, |_| {});
+    let mut via_other = Client::connect(other.local_addr());
+    let mut delays = Vec::new();
+    for i in 0..200 {
+        let v = format!("o{i}");
+        for _ in 0..3 {
+            get(&mut r, "hot:b");
+        }
+        via_other.call(&["SET", "hot:b", &v]);
+        let acked = Instant::now();
+        let previous = match i {
+            0 => "d199".to_string(),
+            _ => format!("o{}", i - 1),
+        };
+        loop {
+            let got = get(&mut r, "hot:b");
+            if got.as_deref() == Some(v.as_str()) {
+                break;
+            }
+            assert_eq!(
+                got.as_deref(),
+                Some(previous.as_str()),
+                "neither old nor new"
+            );
+            assert!(
+                acked.elapsed() < Duration::from_secs(1),
+                "invalidation never came"
+            );
+        }
+        delays.push(acked.elapsed());
+    }
+    delays.sort();
+    eprintln!(
+        "writer on another proxy: new value through this one after median {:?}, max {:?} (200 writes)",
+        delays[delays.len() / 2],
+        delays[delays.len() - 1]
+    );
+    other.shutdown();
 
     // A TTL: never served past it.
     w.call(&["SET", "hot:t", "x", "PX", "300"]);
@@ -206,5 +248,20 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
     });
     let bytes = stat(&mut admin, "near_cache_bytes");
     assert!(bytes <= 64 * 1024, "{bytes} bytes held");
+
+    // The same counters in /status.json (the status page's near-cache card) and /metrics.
+    let status = common::scrape_path(proxy.admin_addr().unwrap(), "/status.json");
+    let body = status.split("\r\n\r\n").nth(1).expect("a body");
+    let doc: serde_json::Value = serde_json::from_str(body).expect("JSON");
+    assert!(
+        doc["near_cache"]["hits"].as_u64().unwrap() > 1000,
+        "{}",
+        doc["near_cache"]
+    );
+    let metrics = common::scrape(proxy.admin_addr().unwrap());
+    assert!(
+        metrics.contains("slotgate_near_cache_total{event=\"hit\"}"),
+        "{metrics}"
+    );
     proxy.shutdown();
 }

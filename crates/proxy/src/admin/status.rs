@@ -1,9 +1,9 @@
 //! The status page's data, `GET /status.json`: the slot map as ranges (owner, migrating),
 //! each master's state and counters, request and latency totals (the page turns them into
 //! rates between two reads), clients, topology version and last refresh, limits hit,
-//! readiness, the hot-key board (`[hotkeys]`: reads, writes, big keys) and the last
-//! minutes of requests/s and latency, overall and per master, from the ring the admin
-//! thread fills every 2 s (`context/history.rs`, `sample_history`). O(workers × (masters +
+//! readiness, the hot-key board (`[hotkeys]`: reads, writes, big keys), the near cache's
+//! counters (`[near_cache]`) and the last minutes of requests/s and latency, overall and
+//! per master, from the ring the admin thread fills every 2 s (`context/history.rs`, `sample_history`). O(workers × (masters +
 //! commands + 64) + 16384) per read, on the admin thread.
 
 use serde_json::{json, Value};
@@ -54,6 +54,7 @@ pub(crate) fn json(shared: &Shared) -> String {
             "p99_us": latency.percentile_us(0.99),
         },
         "hotkeys": hotkeys(shared),
+        "near_cache": near_cache(shared),
         "history": history(shared),
         "limits_hit": {
             "maxclients": t.rejected_connections,
@@ -64,6 +65,23 @@ pub(crate) fn json(shared: &Shared) -> String {
         },
     });
     doc.to_string()
+}
+
+/// `[near_cache]`'s counters summed over the workers; null while it is off.
+fn near_cache(shared: &Shared) -> Value {
+    if shared.write_epochs.is_none() {
+        return Value::Null;
+    }
+    let c = shared.near_cache_totals();
+    json!({
+        "hits": c.hits,
+        "fills": c.fills,
+        "kept": c.filled,
+        "invalidated": c.invalidated,
+        "evicted": c.evicted,
+        "keys": c.entries,
+        "bytes": c.bytes,
+    })
 }
 
 /// Runs of consecutive slots with one owner and one migrating state.
