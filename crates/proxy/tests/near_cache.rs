@@ -39,6 +39,44 @@ fn master_of(cluster: &devcluster::Cluster, key: &str) -> SocketAddr {
     cluster.owner_of(key.as_bytes()).expect("owner")
 }
 
+/// 200 writes of `hot:b` (`{prefix}0`, `{prefix}1`…) by `writer`, each after a few reads
+/// through the proxy (`reader`) that keep it cached: how long after each write's
+/// acknowledgement the proxy first returned the new value (reads back to back, a 1 s
+/// ceiling), and that every read in between returned the value before it. `first_previous`:
+/// the key's value before the first write. The median and the longest.
+fn delay_after_writes(
+    writer: &mut Client,
+    reader: &mut Client,
+    prefix: &str,
+    first_previous: Option<&str>,
+) -> (Duration, Duration) {
+    let mut delays = Vec::new();
+    let mut previous = first_previous.map(str::to_string);
+    for i in 0..200 {
+        let v = format!("{prefix}{i}");
+        for _ in 0..3 {
+            get(reader, "hot:b");
+        }
+        writer.call(&["SET", "hot:b", &v]);
+        let acked = Instant::now();
+        loop {
+            let got = get(reader, "hot:b");
+            if got.as_deref() == Some(v.as_str()) {
+                break;
+            }
+            assert_eq!(got, previous, "neither the old value nor the new one");
+            assert!(
+                acked.elapsed() < Duration::from_secs(1),
+                "invalidation never came"
+            );
+        }
+        delays.push(acked.elapsed());
+        previous = Some(v);
+    }
+    delays.sort();
+    (delays[delays.len() / 2], delays[delays.len() - 1])
+}
+
 #[test]
 fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
     let opts = devcluster::Options {
@@ -93,74 +131,15 @@ fn hot_gets_are_answered_and_never_outlive_an_acknowledged_write() {
     // invalidation arrived; measured, with a ceiling.
     let mut direct = Client::connect(master_of(&cluster, "hot:b"));
     let mut r = Client::connect(addr);
-    let mut delays = Vec::new();
-    for i in 0..200 {
-        let v = format!("d{i}");
-        for _ in 0..3 {
-            get(&mut r, "hot:b");
-        }
-        direct.call(&["SET", "hot:b", &v]);
-        let acked = Instant::now();
-        let previous = (i > 0).then(|| format!("d{}", i - 1));
-        loop {
-            let got = get(&mut r, "hot:b");
-            if got.as_deref() == Some(v.as_str()) {
-                break;
-            }
-            assert_eq!(got, previous, "neither the old value nor the new one");
-            assert!(
-                acked.elapsed() < Duration::from_secs(1),
-                "invalidation never came"
-            );
-        }
-        delays.push(acked.elapsed());
-    }
-    delays.sort();
-    eprintln!(
-        "direct writer: new value through the proxy after median {:?}, max {:?} (200 writes)",
-        delays[delays.len() / 2],
-        delays[delays.len() - 1]
-    );
+    let (median, max) = delay_after_writes(&mut direct, &mut r, "d", None);
+    eprintln!("direct writer: new value through the proxy after median {median:?}, max {max:?} (200 writes)");
 
     // A writer on another proxy over the same cluster: the same, with its trip through
     // that proxy before the master.
     let other = common::start_proxy(&cluster, |_| {});
     let mut via_other = Client::connect(other.local_addr());
-    let mut delays = Vec::new();
-    for i in 0..200 {
-        let v = format!("o{i}");
-        for _ in 0..3 {
-            get(&mut r, "hot:b");
-        }
-        via_other.call(&["SET", "hot:b", &v]);
-        let acked = Instant::now();
-        let previous = match i {
-            0 => "d199".to_string(),
-            _ => format!("o{}", i - 1),
-        };
-        loop {
-            let got = get(&mut r, "hot:b");
-            if got.as_deref() == Some(v.as_str()) {
-                break;
-            }
-            assert_eq!(
-                got.as_deref(),
-                Some(previous.as_str()),
-                "neither old nor new"
-            );
-            assert!(
-                acked.elapsed() < Duration::from_secs(1),
-                "invalidation never came"
-            );
-        }
-        delays.push(acked.elapsed());
-    }
-    delays.sort();
-    eprintln!(
-        "writer on another proxy: new value through this one after median {:?}, max {:?} (200 writes)",
-        delays[delays.len() / 2],
-        delays[delays.len() - 1]
-    );
+    let (median, max) = delay_after_writes(&mut via_other, &mut r, "o", Some("d199"));
+    eprintln!("writer on another proxy: new value through this one after median {median:?}, max {max:?} (200 writes)");
     other.shutdown();
 
     // A TTL: never served past it.

@@ -14,9 +14,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use cluster::slot_map::SlotMap;
 
-use crate::backend::{Backend, ReplySink};
+use crate::backend::{Backend, Outgoing, ReplySink};
 use crate::session::queue::ClientCell;
 use crate::topology::Topology;
+use crate::worker::Worker;
 
 /// How often a session with such connections matches them to the map.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
@@ -163,6 +164,25 @@ impl Followers {
             tick: 0,
             broken: Vec::new(),
             sink,
+        }
+    }
+
+    /// A RESP3 connection to each of `missing` (a node pushes invalidations only on RESP3),
+    /// told `setup` first, whose one reply each owes.
+    pub(crate) fn open_resp3(
+        &mut self,
+        worker: &Worker,
+        missing: Vec<String>,
+        setup: &'static [u8],
+    ) {
+        for addr in missing {
+            let conn = worker.new_backend(&addr, true);
+            conn.stream_to(self.sink.clone());
+            conn.send(Outgoing::stream(
+                Bytes::from_static(setup),
+                self.sink.clone(),
+            ));
+            self.conns.push((conn, 1));
         }
     }
 

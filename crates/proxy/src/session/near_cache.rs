@@ -336,13 +336,7 @@ impl NearCache {
             let Some(followed) = f.follow(&map, None, topology) else {
                 return;
             };
-            for addr in followed.missing {
-                let conn = worker.new_backend(&addr, true);
-                let sink = f.sink.clone();
-                conn.stream_to(sink.clone());
-                conn.send(Outgoing::stream(Bytes::from_static(TRACK), sink));
-                f.conns.push((conn, 1));
-            }
+            f.open_resp3(worker, followed.missing, TRACK);
             let live: HashSet<usize> = f.conns.iter().map(|(c, _)| source_of(c)).collect();
             (followed.lost, live)
         };

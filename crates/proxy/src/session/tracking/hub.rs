@@ -26,7 +26,6 @@ use std::rc::{Rc, Weak};
 
 use bytes::Bytes;
 
-use crate::backend::Outgoing;
 use crate::session::follow::{FollowTarget, Followers, Subscribers};
 use crate::session::queue::ClientCell;
 use crate::worker::Worker;
@@ -117,14 +116,8 @@ impl TrackingHub {
             let Some(followed) = f.follow(&map, None, topology) else {
                 return;
             };
-            for addr in followed.missing {
-                // RESP3 whatever the clients speak: a node pushes invalidations only on RESP3.
-                let conn = worker.new_backend(&addr, true);
-                let sink = f.sink.clone();
-                conn.stream_to(sink.clone());
-                conn.send(Outgoing::stream(Bytes::from_static(TRACK_ALL), sink));
-                f.conns.push((conn, 1));
-            }
+            // RESP3 whatever the clients speak.
+            f.open_resp3(worker, followed.missing, TRACK_ALL);
             followed.lost
         };
         if lost {
