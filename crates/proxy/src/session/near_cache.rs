@@ -45,6 +45,9 @@ const TRACK: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n";
 const ENTRY_COST: usize = 96;
 /// Keys counted for the automatic policy per worker and second; more are not counted.
 const RATE_KEYS: usize = 1024;
+/// Keys longer than this are never cached nor counted (hot keys are short; a client's
+/// 100 MB key must not be copied into the rate table or a fill).
+const MAX_KEY: usize = 1024;
 /// Fills on their way per worker; a key missed beyond this waits for a later read.
 const MAX_FILLING: usize = 1024;
 /// A key whose fill could not be kept (too long, another type, a redirect) is not read for
@@ -585,9 +588,11 @@ impl Drop for NearCache {
     }
 }
 
-/// The key of a `GET key` request the cache may answer: exactly GET and one key.
+/// The key of a `GET key` request the cache may answer: exactly GET and one key, of at most
+/// `MAX_KEY` bytes.
 pub(crate) fn get_key(req: &Request) -> Option<&[u8]> {
-    (req.argc() == 2 && req.arg(0).eq_ignore_ascii_case(b"get")).then(|| req.arg(1))
+    let get = req.argc() == 2 && req.arg(0).eq_ignore_ascii_case(b"get");
+    (get && req.arg(1).len() <= MAX_KEY).then(|| req.arg(1))
 }
 
 fn null_reply(resp3: bool) -> Bytes {
@@ -649,5 +654,11 @@ mod tests {
         assert_eq!(get_key(&req(&[b"get", b"k"])), Some(&b"k"[..]));
         assert_eq!(get_key(&req(&[b"GETEX", b"k"])), None);
         assert_eq!(get_key(&req(&[b"GET", b"k", b"x"])), None);
+        let long = vec![b'k'; MAX_KEY + 1];
+        assert_eq!(
+            get_key(&req(&[b"GET", &long])),
+            None,
+            "a key too long to cache"
+        );
     }
 }

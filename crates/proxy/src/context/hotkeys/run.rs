@@ -126,9 +126,11 @@ fn parse_slots(args: &[&[u8]]) -> Result<Vec<u16>, String> {
         return Err("not enough slot numbers provided".into());
     }
     let mut slots: Vec<u16> = Vec::with_capacity(n);
+    // Seen slots as a bitmap: up to 16,384 of them, never a scan per slot.
+    let mut seen = vec![false; cluster::SLOT_COUNT];
     for a in &args[1..=n] {
         let slot = int_in(a, 0, cluster::SLOT_COUNT - 1).ok_or("Invalid or out of range slot")?;
-        if slots.contains(&(slot as u16)) {
+        if std::mem::replace(&mut seen[slot], true) {
             return Err("duplicate slot number".into());
         }
         slots.push(slot as u16);
