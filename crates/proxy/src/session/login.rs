@@ -97,7 +97,10 @@ impl Login {
         let arg = |i: usize| req.arg(i);
         // An unknown command or subcommand, or a wrong arity, is answered first (`route`),
         // as Redis checks them before permissions.
-        let spec = cluster::lookup(req.arg(0))?.resolve(req.argc(), arg);
+        let Some(found) = cluster::lookup(req.arg(0)) else {
+            return hotkeys_denied(user, req);
+        };
+        let spec = found.resolve(req.argc(), arg);
         if !spec.subcommands.is_empty() || !spec.arity_ok(req.argc()) {
             return None;
         }
@@ -108,6 +111,34 @@ impl Login {
             "sort" | "sort_ro" if !user.all_keys() => sort_patterns_denied(req),
             _ => None,
         }
+    }
+}
+
+/// HOTKEYS behind servers whose command table lacks it (before Redis 8.6): the proxy answers
+/// it itself (`admin/hotkeys.rs`), so its permission is decided here as Redis 8.6 files it:
+/// START, STOP, GET and RESET `@admin @slow @dangerous`, HELP `@slow`. Without this any user
+/// could read the names of the hottest keys, whatever keys it may access.
+fn hotkeys_denied(user: &crate::auth::User, req: &Request) -> Option<Bytes> {
+    use cluster::command::acl;
+    if !req.arg(0).eq_ignore_ascii_case(b"hotkeys") || req.argc() < 2 {
+        return None;
+    }
+    let sub = req.arg(1).to_ascii_lowercase();
+    let (name, categories) = match sub.as_slice() {
+        b"start" => ("hotkeys|start", acl::ADMIN | acl::SLOW | acl::DANGEROUS),
+        b"stop" => ("hotkeys|stop", acl::ADMIN | acl::SLOW | acl::DANGEROUS),
+        b"get" => ("hotkeys|get", acl::ADMIN | acl::SLOW | acl::DANGEROUS),
+        b"reset" => ("hotkeys|reset", acl::ADMIN | acl::SLOW | acl::DANGEROUS),
+        b"help" => ("hotkeys|help", acl::SLOW),
+        _ => return None,
+    };
+    // A keyless row to shape it on; only its name and categories matter to `may_run`.
+    let mut spec = cluster::lookup(b"ping")?.clone();
+    spec.name = name;
+    spec.acl_categories = categories;
+    match user.may_run(&spec) {
+        true => None,
+        false => Some(Denied::Command.reply(name)),
     }
 }
 
@@ -141,4 +172,40 @@ fn sort_patterns_denied(req: &Request) -> Option<Bytes> {
         j += 1;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{User, UserConfig};
+
+    fn user(commands: &[&str], keys: &[&str]) -> User {
+        let cfg = UserConfig {
+            name: "alice".into(),
+            password: "pw".into(),
+            commands: commands.iter().map(|s| s.to_string()).collect(),
+            keys: keys.iter().map(|s| s.to_string()).collect(),
+            channels: Vec::new(),
+            acl: String::new(),
+        };
+        User::from_config(&cfg).unwrap()
+    }
+
+    #[test]
+    fn hotkeys_is_admin_as_redis_8_6_files_it() {
+        let get = Request::from_args(&[b"HOTKEYS", b"GET"]);
+        let help = Request::from_args(&[b"HOTKEYS", b"HELP"]);
+        let reader = user(&["+@read"], &["app:*"]);
+        let refused = hotkeys_denied(&reader, &get).expect("refused");
+        assert_eq!(
+            &refused[..],
+            b"-NOPERM this user has no permissions to run the 'hotkeys|get' command\r\n"
+        );
+        assert!(hotkeys_denied(&reader, &help).is_some(), "HELP is @slow");
+        let no_admin = user(&["+@all", "-@admin"], &["*"]);
+        assert!(hotkeys_denied(&no_admin, &get).is_some());
+        assert!(hotkeys_denied(&no_admin, &help).is_none());
+        let admin = user(&["+@all"], &["app:*"]);
+        assert!(hotkeys_denied(&admin, &get).is_none());
+    }
 }
