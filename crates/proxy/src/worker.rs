@@ -32,9 +32,10 @@ pub(crate) struct Worker {
     /// Cluster has).
     db0: Pools,
     /// The connections of other databases (Valkey 9's `cluster-databases`), and those
-    /// with CLIENT NO-TOUCH on, made when a client first needs them: a connection never
-    /// changes database or mode, so clients of different ones never share one.
-    numbered: RefCell<HashMap<(u16, bool), Rc<Pools>>>,
+    /// with CLIENT NO-TOUCH or IMPORT-SOURCE on, made when a client first needs them: a
+    /// connection never changes database or mode, so clients of different ones never
+    /// share one.
+    numbered: RefCell<HashMap<Wire, Rc<Pools>>>,
     round_robin: Cell<usize>,
     /// This worker's share of `limits.memory_budget_bytes` and what its clients hold.
     pub budget: Rc<Budget>,
@@ -191,10 +192,14 @@ impl Worker {
     }
 
     fn with_pools<R>(&self, wire: Wire, f: impl FnOnce(&Pools) -> R) -> R {
-        if wire.db == 0 && !wire.no_touch {
+        if wire.db == 0 && !wire.no_touch && !wire.import_source {
             return f(&self.db0);
         }
-        let key = (wire.db, wire.no_touch);
+        // The protocol picks a pool inside `Pools`, not the `Pools`.
+        let key = Wire {
+            resp3: false,
+            ..wire
+        };
         let pools = self.numbered.borrow_mut().entry(key).or_default().clone();
         f(&pools)
     }
@@ -294,6 +299,7 @@ impl Worker {
             resp3: wire.resp3,
             db: wire.db,
             no_touch: wire.no_touch,
+            import_source: wire.import_source,
             learn_id: false,
             auth: self.shared.backend_auth.clone(),
             acting: None,

@@ -482,6 +482,9 @@ pub(crate) fn flag_letters(flags: u32, no_evict: bool) -> String {
     if flags & flag::NO_TOUCH != 0 {
         s.push('T');
     }
+    if flags & flag::IMPORT_SOURCE != 0 {
+        s.push('I');
+    }
     if s.is_empty() {
         s.push('N');
     }

@@ -24,16 +24,18 @@ use crate::topology::Topology;
 /// transactions are small, and a streamed upload's last piece is payload.
 const PARSE_MAX: usize = 64 * 1024;
 
-/// What a connection speaks: its protocol, its database, and whether it leaves keys'
-/// access times alone (CLIENT NO-TOUCH). Requests of a client go to connections of its own
+/// What a connection speaks: its protocol, its database, whether it leaves keys' access
+/// times alone (CLIENT NO-TOUCH) and whether it sees expired keys as an import source
+/// (CLIENT IMPORT-SOURCE, Valkey). Requests of a client go to connections of its own
 /// `Wire`, so the node encodes replies in the client's protocol, runs commands in the
-/// client's database and touches keys as the client asked; no request ever changes a
+/// client's database and touches and sees keys as the client asked; no request ever changes a
 /// shared connection's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub(crate) struct Wire {
     pub resp3: bool,
     pub db: u16,
     pub no_touch: bool,
+    pub import_source: bool,
 }
 
 impl Wire {
@@ -43,6 +45,7 @@ impl Wire {
             resp3,
             db: 0,
             no_touch: false,
+            import_source: false,
         }
     }
 }
@@ -120,6 +123,7 @@ impl Backend {
             resp3,
             db,
             no_touch,
+            import_source,
             learn_id,
             auth,
             acting,
@@ -146,6 +150,7 @@ impl Backend {
                 resp3,
                 db,
                 no_touch,
+                import_source,
             }),
             auth,
             acting,

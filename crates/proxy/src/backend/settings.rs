@@ -21,6 +21,8 @@ pub(crate) struct Settings {
     pub db: u16,
     /// `CLIENT NO-TOUCH ON` before any request.
     pub no_touch: bool,
+    /// `CLIENT IMPORT-SOURCE ON` before any request (Valkey 8.1's import mode).
+    pub import_source: bool,
     /// Ask the node its id for the connection (`CLIENT ID` at set-up): a session's own
     /// connection, where a blocking command may wait for CLIENT UNBLOCK.
     pub learn_id: bool,

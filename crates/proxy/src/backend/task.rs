@@ -27,6 +27,8 @@ static READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
 static CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 /// CLIENT NO-TOUCH ON, for a connection made for clients in that mode.
 static NO_TOUCH: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-TOUCH\r\n$2\r\nON\r\n";
+/// CLIENT IMPORT-SOURCE ON, for a connection made for clients in that mode.
+static IMPORT_SOURCE: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$13\r\nIMPORT-SOURCE\r\n$2\r\nON\r\n";
 
 /// Start the connection task of `backend` on this thread (its first request is queued).
 pub(super) fn start(backend: Rc<Backend>) {
@@ -77,6 +79,15 @@ pub(super) async fn run(backend: Rc<Backend>) {
         // Before any request: a client's CLIENT NO-TOUCH (Redis 7.2, Valkey) holds for the
         // requests it sends next, all of which come here. Its reply (+OK) is dropped.
         conn.write_queue.push_back(Bytes::from_static(NO_TOUCH));
+        conn.in_flight.push_back(InFlight::SET_UP);
+    }
+    if wire.import_source {
+        // Likewise for CLIENT IMPORT-SOURCE ON, which the masters accepted for the client
+        // (`session/import_source.rs`). A node whose import-mode was turned off since
+        // refuses it (logged): the connection then serves as any client's, which is what
+        // Valkey's import source gets while import-mode is off (the flag needs both).
+        conn.write_queue
+            .push_back(Bytes::from_static(IMPORT_SOURCE));
         conn.in_flight.push_back(InFlight::SET_UP);
     }
     if backend.readonly {

@@ -90,6 +90,8 @@ pub(crate) mod flag {
     pub const READONLY: u32 = 128;
     /// CLIENT CAPA REDIRECT sent (`capa=r`).
     pub const CAPA_REDIRECT: u32 = 256;
+    /// CLIENT IMPORT-SOURCE on (Valkey's flag letter `I`).
+    pub const IMPORT_SOURCE: u32 = 512;
 }
 
 /// What INFO's Clients section counts over one worker's clients.

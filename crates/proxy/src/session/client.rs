@@ -48,6 +48,7 @@ impl Client {
             resp3: self.resp3(),
             db: self.info.db,
             no_touch: self.info.no_touch,
+            import_source: self.info.import_source,
         }
     }
 

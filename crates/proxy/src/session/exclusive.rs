@@ -67,6 +67,9 @@ impl Session {
         if !self.settled() {
             return false;
         }
+        // Answered: a CLIENT IMPORT-SOURCE ON the masters accepted holds from the next
+        // request on, read only once serial mode ends below.
+        crate::session::import_source::take(&self.client.cell, &mut self.client.info);
         let held = match std::mem::take(&mut self.intake) {
             Intake::Held(held) => held,
             // A waiting upload resumes from the parse loop; serial mode ends here.

@@ -44,6 +44,9 @@ pub(crate) struct SessionInfo {
     pub db: u16,
     /// CLIENT NO-TOUCH ON: its requests go to connections in that mode (`Wire`).
     pub no_touch: bool,
+    /// CLIENT IMPORT-SOURCE ON, once every master accepted it (`import_source.rs`): its
+    /// requests go to connections in that mode (`Wire`).
+    pub import_source: bool,
     /// CLIENT CAPA REDIRECT was sent (CLIENT LIST's `capa=r`).
     pub capa_redirect: bool,
 }
@@ -58,6 +61,7 @@ impl SessionInfo {
             readonly: false,
             db: 0,
             no_touch: false,
+            import_source: false,
             capa_redirect: false,
         }
     }

@@ -62,6 +62,7 @@ pub(crate) mod failover_hold;
 pub(crate) mod fanout;
 pub(crate) mod follow;
 pub(crate) mod held;
+mod import_source;
 mod io;
 pub(crate) mod keyspace;
 pub(crate) mod limits;
@@ -286,6 +287,7 @@ impl Session {
             | bit(self.tracking.is_on(), flag::TRACKING)
             | bit(self.tx.watch.is_some(), flag::WATCHING)
             | bit(self.client.info.no_touch, flag::NO_TOUCH)
+            | bit(self.client.info.import_source, flag::IMPORT_SOURCE)
             | bit(self.client.info.readonly, flag::READONLY)
             | bit(self.client.info.capa_redirect, flag::CAPA_REDIRECT);
         live.flags.store(flags, Relaxed);
@@ -592,6 +594,14 @@ impl Session {
             }
             Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"unblock") => {
                 side_call::unblock(req, &self.client.worker.shared, &self.client.cell)
+            }
+            Local::Client
+                if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"import-source") =>
+            {
+                let shared = &self.client.worker.shared;
+                if import_source::command(req, shared, &self.client.cell, &mut self.client.info) {
+                    self.intake = Intake::Serial;
+                }
             }
             Local::Client => {
                 self.publish_state();

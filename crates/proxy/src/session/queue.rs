@@ -98,6 +98,9 @@ pub(crate) struct ClientCell {
     pub(crate) candidate: Cell<bool>,
     /// CLIENT NO-EVICT on: the budget never picks this client (Redis's `maxmemory-clients`).
     pub(crate) no_evict: Cell<bool>,
+    /// A CLIENT IMPORT-SOURCE every master accepted, set by its side call before its reply
+    /// is delivered, for the session to take into its info (`import_source.rs`).
+    pub(crate) import_source: Cell<Option<bool>>,
     /// What the budget was charged for the entries still queued: their bookkeeping and the
     /// reply each request is expected to bring. Released an average share per entry popped,
     /// the remainder when the queue empties or closes, so it always returns to zero.
@@ -177,6 +180,7 @@ impl ClientCell {
             evicted: Default::default(),
             candidate: Default::default(),
             no_evict: Default::default(),
+            import_source: Default::default(),
             inflight_charge: Default::default(),
             order: Default::default(),
             reply_mode: Default::default(),

@@ -64,6 +64,7 @@ pub(crate) fn copy(client: &Client, req: &Request, mirror: &TrafficMirror) {
         resp3: false,
         db: client.info.db,
         no_touch: false,
+        import_source: false,
     };
     let backend = worker.backend_for_addr(addr, wire);
     if backend.queued() >= MAX_QUEUED {

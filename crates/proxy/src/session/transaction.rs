@@ -464,10 +464,12 @@ impl Transactions {
 }
 
 /// A WATCH, or MULTI…EXEC after WATCH, for a WATCH connection opened in another
-/// protocol, database or touch mode (the client switched with HELLO, SELECT or CLIENT
-/// NO-TOUCH since): HELLO, SELECT and CLIENT NO-TOUCH go first on it, so the reply comes
-/// in the client's protocol, the commands run in its database and mode, and the WATCH
-/// holds (none of them unwatches). Their replies are skipped.
+/// protocol, database or mode (the client switched with HELLO, SELECT, CLIENT NO-TOUCH or
+/// CLIENT IMPORT-SOURCE since): those go first on it, so the reply comes in the client's
+/// protocol, the commands run in its database and modes, and the WATCH holds (none of
+/// them unwatches). Their replies are skipped (an IMPORT-SOURCE ON a node refuses because
+/// its import-mode was turned off leaves the connection as it would leave Valkey's client:
+/// without import-source semantics while import-mode is off).
 pub(crate) fn switch_first(client: &Client, conn: &Backend, ex: &mut Exclusive) {
     let (now, want) = (conn.wire(), client.wire());
     if now == want {
@@ -486,6 +488,11 @@ pub(crate) fn switch_first(client: &Client, conn: &Backend, ex: &mut Exclusive) 
     if now.no_touch != want.no_touch {
         let mode: &[u8] = if want.no_touch { b"ON" } else { b"OFF" };
         resp::encode_command(&mut frame, &[b"CLIENT", b"NO-TOUCH", mode]);
+        ex.skip += 1;
+    }
+    if now.import_source != want.import_source {
+        let mode: &[u8] = if want.import_source { b"ON" } else { b"OFF" };
+        resp::encode_command(&mut frame, &[b"CLIENT", b"IMPORT-SOURCE", mode]);
         ex.skip += 1;
     }
     frame.extend_from_slice(&ex.frame);

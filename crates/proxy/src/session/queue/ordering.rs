@@ -124,6 +124,7 @@ mod tests {
             resp3: false,
             db: 0,
             no_touch: false,
+            import_source: false,
             learn_id: false,
             auth: None,
             acting: None,
