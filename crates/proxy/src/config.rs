@@ -141,6 +141,13 @@ pub struct ClusterConfig {
     /// The proxy's own availability zone: `nearest` prefers the nodes whose
     /// `availability-zone` (Valkey 8.1+) is this one. Empty: round trips alone decide.
     pub availability_zone: String,
+    /// Inside MULTI, hold the transaction on its node from its first keyed command: MULTI
+    /// and each command go to the slot's master as they come (on a connection of the
+    /// client's own), so the node answers `+QUEUED` or refuses at queue time on its own state
+    /// (out of memory, a failed save, too few replicas, a busy script) and checks EXEC at
+    /// EXEC time, as one Redis does. Off: commands are kept by the proxy and sent with EXEC,
+    /// and such refusals come only at EXEC (EXECABORT, nothing runs).
+    pub live_multi: bool,
 }
 
 /// Per-client bounds (Redis's own defaults where Redis has one).
@@ -225,6 +232,7 @@ impl Default for ClusterConfig {
             read_policy: ReadPolicy::Master,
             max_replica_lag: 1024 * 1024,
             availability_zone: String::new(),
+            live_multi: true,
         }
     }
 }

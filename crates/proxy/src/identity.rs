@@ -101,6 +101,17 @@ impl ServerIdentity {
         }
     }
 
+    /// The error for another command flagged `no-multi` (SAVE, SHUTDOWN, Valkey's CLIENT
+    /// REPLY…) inside MULTI: Valkey 9 names it (`container|sub` for a subcommand).
+    pub fn no_multi_error(&self, command: &str) -> String {
+        match self.valkey_version.as_deref().map(numbers) {
+            Some(v) if v.first().is_some_and(|&major| major >= 9) => {
+                format!("-ERR Command '{command}' not allowed inside a transaction\r\n")
+            }
+            _ => "-ERR Command not allowed inside a transaction\r\n".into(),
+        }
+    }
+
     /// `redis_version`'s major number (Valkey reports 7).
     pub fn redis_major(&self) -> u64 {
         numbers(&self.redis_version).first().copied().unwrap_or(0)

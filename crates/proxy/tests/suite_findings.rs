@@ -356,30 +356,108 @@ fn bcast_invalidations_come_one_message_per_prefix() {
 }
 
 #[test]
-fn a_transaction_the_node_refuses_at_queue_time_runs_nothing() {
-    // The proxy queues MULTI's commands itself and sends MULTI…EXEC at EXEC: the node's own
-    // queue-time checks (OOM here) then refuse a command, and EXEC answers EXECABORT with
-    // nothing run, as one Redis does; only the moment of the check differs (EXEC's, not
-    // the command's: its QUEUED came from the proxy).
+fn a_command_the_node_refuses_at_queue_time_aborts_exec_as_redis_does() {
+    // Redis's "EXEC fails if there are errors while queueing commands #2": the node runs
+    // out of memory between two queued commands and has room again before EXEC. Each
+    // queued command is shown to its node (MULTI, cmd, DISCARD), so the second gets the
+    // node's OOM at once and EXEC aborts, as on one Redis; the check itself runs nothing.
     let h = Harness::start(3, 0);
+    let reference = Reference::start();
     let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let replies = [proxy.local_addr(), reference.addr].map(|addr| {
+        let mut c = Client::connect(addr);
+        let mut admin = Client::connect(addr);
+        c.call(&["DEL", "{q}1", "{q}2", "{q}n"]);
+        let mut seen = vec![text(&c.call(&["MULTI"]))];
+        seen.push(text(&c.call(&["SET", "{q}1", "v"])));
+        seen.push(text(&c.call(&["INCR", "{q}n"])));
+        seen.push(text(&admin.call(&["CONFIG", "SET", "maxmemory", "1"])));
+        seen.push(text(&c.call(&["LPUSH", "{q}2", "v"])));
+        seen.push(text(&admin.call(&["CONFIG", "SET", "maxmemory", "0"])));
+        seen.push(text(&c.call(&["EXEC"])));
+        seen.push(text(&c.call(&["EXISTS", "{q}1", "{q}2", "{q}n"])));
+        // A transaction after the aborted one runs.
+        seen.push(text(&c.call(&["MULTI"])));
+        seen.push(text(&c.call(&["INCR", "{q}n"])));
+        seen.push(text(&c.call(&["EXEC"])));
+        seen
+    });
+    assert_eq!(replies[0], replies[1]);
+    assert!(replies[0][4].starts_with("-OOM"), "{:?}", replies[0]);
+    assert!(replies[0][6].starts_with("-EXECABORT"), "{:?}", replies[0]);
+    assert_eq!(replies[0][7], ":0");
+    proxy.shutdown();
+
+    // With the checks off, the node's refusal comes at EXEC: still nothing runs.
+    let proxy = common::start_proxy(&h.cluster, |cfg| {
+        cfg.proxy.allow_admin_commands = true;
+        cfg.cluster.live_multi = false;
+    });
     let mut c = Client::connect(proxy.local_addr());
     let mut admin = Client::connect(proxy.local_addr());
-    c.call(&["DEL", "{q}1", "{q}2"]);
     assert_eq!(text(&c.call(&["MULTI"])), "OK");
     assert_eq!(text(&c.call(&["SET", "{q}1", "v"])), "QUEUED");
-    assert_eq!(
-        text(&admin.call(&["CONFIG", "SET", "maxmemory", "1"])),
-        "OK"
-    );
+    admin.call(&["CONFIG", "SET", "maxmemory", "1"]);
     assert_eq!(text(&c.call(&["LPUSH", "{q}2", "v"])), "QUEUED");
     let exec = text(&c.call(&["EXEC"]));
-    assert_eq!(
-        text(&admin.call(&["CONFIG", "SET", "maxmemory", "0"])),
-        "OK"
-    );
+    admin.call(&["CONFIG", "SET", "maxmemory", "0"]);
     assert!(exec.starts_with("-EXECABORT"), "{exec}");
     assert_eq!(text(&c.call(&["EXISTS", "{q}1", "{q}2"])), ":0");
+    proxy.shutdown();
+}
+
+#[test]
+fn a_transaction_lives_on_its_node_and_exec_is_checked_when_it_runs() {
+    // unit/multi's state-change tests: what the node checks at EXEC (too few replicas for
+    // a write, reads under OOM) is decided by the node when EXEC runs, because the
+    // commands were queued there as they came; DISCARD, AUTH inside MULTI and a WATCH of
+    // thousands of keys answer as one Redis too.
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let keys: Vec<String> = (0..5000).map(|i| format!("w{{t}}{i}")).collect();
+    let replies = [proxy.local_addr(), reference.addr].map(|addr| {
+        let mut c = Client::connect(addr);
+        let mut admin = Client::connect(addr);
+        let mut seen = Vec::new();
+        c.call(&["SET", "x{t}", "value"]);
+        seen.push(text(&c.call(&["MULTI"])));
+        seen.push(text(&c.call(&["INCR", "n{t}"])));
+        admin.call(&["CONFIG", "SET", "min-replicas-to-write", "2"]);
+        seen.push(text(&c.call(&["EXEC"])));
+        admin.call(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+        seen.push(text(&c.call(&["MULTI"])));
+        seen.push(text(&c.call(&["GET", "x{t}"])));
+        seen.push(text(&c.call(&["PING"])));
+        admin.call(&["CONFIG", "SET", "maxmemory", "1"]);
+        seen.push(text(&c.call(&["EXEC"])));
+        admin.call(&["CONFIG", "SET", "maxmemory", "0"]);
+        // Pipelined: the DISCARD waits for nothing, the next command sees no transaction.
+        seen.extend(exchange(
+            &mut c,
+            &["MULTI", "SET a{t} 1", "DISCARD", "GET a{t}"],
+            4,
+        ));
+        seen.push(text(&c.call(&["MULTI"])));
+        seen.push(text(&c.call(&["AUTH", "no-user", "foobar"])));
+        seen.push(text(&c.call(&["EXEC"])));
+        let mut watch: Vec<&str> = vec!["WATCH"];
+        watch.extend(keys.iter().map(String::as_str));
+        seen.push(text(&c.call(&watch)));
+        seen.push(text(&c.call(&watch)));
+        let info = text(&c.call(&["CLIENT", "INFO"]));
+        seen.push(
+            info.split(' ')
+                .find(|f| f.starts_with("watch="))
+                .unwrap_or("")
+                .into(),
+        );
+        seen.push(text(&c.call(&["UNWATCH"])));
+        seen
+    });
+    assert_eq!(replies[0], replies[1]);
+    assert!(replies[0][2].starts_with("-EXECABORT Transaction discarded because of: NOREPLICAS"));
+    // (Redis 7.0 has no `watch=` field; Valkey's unit/multi checks the count of 50,000.)
     proxy.shutdown();
 }
 

@@ -520,11 +520,17 @@ fn build(nodes: &[NodeCommands], names: &mut Vec<String>) -> Learned {
     }
 }
 
+/// Flags a node may add to a generated row: those the proxy answers by as the server does
+/// (Valkey flags CLIENT REPLY `no-multi`, Redis does not).
+const LEARNED_FLAGS: u32 = flags::NO_MULTI;
+
 /// A generated row as the nodes know it, when that differs in what routing checks: an
-/// arity the nodes accept more calls with (ZRANK's WITHSCORE), or subcommands the row
-/// lacks. Everything else stays the generated row's (it may carry hand-made key rules).
+/// arity the nodes accept more calls with (ZRANK's WITHSCORE), `LEARNED_FLAGS` the nodes
+/// set, or subcommands the row lacks. Everything else stays the generated row's (it may
+/// carry hand-made key rules).
 fn changed(known: &'static CommandSpec, row: &Row, subs: &[&Row]) -> Option<CommandSpec> {
     let arity = looser(known.arity, row.arity);
+    let flags = known.flags | (row.flags & LEARNED_FLAGS);
     let new_subs: Vec<&&Row> = subs
         .iter()
         .filter(|s| !known.subcommands.iter().any(|k| k.name == s.name))
@@ -534,19 +540,22 @@ fn changed(known: &'static CommandSpec, row: &Row, subs: &[&Row]) -> Option<Comm
     for k in known.subcommands {
         let learned = subs.iter().find(|s| s.name == k.name);
         let sub_arity = learned.map_or(k.arity, |s| looser(k.arity, s.arity));
-        sub_changes |= sub_arity != k.arity;
+        let sub_flags = k.flags | learned.map_or(0, |s| s.flags & LEARNED_FLAGS);
+        sub_changes |= sub_arity != k.arity || sub_flags != k.flags;
         merged.push(CommandSpec {
             arity: sub_arity,
+            flags: sub_flags,
             ..k.clone()
         });
     }
-    if arity == known.arity && new_subs.is_empty() && !sub_changes {
+    if arity == known.arity && flags == known.flags && new_subs.is_empty() && !sub_changes {
         return None;
     }
     merged.extend(new_subs.iter().map(|s| s.leak(&[])));
     merged.sort_by(|a, b| a.name.cmp(b.name));
     Some(CommandSpec {
         arity,
+        flags,
         subcommands: match merged.is_empty() {
             true => known.subcommands,
             false => leak_rows(merged),

@@ -217,10 +217,16 @@ impl Conn {
             let Some((seq, frag)) = owner.filter(|_| !out.more) else {
                 continue;
             };
-            let owed = Owed::Client {
-                client: out.client,
-                seq,
-                frag,
+            let owed = match out.queued {
+                true => Owed::Queuing {
+                    client: out.client,
+                    seq,
+                },
+                false => Owed::Client {
+                    client: out.client,
+                    seq,
+                    frag,
+                },
             };
             let limit = self.watchdog.owe(patience);
             let slow = patience == crate::patience::Patience::Slow;

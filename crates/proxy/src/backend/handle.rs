@@ -228,10 +228,17 @@ impl Backend {
     /// the hot one (dedicated and pub/sub connections, redirects), where a blocking or slow
     /// command may come without its sender knowing. The hot paths use `send_with`.
     pub(crate) fn send(self: &Rc<Self>, out: Outgoing) {
+        let frame = out.frame.clone();
+        self.send_like(out, &frame);
+    }
+
+    /// `send`, with the patience read from `like`: a transaction's EXEC sent alone takes
+    /// that of the commands it runs, queued on the node before it.
+    pub(crate) fn send_like(self: &Rc<Self>, out: Outgoing, like: &Bytes) {
         // A streamed upload's pieces are payload, not commands: not parsed (nor copied).
-        let parse = !out.more && out.frame.len() <= PARSE_MAX;
-        let patience = match parse && out.frame.first() == Some(&b'*') {
-            true => Patience::of_frame(&out.frame),
+        let parse = !out.more && like.len() <= PARSE_MAX;
+        let patience = match parse && like.first() == Some(&b'*') {
+            true => Patience::of_frame(like),
             false => Patience::Normal,
         };
         self.send_with(out, patience);

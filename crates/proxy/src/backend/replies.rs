@@ -20,6 +20,7 @@ use std::rc::Rc;
 
 use super::conn::{Conn, ReplyStream};
 use super::handle::node_error;
+use super::refusal::is_redirect;
 use super::requests::{Gate, InFlight, Owed};
 
 /// Bulk replies at least this big are streamed.
@@ -124,6 +125,14 @@ impl Conn {
                     client.deliver(seq, frag, self.owed_reply(frame))
                 }
                 Owed::Queued => self.note_queued_reply(frame),
+                Owed::Queuing { client, seq } => match is_redirect(&frame) {
+                    // The node flagged its transaction; EXEC's EXECABORT becomes this.
+                    true => {
+                        self.note_queued_reply(frame);
+                        client.deliver(seq, 0, bytes::Bytes::from_static(b"+QUEUED\r\n"));
+                    }
+                    false => client.deliver(seq, 0, frame),
+                },
                 Owed::SetUp if resp::is_error_frame(&frame) => {
                     let text = String::from_utf8_lossy(&frame[..frame.len().min(120)])
                         .trim_end()
@@ -174,6 +183,10 @@ impl Conn {
         // master changes nothing, so its client need not see the loss (`hold.rs`).
         let rerun = self.backend.replica.is_some();
         for owner in self.in_flight.drain(..) {
+            if let Owed::Queuing { client, seq } = owner.owed {
+                client.deliver(seq, 0, lost.clone());
+                continue;
+            }
             if let Owed::Client { client, seq, frag } = owner.owed {
                 match rerun {
                     true => client.not_sent(seq, frag, lost.clone()),

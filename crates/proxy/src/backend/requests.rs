@@ -18,6 +18,10 @@ pub(crate) struct Outgoing {
     /// `frame` holds this many commands before the one whose reply the client gets (a
     /// transaction sent as MULTI…EXEC): their replies are read and dropped.
     pub skip: u32,
+    /// A command queued in a transaction the node holds (`session/transaction.rs`): a
+    /// redirect or "not executed" reply is kept for its EXEC, as for `skip`'s, and the
+    /// client is answered `+QUEUED`; any other reply (QUEUED, OOM…) is the client's.
+    pub queued: bool,
     /// The request goes on in a later `Outgoing` (a streamed upload): this part is written
     /// but owed no reply; the last part carries `false` and the reply's owner.
     pub more: bool,
@@ -52,6 +56,7 @@ impl Outgoing {
             owes,
             asking: false,
             skip: 0,
+            queued: false,
             more: false,
         }
     }
@@ -85,6 +90,8 @@ pub(super) enum Owed {
     /// A transaction's MULTI or queued command (`Outgoing::skip`): the reply is dropped, but
     /// a refusal is kept for the EXEC that follows (`backend/refusal.rs`).
     Queued,
+    /// A command queued in the node's transaction (`Outgoing::queued`).
+    Queuing { client: Rc<dyn ReplySink>, seq: u64 },
     /// CLIENT ID at set-up: the node's id for this connection, kept in `Backend::node_id`
     /// (CLIENT UNBLOCK of a client blocked on it names it to the node).
     NodeId,

@@ -73,6 +73,16 @@ impl Client {
         backend
     }
 
+    /// Make `conn` the dedicated connection (closing another): one a transaction held its
+    /// MULTI on, now that EXEC goes there.
+    pub(crate) fn use_dedicated(&mut self, conn: Rc<Backend>) {
+        if let Some(old) = self.dedicated.replace(conn.clone()) {
+            if !Rc::ptr_eq(&old, &conn) {
+                old.close();
+            }
+        }
+    }
+
     /// Close the dedicated connection (session end, RESET).
     pub(crate) fn drop_dedicated(&mut self) {
         if let Some(d) = self.dedicated.take() {

@@ -35,6 +35,7 @@
 //! UNPAUSE wakes every session).
 
 use std::future::Future;
+use std::rc::Rc;
 use std::task::Context;
 
 use bytes::Bytes;
@@ -47,6 +48,7 @@ use crate::session::local::SessionInfo;
 use crate::session::login::Login;
 use crate::session::pause;
 use crate::session::queue::{Conn, Entry, Sent};
+use crate::session::transaction::{EXEC, EXECABORT};
 use crate::session::Session;
 
 impl Session {
@@ -91,6 +93,12 @@ impl Session {
                 crate::session::send::parts::keys_twice(&self.client, &req);
                 self.intake = Intake::Serial;
             }
+            Held::Discard { conn, reply } => {
+                conn.close();
+                if let Some(reply) = reply {
+                    self.client.cell.push_ready(Bytes::from_static(reply));
+                }
+            }
         }
         true
     }
@@ -101,12 +109,32 @@ impl Session {
             Some(slot) => map.node_of(slot).map(|n| n.addr.clone()),
             None => map.nodes().first().map(|n| n.addr.clone()),
         };
+        let on_node = ex.on_node.take();
+        let whole = (ex.frame.clone(), ex.skip);
+        if let Some(on) = &on_node {
+            // The commands are queued there: EXEC alone, unless the node forgot them (a
+            // break: they got errors, so nothing may run) or the slot's node is another now
+            // (that connection closes: the whole frame goes to the new one).
+            if on.conn.breaks() != on.breaks {
+                on.conn.close();
+                return self.client.cell.push_ready(Bytes::from_static(EXECABORT));
+            }
+            match addr.as_ref().is_some_and(|a| **a == *on.conn.addr) {
+                true if ex.via == Via::Dedicated => self.client.use_dedicated(on.conn.clone()),
+                true => {}
+                false => on.conn.close(),
+            }
+        }
         let Some(addr) = addr else {
             self.client.cell.push(Entry::ready(Bytes::from_static(
                 b"-CLUSTERDOWN Hash slot not served\r\n",
             )));
             return;
         };
+        if on_node.as_ref().is_some_and(|on| *on.conn.addr == *addr) {
+            ex.frame = Bytes::from_static(EXEC);
+            ex.skip = 0;
+        }
         let backend = match ex.via {
             Via::Watch => {
                 let conn = self.tx.watch_connection(&mut self.client, &addr);
@@ -126,6 +154,10 @@ impl Session {
                 }
             },
         };
+        if on_node.is_some_and(|on| !Rc::ptr_eq(&on.conn, &backend)) {
+            // Not the connection holding the commands (the client's protocol changed).
+            (ex.frame, ex.skip) = whole.clone();
+        }
         let mut sent = Sent::new(ex.resend, &backend, ex.slot, Conn::Own);
         sent.map_version = map.version();
         let seq = self.client.cell.push(Entry::sent(sent));
@@ -133,7 +165,8 @@ impl Session {
             skip: ex.skip,
             ..Outgoing::new(ex.frame, self.client.cell.clone(), seq)
         };
-        backend.send(out);
+        // EXEC alone: as patient as the whole transaction it runs.
+        backend.send_like(out, &whole.0);
         self.intake = match ex.blocks {
             true => Intake::Blocked,
             false => Intake::Serial,

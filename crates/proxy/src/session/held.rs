@@ -3,9 +3,12 @@
 //! that make them (transactions, pub/sub, KEYS, the mode changes) and the code that runs
 //! them (`exclusive.rs`) share it without depending on each other.
 
+use std::rc::Rc;
+
 use bytes::Bytes;
 use resp::Request;
 
+use crate::backend::Backend;
 use crate::route::{Local, PubSubTarget};
 use crate::session::queue::Resend;
 
@@ -55,6 +58,21 @@ pub(crate) enum Held {
     /// KEYS, read in two rounds (`Fanout::twice`): the client's later requests must not run
     /// between them, nor its earlier ones after.
     Keys(Request),
+    /// A transaction the node holds, ended without EXEC (DISCARD, a queue-time refusal of
+    /// the proxy's, or one replayed command by command): once what was queued on it is
+    /// answered, `conn` closes, so the node drops the transaction and any WATCH, and the
+    /// client gets `reply` (None: the replay goes on).
+    Discard {
+        conn: Rc<Backend>,
+        reply: Option<&'static [u8]>,
+    },
+}
+
+/// The connection that holds a transaction on its node (`transaction.rs`), and its break
+/// count when MULTI was written there: a change means the node forgot it.
+pub(crate) struct OnNode {
+    pub conn: Rc<Backend>,
+    pub breaks: u32,
 }
 
 /// Which of the session's own connections an exclusive request uses.
@@ -81,6 +99,9 @@ pub(crate) struct Exclusive {
     /// What a redirect resends.
     pub resend: Resend,
     pub via: Via,
+    /// An EXEC whose commands are already queued on this connection: EXEC alone goes
+    /// there, or `frame` whole if the slot's node is another now.
+    pub on_node: Option<OnNode>,
 }
 
 impl Held {
@@ -107,6 +128,7 @@ impl Exclusive {
             skip: 0,
             slot,
             via: Via::Dedicated,
+            on_node: None,
         }
     }
 }

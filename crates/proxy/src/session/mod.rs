@@ -299,7 +299,9 @@ impl Session {
         live.watch.store(self.tx.watched_keys(), Relaxed);
         live.net_in.store(self.io.net_in, Relaxed);
         live.net_out.store(self.io.net_out, Relaxed);
-        live.cmds.store(self.io.requests, Relaxed);
+        // Redis counts a command when it has run: a blocked one once it is answered.
+        let blocked = u64::from(matches!(self.intake, Intake::Blocked));
+        live.cmds.store(self.io.requests.saturating_sub(blocked), Relaxed);
         let blocked_on = match (&self.intake, &self.client.dedicated) {
             (Intake::Blocked, Some(conn)) => Some(conn),
             _ => None,
@@ -424,7 +426,7 @@ impl Session {
             Route::Tx { .. } | Route::Local(Local::Quit | Local::Reset)
         );
         if self.tx.open.is_some() && !tx_bypass {
-            return self.tx.queue(&self.client, req, route);
+            return self.tx.queue(&mut self.client, req, route);
         }
         if let Route::Read(slot) = route {
             if self.client.worker.shared.write_epochs.is_some() && self.client.info.db == 0 {

@@ -1,13 +1,25 @@
 //! MULTI/EXEC/DISCARD/WATCH/UNWATCH through the proxy.
 //!
-//! Commands after MULTI are checked and queued here, answered `+QUEUED` as Redis does, and
-//! only at EXEC sent to the node owning their slot, as one write on the session's dedicated
-//! connection: `MULTI, cmd…, EXEC`. The client gets EXEC's reply; the node's `+OK`/`+QUEUED`
-//! replies are read and dropped. A transaction is pinned to one slot (that of WATCH or of its
-//! first key): a key of another slot gets CROSSSLOT and the transaction is discarded at EXEC
-//! (`-EXECABORT`), as is any command Redis would refuse at queue time. If the slot moved
-//! meanwhile, the node refuses the queued commands and EXEC answers EXECABORT: nothing was
-//! applied, and the client is told so.
+//! Commands after MULTI are checked and kept here. A transaction is pinned to one slot
+//! (that of WATCH or of its first key): a key of another slot gets CROSSSLOT and the
+//! transaction is discarded at EXEC (`-EXECABORT`), as is any command Redis would refuse at
+//! queue time.
+//!
+//! Once its slot is known, the transaction lives on the node (`cluster.live_multi`, `Live`):
+//! MULTI and what was kept go to the slot's master on a connection of the session's own
+//! (the WATCH's, if one holds), and every later command as it comes, so the node answers
+//! each `+QUEUED` or refuses it at queue time on its own state (out of memory, a failed
+//! save, too few replicas, a script running) and checks EXEC at EXEC time, exactly as one
+//! Redis does; EXEC then goes alone. A redirect at queue time is kept for EXEC
+//! (`backend/refusal.rs`) and the client told `+QUEUED`: the transaction is resent whole
+//! to the new owner. A transaction ended otherwise (DISCARD, a refusal of the proxy's)
+//! closes that connection once what was queued is answered (`Held::Discard`).
+//!
+//! Before its slot is known, and with `live_multi` off, commands are answered `+QUEUED`
+//! here and sent at EXEC as one write: `MULTI, cmd…, EXEC`, the node's `+OK`/`+QUEUED`
+//! dropped; the node's queue-time refusals then come at EXEC (EXECABORT, nothing runs). If
+//! the slot moved meanwhile, the node refuses the queued commands and EXEC answers
+//! EXECABORT: nothing was applied, and the client is told so.
 //!
 //! WATCH runs on a connection of its own (`Watch`), which EXEC then uses. A WATCH can be
 //! lost without the node saying so: its connection broke and was redialled, the slot moved
@@ -34,8 +46,8 @@ use crate::budget::Budget;
 use crate::reply::error;
 use crate::route::{Local, Route, TxCommand};
 use crate::session::client::Client;
-use crate::session::held::{Exclusive, Held, Via};
-use crate::session::queue::{Entry, Resend};
+use crate::session::held::{Exclusive, Held, OnNode, Via};
+use crate::session::queue::{Conn, Entry, Resend, Sent};
 
 /// A MULTI in progress.
 #[derive(Default)]
@@ -53,6 +65,15 @@ pub(crate) struct Transaction {
     blocking: bool,
     /// Commands queued that run beside the node's transaction (`runs_beside`).
     beside: u32,
+    /// The node's side, once the transaction lives there (module doc).
+    live: Option<Live>,
+}
+
+/// A transaction held on its node: the connection with its MULTI, and whether that is the
+/// WATCH's (then the WATCH owns it) or one of the transaction's own (closed with it).
+struct Live {
+    on: OnNode,
+    watched: bool,
 }
 
 impl Transaction {
@@ -72,8 +93,17 @@ impl Drop for Transaction {
         if let Some(budget) = &self.budget {
             budget.release(self.bytes);
         }
+        // The client left or reset: the node drops the transaction with its connection.
+        if let Some(live) = self.live.take().filter(|l| !l.watched) {
+            live.on.conn.close();
+        }
     }
 }
+
+const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+pub(crate) const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+pub(crate) const EXECABORT: &[u8] =
+    b"-EXECABORT Transaction discarded because of previous errors.\r\n";
 
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 
@@ -99,6 +129,7 @@ fn runs_beside(route: &Route, req: &Request) -> bool {
         Route::Local(local) => matches!(
             local,
             Local::Slowlog
+                | Local::Auth
                 | Local::Info
                 | Local::Acl
                 | Local::AclUsers
@@ -133,13 +164,26 @@ pub(crate) struct Watch {
     breaks: u32,
     /// Known lost (a later WATCH of the same slot had to go to another node).
     lost: bool,
-    /// The keys watched, by hash (CLIENT LIST's `watch=`): at most `MAX_WATCH_COUNTED`.
+    /// The keys watched, by hash (CLIENT LIST's `watch=`): at most `MAX_WATCH_COUNTED`,
+    /// charged to the worker's memory budget (`WATCHED_KEY_BYTES` each) while held.
     keys: std::collections::HashSet<u64>,
+    budget: Rc<Budget>,
+    charged: usize,
 }
 
-/// Watched keys counted one by one; past this, CLIENT LIST shows this many (a client may
-/// WATCH keys without end; their count must not cost it memory without end).
-const MAX_WATCH_COUNTED: usize = 4096;
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.budget.release(self.charged);
+    }
+}
+
+/// Watched keys counted one by one; past this, CLIENT LIST shows this many. A client may
+/// WATCH keys without end, as Redis lets it (its suite watches 50,000); their count costs
+/// it memory, charged to the budget, up to this bound.
+const MAX_WATCH_COUNTED: usize = 1 << 20;
+
+/// What one counted key costs in the set, about: its hash and the table's share.
+const WATCHED_KEY_BYTES: usize = 16;
 
 impl Transaction {
     /// Commands queued so far (CLIENT LIST's `multi=`).
@@ -216,6 +260,9 @@ impl Transactions {
             (TxCommand::Exec, true) => return self.exec(client),
             (TxCommand::Discard, false) => b"-ERR DISCARD without MULTI\r\n",
             (TxCommand::Discard, true) => {
+                if let Some(held) = self.end_live(b"+OK\r\n") {
+                    return Some(held);
+                }
                 self.open = None;
                 self.forget_watch();
                 b"+OK\r\n"
@@ -231,7 +278,7 @@ impl Transactions {
     }
 
     /// A command between MULTI and EXEC: check it as the node would, then queue it.
-    pub(crate) fn queue(&mut self, client: &Client, req: Request, route: Route) {
+    pub(crate) fn queue(&mut self, client: &mut Client, req: Request, route: Route) {
         let limit = client.worker.live().config.limits.max_query_buffer_bytes;
         let Some(tx) = self.open.as_mut() else { return };
         if tx.bytes + req.raw().len() > limit {
@@ -242,8 +289,17 @@ impl Transactions {
         }
         let beside = runs_beside(&route, &req);
         let watching = self.watch.is_some();
+        let no_multi = cluster::lookup(req.arg(0))
+            .map(|spec| spec.resolve(req.argc(), |i| req.arg(i)))
+            .filter(|spec| spec.has(cluster::command::flags::NO_MULTI));
         let reply = match route {
             Route::Refuse(err) => Some(err),
+            // As the servers refuse it, before anything else is checked.
+            _ if no_multi.is_some() => {
+                let name = no_multi.map_or("", |spec| spec.name);
+                let id = client.worker.shared.identity.current();
+                Some(Bytes::from(id.no_multi_error(name)))
+            }
             _ if beside => {
                 tx.beside += 1;
                 (watching || tx.blocking || tx.for_node > 1).then(|| error(MIXED))
@@ -284,31 +340,72 @@ impl Transactions {
                     .budget
                     .get_or_insert_with(|| client.worker.budget.clone());
                 budget.add(req.raw().len());
+                let mut frame = req.raw().clone();
+                let mut skip = 0;
+                if tx.live.is_none() && !beside && tx.beside == 0 {
+                    tx.live = go_live(tx, self.watch.as_ref(), client);
+                    if tx.live.is_some() {
+                        // MULTI and what was kept go first, in the same write.
+                        let mut first = BytesMut::from(MULTI);
+                        for kept in &tx.queued {
+                            first.extend_from_slice(kept.raw());
+                        }
+                        first.extend_from_slice(&frame);
+                        frame = first.freeze();
+                        skip = 1 + tx.queued.len() as u32;
+                    }
+                }
+                match (&tx.live, beside) {
+                    (Some(live), false) => queue_on_node(client, &live.on, frame, skip),
+                    _ => client.cell.push_ready(Bytes::from_static(b"+QUEUED\r\n")),
+                }
                 tx.queued.push(req);
-                client
-                    .cell
-                    .push(Entry::ready(Bytes::from_static(b"+QUEUED\r\n")));
             }
         }
     }
 
-    fn exec(&mut self, client: &Client) -> Option<Held> {
-        let tx = self.open.take()?;
-        if tx.aborted {
+    /// The transaction leaves the node without EXEC: what the session holds until the
+    /// commands queued there are answered, then closes their connection and answers `reply`.
+    fn end_live(&mut self, reply: &'static [u8]) -> Option<Held> {
+        let live = self.open.as_mut()?.live.take()?;
+        self.open = None;
+        if live.watched {
+            // The connection is the WATCH's: it closes with the transaction (DISCARD and a
+            // discarded EXEC unwatch).
+            self.watch = None;
+        } else {
             self.forget_watch();
-            let abort = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
-            client.cell.push_ready(Bytes::from_static(abort));
+        }
+        Some(Held::Discard {
+            conn: live.on.conn,
+            reply: Some(reply),
+        })
+    }
+
+    fn exec(&mut self, client: &Client) -> Option<Held> {
+        if self.open.as_ref()?.aborted {
+            if let Some(held) = self.end_live(EXECABORT) {
+                return Some(held);
+            }
+            self.open = None;
+            self.forget_watch();
+            client.cell.push_ready(Bytes::from_static(EXECABORT));
             return None;
         }
+        let mut tx = self.open.take()?;
+        let live = tx.live.take();
         if tx.beside > 0 {
-            let mut tx = tx;
             let requests = std::mem::take(&mut tx.queued);
             client.cell.push_group(requests.len() as u32);
             self.replay = Some(Replay {
                 requests: requests.into_iter(),
                 _charge: tx,
             });
-            return None;
+            // Its one command for a node runs again in turn: the node's copy is dropped.
+            return live.map(|live| Held::Discard {
+                conn: live.on.conn,
+                reply: None,
+            });
         }
         let mut frame = BytesMut::new();
         resp::encode_command(&mut frame, &[b"MULTI"]);
@@ -334,6 +431,7 @@ impl Transactions {
             slot: tx.slot,
             resend,
             via,
+            on_node: live.map(|live| live.on),
         }))
     }
 
@@ -355,6 +453,8 @@ impl Transactions {
                     breaks: 0,
                     lost: false,
                     keys: Default::default(),
+                    budget: client.worker.budget.clone(),
+                    charged: 0,
                 })
             }
         }
@@ -367,6 +467,10 @@ impl Transactions {
                 std::hash::Hash::hash(req.arg(i), &mut h);
                 w.keys.insert(std::hash::Hasher::finish(&h));
             }
+            let charge = w.keys.capacity() * WATCHED_KEY_BYTES;
+            w.budget.add(charge.saturating_sub(w.charged));
+            w.budget.release(w.charged.saturating_sub(charge));
+            w.charged = charge;
         }
         let mut ex = Exclusive::one(req, Some(slot), false);
         ex.via = Via::Watch;
@@ -430,8 +534,8 @@ impl Transactions {
         client: &mut Client,
         addr: &str,
     ) -> Option<Rc<Backend>> {
-        let w = self.watch.take()?;
-        let conn = w.conn?;
+        let mut w = self.watch.take()?;
+        let conn = w.conn.take()?;
         let holds = !w.lost && &*conn.addr == addr && conn.breaks() == w.breaks;
         if !holds {
             conn.close();
@@ -457,7 +561,7 @@ impl Transactions {
 
     /// Forget WATCHed keys: closing their connection drops them on the node.
     pub(crate) fn forget_watch(&mut self) {
-        if let Some(conn) = self.watch.take().and_then(|w| w.conn) {
+        if let Some(conn) = self.watch.take().and_then(|mut w| w.conn.take()) {
             conn.close();
         }
     }
@@ -498,4 +602,60 @@ pub(crate) fn switch_first(client: &Client, conn: &Backend, ex: &mut Exclusive) 
     frame.extend_from_slice(&ex.frame);
     ex.frame = frame.freeze();
     conn.switched(want);
+}
+
+/// Move the transaction onto its slot's master (module doc), if it may: its slot is known,
+/// `cluster.live_multi` is on, and a WATCH, if any, still holds on a connection to that
+/// master in the client's protocol and database.
+fn go_live(tx: &Transaction, watch: Option<&Watch>, client: &mut Client) -> Option<Live> {
+    let slot = tx.slot?;
+    if !client.worker.live().config.cluster.live_multi {
+        return None;
+    }
+    let map = client.worker.topology().current();
+    let addr = map.node_of(slot)?.addr.clone();
+    let wire = client.wire();
+    if let Some(w) = watch {
+        let conn = w.conn.as_ref()?;
+        let holds = !w.lost && *conn.addr == *addr && conn.breaks() == w.breaks;
+        return (holds && conn.wire() == wire).then(|| Live {
+            on: OnNode {
+                conn: conn.clone(),
+                breaks: w.breaks,
+            },
+            watched: true,
+        });
+    }
+    let conn = match client.dedicated.take() {
+        Some(d) if *d.addr == *addr && d.wire() == wire => d,
+        other => {
+            if let Some(d) = other {
+                d.close();
+            }
+            let acting = client.login.acting_setup(&client.worker.live());
+            client.worker.new_backend_as(&addr, wire, acting)
+        }
+    };
+    // Queued on a new connection after a break, a command would run outside the
+    // transaction: it fails instead (`backend/task.rs`).
+    conn.keep_state();
+    let breaks = conn.breaks();
+    Some(Live {
+        on: OnNode { conn, breaks },
+        watched: false,
+    })
+}
+
+/// One command queued on the node holding the transaction, after `skip` others in `frame`
+/// whose replies are dropped (MULTI and those kept before it went live): its entry gets the
+/// node's `+QUEUED` or refusal (`Outgoing::queued`).
+fn queue_on_node(client: &Client, on: &OnNode, frame: Bytes, skip: u32) {
+    let sent = Sent::new(Resend::Never, &on.conn, None, Conn::Own);
+    let seq = client.cell.push(Entry::sent(sent));
+    let out = crate::backend::Outgoing {
+        skip,
+        queued: true,
+        ..crate::backend::Outgoing::new(frame, client.cell.clone(), seq)
+    };
+    on.conn.send_with(out, crate::patience::Patience::Normal);
 }

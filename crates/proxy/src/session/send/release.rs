@@ -82,6 +82,7 @@ fn send_released(client: &Client, w: Waiting, to: Option<Rc<Backend>>) {
         },
         asking: w.asking,
         skip: w.skip,
+        queued: false,
         more: false,
     });
 }
