@@ -63,10 +63,23 @@ impl Session {
         self.client.cell.in_flight() == 0 && !self.pubsub.syncing()
     }
 
+    /// A held EXEC of a transaction on its node may go before its queued commands are
+    /// answered, in the same write as them: only they are owed, on its connection.
+    fn exec_may_follow(&self) -> bool {
+        let Intake::Held(Held::Exclusive(ex)) = &self.intake else {
+            return false;
+        };
+        ex.on_node.as_ref().is_some_and(|on| {
+            on.conn.breaks() == on.breaks
+                && !self.pubsub.syncing()
+                && self.client.cell.owed_only_by(&on.conn)
+        })
+    }
+
     /// Run the held request if nothing is in flight any more; also ends serial mode. True
     /// when a held request ran.
     pub(crate) fn release_held(&mut self) -> bool {
-        if !self.settled() {
+        if !self.settled() && !self.exec_may_follow() {
             return false;
         }
         // Answered: a CLIENT IMPORT-SOURCE ON the masters accepted holds from the next

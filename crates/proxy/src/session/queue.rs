@@ -540,6 +540,17 @@ impl ClientCell {
         self.queue.borrow().entries.len()
     }
 
+    /// Whether every entry still queued is a local answer or a request sent on `conn`: a
+    /// transaction's EXEC may follow its queued commands on that connection at once, as
+    /// the node runs them in order there and nothing else of the client is owed.
+    pub(crate) fn owed_only_by(&self, conn: &Rc<crate::backend::Backend>) -> bool {
+        self.queue.borrow().entries.iter().all(|e| match &e.kind {
+            Kind::Local => e.reply.is_some(),
+            Kind::Sent(s) => s.sent_to.as_ref().is_some_and(|b| Rc::ptr_eq(b, conn)),
+            Kind::Fanout(_) => false,
+        })
+    }
+
     /// Reply bytes delivered but not yet popped.
     pub(crate) fn queued_bytes(&self) -> usize {
         self.queued_bytes.get()
