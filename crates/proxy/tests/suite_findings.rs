@@ -438,6 +438,13 @@ fn a_transaction_lives_on_its_node_and_exec_is_checked_when_it_runs() {
             &["MULTI", "SET a{t} 1", "DISCARD", "GET a{t}"],
             4,
         ));
+        // Pipelined behind a write on the shared connection: EXEC runs after it.
+        c.call(&["DEL", "o{t}"]);
+        seen.extend(exchange(
+            &mut c,
+            &["SET o{t} 1", "MULTI", "INCR o{t}", "EXEC", "GET o{t}"],
+            5,
+        ));
         seen.push(text(&c.call(&["MULTI"])));
         seen.push(text(&c.call(&["AUTH", "no-user", "foobar"])));
         seen.push(text(&c.call(&["EXEC"])));

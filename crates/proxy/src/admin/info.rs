@@ -18,12 +18,20 @@ type Section = fn(&Shared, &mut String);
 
 const SECTIONS: &[(&str, &str, Section)] = &[
     ("server", "Server", server),
-    ("clients", "Clients", clients),
+    ("clients", "Clients", |shared, out| {
+        // The proxy's clients, then the keys the nodes count them blocked on.
+        clients(shared, out);
+        merged("clients", out);
+    }),
     ("memory", "Memory", |_, out| merged("memory", out)),
     ("persistence", "Persistence", |_, out| {
         merged("persistence", out)
     }),
-    ("stats", "Stats", stats),
+    ("stats", "Stats", |shared, out| {
+        // The proxy's counters, then the nodes' counts of what happened to the data.
+        stats(shared, out);
+        merged("stats", out);
+    }),
     ("replication", "Replication", |_, out| {
         merged("replication", out)
     }),
@@ -41,6 +49,8 @@ const SECTIONS: &[(&str, &str, Section)] = &[
     ("group", "Group", crate::admin::group::info),
     ("hotkeys", "Hotkeys", hotkeys),
     ("keyspace", "Keyspace", |_, out| merged("keyspace", out)),
+    // Left out whole behind servers without it (`route::info::merge_info`).
+    ("keysizes", "Keysizes", |_, out| merged("keysizes", out)),
 ];
 
 /// Where a section merged from the masters goes.

@@ -30,9 +30,14 @@ const END_MASK: u64 = (1 << KIND_SHIFT) - 1;
 
 impl ClientPause {
     /// Pause until `end_ms` (or later, if already so), `kind` or stricter.
-    pub(crate) fn pause(&self, end_ms: u64, kind: PauseKind) {
+    /// A pause that ended before `now_ms` counts for nothing: its kind does not carry over
+    /// (a past PAUSE ALL made a later PAUSE WRITE an ALL).
+    pub(crate) fn pause(&self, now_ms: u64, end_ms: u64, kind: PauseKind) {
         let _ = self.0.fetch_update(Relaxed, Relaxed, |packed| {
-            let (old_kind, old_end) = unpack(packed);
+            let (old_kind, old_end) = match unpack(packed) {
+                (_, end) if end <= now_ms => (None, 0),
+                old => old,
+            };
             let kind = old_kind.map_or(kind, |k| k.max(kind));
             Some(pack(kind, old_end.max(end_ms.min(END_MASK))))
         });
@@ -76,15 +81,25 @@ mod tests {
     fn a_pause_only_grows_until_unpaused() {
         let p = ClientPause::default();
         assert_eq!(p.current(|| 0), None);
-        p.pause(100, PauseKind::All);
-        p.pause(50, PauseKind::Write);
+        p.pause(0, 100, PauseKind::All);
+        p.pause(0, 50, PauseKind::Write);
         assert_eq!(p.current(|| 10), Some((PauseKind::All, 100)));
-        p.pause(200, PauseKind::Write);
+        p.pause(10, 200, PauseKind::Write);
         assert_eq!(p.current(|| 150), Some((PauseKind::All, 200)));
         assert_eq!(p.current(|| 200), None, "ended");
         p.unpause();
         assert_eq!(p.current(|| 0), None);
-        p.pause(u64::MAX, PauseKind::Write);
+        p.pause(0, u64::MAX, PauseKind::Write);
         assert_eq!(p.current(|| 1 << 40), Some((PauseKind::Write, END_MASK)));
+    }
+
+    #[test]
+    fn an_ended_pause_leaves_nothing_to_a_new_one() {
+        let p = ClientPause::default();
+        p.pause(0, 200, PauseKind::All);
+        p.pause(0, 20, PauseKind::Write);
+        // Redis's unit/pause: a PAUSE WRITE after an ALL that ended pauses writes only.
+        p.pause(300, 60_300, PauseKind::Write);
+        assert_eq!(p.current(|| 400), Some((PauseKind::Write, 60_300)));
     }
 }

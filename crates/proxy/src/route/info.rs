@@ -1,5 +1,6 @@
 //! INFO's sections about the data, merged from every master's: `# Memory`, `# Persistence`,
-//! `# Replication` and `# Keyspace`, in Redis's format and field order, one rule per field
+//! `# Replication`, `# Keyspace` and Redis 8's `# Keysizes` (`merge_keysizes`), in Redis's
+//! format and field order, one rule per field
 //! (docs/commands.md, "INFO"):
 //!
 //! - integers are summed (used_memory, connected_slaves, rdb_changes_since_last_save…),
@@ -27,7 +28,15 @@ pub(crate) fn marker(name: &str) -> String {
 type Sections = Vec<(String, Vec<(String, String)>)>;
 
 /// The sections merged here, as `INFO` names them.
-pub(crate) const MERGED: [&str; 4] = ["memory", "persistence", "replication", "keyspace"];
+pub(crate) const MERGED: [&str; 7] = [
+    "clients",
+    "stats",
+    "memory",
+    "persistence",
+    "replication",
+    "keyspace",
+    "keysizes",
+];
 
 /// `prefix` (the proxy's sections, with markers) with each marker replaced by the section
 /// merged from the masters' `INFO` replies; a bulk string. A master whose reply is an error
@@ -46,6 +55,27 @@ pub(crate) fn merge_info(prefix: &[u8], replies: &[&Bytes]) -> Bytes {
         }
         let merged = match name {
             "keyspace" => super::scan::keyspace_lines(replies),
+            "keysizes"
+                if !parsed
+                    .iter()
+                    .any(|m| m.iter().any(|(n, _)| n == "keysizes")) =>
+            {
+                // Servers before Redis 8 have no such section: nor has the reply, header
+                // and all, as when any unknown section is asked for.
+                let header = format!("# Keysizes\r\n{mark}");
+                text = text.replacen(&format!("\r\n{header}"), "", 1);
+                text = text.replacen(&header, "", 1);
+                continue;
+            }
+            "keysizes" => merge_keysizes(&parsed),
+            // The proxy's own `# Stats`, then what only the nodes count: keys expired and
+            // evicted, hits and misses, defragmentation.
+            "stats" => merge_fields(name, &parsed, of_the_data),
+            // The proxy's clients, then the keys they are blocked on, which the nodes count
+            // (a blocked client waits on a node, on its own connection).
+            "clients" => merge_fields(name, &parsed, |key| {
+                matches!(key, "total_blocking_keys" | "total_blocking_keys_on_nokey")
+            }),
             _ => merge_section(name, &parsed),
         };
         text = text.replacen(&mark, &merged, 1);
@@ -68,8 +98,31 @@ fn sections(body: &[u8]) -> Sections {
     out
 }
 
+/// Whether a `# Stats` field counts what happens to the data on the nodes (the proxy
+/// cannot see it; every other field of that section is the proxy's own).
+fn of_the_data(key: &str) -> bool {
+    ["expired_", "expire_", "evicted_", "active_defrag_"]
+        .iter()
+        .any(|p| key.starts_with(p))
+        || matches!(
+            key,
+            "keyspace_hits"
+                | "keyspace_misses"
+                | "total_eviction_exceeded_time"
+                | "current_eviction_exceeded_time"
+                | "total_active_defrag_time"
+                | "current_active_defrag_time"
+                | "migrate_cached_sockets"
+        )
+}
+
 /// One section's lines merged over the masters, in the first master's field order.
 fn merge_section(name: &str, masters: &[Sections]) -> String {
+    merge_fields(name, masters, |_| true)
+}
+
+/// `merge_section`, for the fields `keep` accepts.
+fn merge_fields(name: &str, masters: &[Sections], keep: fn(&str) -> bool) -> String {
     let fields: Vec<&Vec<(String, String)>> = masters
         .iter()
         .filter_map(|m| m.iter().find(|(n, _)| n == name).map(|(_, f)| f))
@@ -77,7 +130,7 @@ fn merge_section(name: &str, masters: &[Sections]) -> String {
     let mut order: Vec<&str> = Vec::new();
     for f in &fields {
         for (key, _) in f.iter() {
-            if !order.contains(&key.as_str()) && !is_replica_line(key) {
+            if !order.contains(&key.as_str()) && !is_replica_line(key) && keep(key) {
                 order.push(key);
             }
         }
@@ -102,6 +155,74 @@ fn merge_section(name: &str, masters: &[Sections]) -> String {
         }
     }
     out
+}
+
+/// Redis 8's `# Keysizes`: per database and type, a histogram of key sizes in powers of
+/// two (`db0_distrib_strings_sizes:1=3,16=1,2K=5`). The masters' counts are summed bin by
+/// bin, and the lines come in Redis's order: by database, the `_items` lines then the
+/// `_sizes` ones, each in type order, the bins from the smallest.
+fn merge_keysizes(masters: &[Sections]) -> String {
+    /// A histogram's bins: the size a label stands for, the label, the count.
+    type Bins = Vec<(u128, String, u64)>;
+    let mut lines: Vec<(String, Bins)> = Vec::new();
+    for (_, fields) in masters.iter().flatten().filter(|(n, _)| n == "keysizes") {
+        for (key, value) in fields {
+            let at = match lines.iter().position(|(k, _)| k == key) {
+                Some(at) => at,
+                None => {
+                    lines.push((key.clone(), Vec::new()));
+                    lines.len() - 1
+                }
+            };
+            for bin in value.split(',') {
+                let Some((label, count)) = bin.split_once('=') else {
+                    continue;
+                };
+                let count: u64 = count.parse().unwrap_or(0);
+                let bins = &mut lines[at].1;
+                match bins.iter_mut().find(|(_, l, _)| l == label) {
+                    Some(b) => b.2 += count,
+                    None => bins.push((bin_size(label), label.to_string(), count)),
+                }
+            }
+        }
+    }
+    lines.sort_by_key(|(key, _)| keysizes_rank(key));
+    let mut out = String::new();
+    for (key, mut bins) in lines {
+        bins.sort_by_key(|(size, _, _)| *size);
+        let bins: Vec<String> = bins.iter().map(|(_, l, c)| format!("{l}={c}")).collect();
+        out.push_str(&format!("{key}:{}\r\n", bins.join(",")));
+    }
+    out
+}
+
+/// A keysizes bin label's size: `16`, `2K`, `512M`… (powers of 1024 by suffix).
+fn bin_size(label: &str) -> u128 {
+    let (digits, unit) = match label.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => label.split_at(at),
+        None => (label, ""),
+    };
+    let power = ["", "K", "M", "G", "T", "P", "E"]
+        .iter()
+        .position(|u| *u == unit)
+        .unwrap_or(7) as u32;
+    digits.parse::<u128>().unwrap_or(0) * 1024u128.pow(power)
+}
+
+/// Where a keysizes line goes: its database, items before sizes, then its type.
+fn keysizes_rank(key: &str) -> (u64, u8, u8, String) {
+    let db = key
+        .strip_prefix("db")
+        .and_then(|rest| rest.split('_').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX);
+    let sizes = u8::from(key.ends_with("_sizes") && !key.contains("_strings_"));
+    let kind = ["strings", "lists", "sets", "zsets", "hashes"]
+        .iter()
+        .position(|t| key.contains(&format!("_{t}_")))
+        .unwrap_or(5) as u8;
+    (db, sizes, kind, key.to_string())
 }
 
 /// `slave0`, `slave1`…: one line per replica of a master.

@@ -201,6 +201,11 @@ fn route_by_name(
         // The one command whose request policy is "special" that the proxy serves.
         return Some(Route::Scan);
     }
+    if spec.name == "client|help" {
+        // The servers' own text: the CLIENT the proxy answers is theirs, subcommand by
+        // subcommand (docs/commands.md).
+        return Some(Route::AnyNode);
+    }
     if let Some(local) = local_command(spec.name) {
         // Managing the proxy's users and MONITOR are admin commands, as in Redis: refused
         // below unless allowed.

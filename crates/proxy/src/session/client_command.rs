@@ -132,9 +132,10 @@ fn pause(req: &Request, shared: &Shared) -> Bytes {
     if timeout < 0 {
         return error("timeout is negative");
     }
+    let now = shared.now_ms();
     shared
         .pause
-        .pause(shared.now_ms().saturating_add(timeout as u64), kind);
+        .pause(now, now.saturating_add(timeout as u64), kind);
     Bytes::from_static(b"+OK\r\n")
 }
 

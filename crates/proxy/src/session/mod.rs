@@ -301,7 +301,8 @@ impl Session {
         live.net_out.store(self.io.net_out, Relaxed);
         // Redis counts a command when it has run: a blocked one once it is answered.
         let blocked = u64::from(matches!(self.intake, Intake::Blocked));
-        live.cmds.store(self.io.requests.saturating_sub(blocked), Relaxed);
+        live.cmds
+            .store(self.io.requests.saturating_sub(blocked), Relaxed);
         let blocked_on = match (&self.intake, &self.client.dedicated) {
             (Intake::Blocked, Some(conn)) => Some(conn),
             _ => None,

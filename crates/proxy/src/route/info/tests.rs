@@ -98,3 +98,40 @@ fn resp3_verbatim_replies_merge_like_bulk_ones() {
     let merged = String::from_utf8_lossy(&merged).into_owned();
     assert!(merged.contains("role:master\r\n"), "{merged}");
 }
+
+#[test]
+fn keysizes_sum_bin_by_bin_in_redis_order_and_vanish_behind_older_servers() {
+    let prefix = format!(
+        "# Server\r\nx:1\r\n\r\n# Keysizes\r\n{}",
+        marker("keysizes")
+    );
+    let a =
+        bulk("# Keysizes\r\ndb0_distrib_lists_items:2=1\r\ndb0_distrib_strings_sizes:1=1,2K=2\r\n");
+    let b = bulk("# Keysizes\r\ndb0_distrib_strings_sizes:16=1,2K=1,1M=1\r\n");
+    let merged = merge_info(prefix.as_bytes(), &[&a, &b]);
+    let expected = "# Server\r\nx:1\r\n\r\n# Keysizes\r\n\
+        db0_distrib_strings_sizes:1=1,16=1,2K=3,1M=1\r\ndb0_distrib_lists_items:2=1\r\n";
+    assert_eq!(merged, bulk(expected));
+    // Redis 7.0 and Valkey have no such section: the reply has none either.
+    let old = bulk("# Memory\r\nused_memory:1\r\n");
+    assert_eq!(
+        merge_info(prefix.as_bytes(), &[&old]),
+        bulk("# Server\r\nx:1\r\n")
+    );
+}
+
+#[test]
+fn stats_take_only_what_the_nodes_count_of_the_data() {
+    let prefix = format!(
+        "# Stats\r\ntotal_connections_received:7\r\n{}",
+        marker("stats")
+    );
+    let a =
+        bulk("# Stats\r\ntotal_connections_received:100\r\nexpired_keys:3\r\nkeyspace_hits:1\r\n");
+    let b =
+        bulk("# Stats\r\ntotal_connections_received:50\r\nexpired_keys:2\r\nexpired_fields:4\r\n");
+    let merged = merge_info(prefix.as_bytes(), &[&a, &b]);
+    let expected = "# Stats\r\ntotal_connections_received:7\r\nexpired_keys:5\r\n\
+        keyspace_hits:1\r\nexpired_fields:4\r\n";
+    assert_eq!(merged, bulk(expected));
+}

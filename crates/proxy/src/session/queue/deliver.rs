@@ -7,6 +7,7 @@ use bytes::Bytes;
 use super::{ClientCell, Kind};
 use crate::backend::{is_redirect, ReplySink};
 use crate::context::WorkerStats;
+use crate::route::Merge;
 use crate::session::failover_hold::Hold;
 
 impl ClientCell {
@@ -41,6 +42,14 @@ impl ClientCell {
         let sent = !matches!(how, Arrival::NeverLeft);
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
+        };
+        let (how, redirect) = match &entry.kind {
+            // INFO's part for a master that is down is left out of the merge at once, not
+            // held for its failover: INFO answers while a node is down, as a node would.
+            Kind::Fanout(f) if how == Arrival::NotSent && f.merge == Merge::Info => {
+                (Arrival::Node, false)
+            }
+            _ => (how, redirect),
         };
         if let (Some(epochs), Some(written)) = (self.write_epochs.get(), entry.written) {
             // A write's reply, before its client can see it (`context/near_cache.rs`).
