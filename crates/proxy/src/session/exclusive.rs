@@ -69,8 +69,14 @@ impl Session {
         let Intake::Held(Held::Exclusive(ex)) = &self.intake else {
             return false;
         };
+        // Only while EXEC would go there: were the slot's master another now, that
+        // connection would close under the commands' replies, whose errors the client
+        // would read before a transaction that then runs elsewhere.
+        let map = self.client.worker.topology().current();
+        let owner = ex.slot.and_then(|slot| map.node_of(slot));
         ex.on_node.as_ref().is_some_and(|on| {
             on.conn.breaks() == on.breaks
+                && owner.is_some_and(|n| *n.addr == *on.conn.addr)
                 && !self.pubsub.syncing()
                 && self.client.cell.owed_only_by(&on.conn)
         })
