@@ -288,10 +288,16 @@ def mirror(src, dest):
             os.symlink(os.path.join(root, f), os.path.join(here, f))
 
 
-def list_units(suite):
-    """The units the suite's test_helper.tcl runs by default (its ::all_tests)."""
-    out = subprocess.run(["./runtest", "--list-tests"], cwd=suite, capture_output=True,
-                         text=True, timeout=60)
+def list_units(suite, tools):
+    """The units the suite's test_helper.tcl runs by default (its ::all_tests), asked in an
+    overlay with the server binaries (Valkey's runtest refuses to list without
+    src/valkey-server)."""
+    where = make_overlay(suite, tools, tempfile.mkdtemp(prefix="server-suite-list-"))
+    try:
+        out = subprocess.run(["./runtest", "--list-tests"], cwd=where, capture_output=True,
+                             text=True, timeout=60)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
     units = [u.strip() for u in out.stdout.splitlines() if re.match(r"^[\w./-]+$", u.strip())]
     if out.returncode != 0 or not units:
         raise SystemExit(f"./runtest --list-tests in {suite} failed: {out.stdout}{out.stderr}")
@@ -707,7 +713,7 @@ def main(argv=None):
         if args.slotgate != os.path.join(ROOT, "target", "debug", "slotgate"):
             raise SystemExit(f"no slotgate binary at {args.slotgate}")
         subprocess.run(["cargo", "build", "-p", "slotgate"], cwd=ROOT, check=True)
-    args.units = [u.strip() for u in args.units.split(",") if u.strip()] or list_units(args.suite)
+    args.units = [u.strip() for u in args.units.split(",") if u.strip()] or list_units(args.suite, args.tools)
     if not args.out:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         args.out = os.path.join(ROOT, "results", f"suite-{kind.lower()}-{ver}-{stamp}")

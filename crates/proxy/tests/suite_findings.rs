@@ -864,3 +864,49 @@ fn client_import_source_behind_redis_is_their_unknown_subcommand() {
     let got = pipelined(&h, &reference, &cmds, 3);
     assert!(got[0].starts_with("-ERR unknown subcommand"), "{got:?}");
 }
+
+#[test]
+fn subscribe_and_unsubscribe_inside_multi_answer_in_execs_array() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    // unit/pubsub's "unsubscribe inside multi, and publish to self" (RESP3): the
+    // confirmations are EXEC's elements, and the client stays subscribed to what is left.
+    let resp3 = [
+        "HELLO 3",
+        "SUBSCRIBE foo bar baz",
+        "MULTI",
+        "PING abc",
+        "UNSUBSCRIBE bar",
+        "UNSUBSCRIBE baz",
+        "PING def",
+        "EXEC",
+        "PUBLISH foo vaz",
+        "PING",
+    ];
+    let [proxied, direct] = [h.addr(), reference.addr].map(|addr| {
+        let mut c = Client::connect(addr);
+        exchange(&mut c, &resp3, 13)
+    });
+    assert_eq!(proxied[1..], direct[1..]);
+    assert!(proxied[9].contains("unsubscribe") && proxied[9].starts_with("*4"));
+    // RESP2: SUBSCRIBE queued, then subscribed mode from EXEC on; messages reach it.
+    let resp2 = ["MULTI", "PING x", "SUBSCRIBE ch1", "EXEC"];
+    let mut subscribers = [h.addr(), reference.addr].map(Client::connect);
+    let [proxied, direct] = [0, 1].map(|i| exchange(&mut subscribers[i], &resp2, 4));
+    assert_eq!(proxied, direct);
+    for (i, addr) in [h.addr(), reference.addr].into_iter().enumerate() {
+        let mut publisher = Client::connect(addr);
+        assert_eq!(text(&publisher.call(&["PUBLISH", "ch1", "hi"])), ":1");
+        let got = read_frames(&mut subscribers[i], 1);
+        assert_eq!(got[0], "*3\r\n$7\r\nmessage\r\n$3\r\nch1\r\n$2\r\nhi\r\n");
+        let pong = exchange(&mut subscribers[i], &["PING"], 1);
+        assert_eq!(pong[0], "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    }
+    // Anything else in the transaction runs on a node: refused at queue time.
+    let mut c = h.client();
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["SET", "k", "v"])), "QUEUED");
+    assert!(text(&c.call(&["SUBSCRIBE", "x"])).contains("may only share their transaction"));
+    assert!(text(&c.call(&["EXEC"])).starts_with("-EXECABORT"));
+    assert_eq!(text(&c.call(&["GET", "k"])), "(nil)");
+}

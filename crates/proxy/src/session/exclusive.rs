@@ -106,6 +106,7 @@ impl Session {
         };
         match held {
             Held::PubSub(frame, target) => self.pubsub.send(&self.client, frame, target),
+            Held::BusExec { frame, queued } => self.pubsub.exec_on_bus(&self.client, frame, queued),
             Held::Local(req, cmd) => self.run_mode_change(&req, cmd),
             Held::Exclusive(ex) => self.run_exclusive(ex),
             Held::Keys(req) => {

@@ -53,6 +53,9 @@ pub(crate) enum Held {
     Exclusive(Exclusive),
     /// A pub/sub command, for the subscription connection(s).
     PubSub(Bytes, PubSubTarget),
+    /// EXEC of a transaction of (un)subscribe commands (and PINGs): `MULTI`, the `queued`
+    /// commands and `EXEC`, for the subscription bus (`pubsub.rs`, `exec_on_bus`).
+    BusExec { frame: Bytes, queued: u32 },
     /// A local command that changes the connection's mode (QUIT, RESET, HELLO).
     Local(Request, Local),
     /// KEYS, read in two rounds (`Fanout::twice`): the client's later requests must not run

@@ -32,6 +32,7 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::backend::{Backend, Outgoing};
+use crate::route::frames::array_elements;
 use crate::route::PubSubTarget;
 use crate::session::client::Client;
 use crate::session::held::Held;
@@ -70,6 +71,9 @@ pub(crate) struct PubSub {
     pub(crate) keyspace: Option<Box<Keyspace>>,
     /// The notification part of the held (un)subscribe, and whether it subscribes.
     notification_part: Option<crate::route::keyspace::Part>,
+    /// A transaction running on the bus (`exec_on_bus`): how many of the node's `+OK` and
+    /// `+QUEUED` are still to come before EXEC's reply.
+    bus_exec: Option<u32>,
 }
 
 // === impl PubSub ===
@@ -257,6 +261,48 @@ impl ClientPubSub {
         }
     }
 
+    /// EXEC of a transaction of (un)subscribe commands, PINGs and ECHOs (`transaction.rs`):
+    /// `frame` (`MULTI`, the `queued` commands, `EXEC`) goes down the bus, whose node answers
+    /// EXEC with each command's reply in its array, confirmations included, as one Redis
+    /// does. The client had its `+QUEUED`s from the proxy: the node's are dropped.
+    pub(crate) fn exec_on_bus(&mut self, client: &Client, frame: Bytes, queued: u32) {
+        self.send(client, frame, PubSubTarget::Bus);
+        if let Some(p) = self.subs.as_mut() {
+            p.bus_exec = Some(queued + 1);
+        }
+    }
+
+    /// A frame of the bus while a transaction runs there: None if it is not one of the
+    /// transaction's, else the frame to pass on (EXEC's reply, whose confirmations set the
+    /// counts as if each came alone).
+    fn bus_exec_frame(&mut self, source: usize, frame: &Bytes) -> Option<Option<Bytes>> {
+        let p = self.subs.as_mut()?;
+        let left = p.bus_exec?;
+        let on_bus = p
+            .bus
+            .as_ref()
+            .is_some_and(|b| Rc::as_ptr(b) as usize == source);
+        // RESP3 messages (`>`) may come between; RESP2 ones cannot (not subscribed before
+        // EXEC, or MULTI would have been refused).
+        if !on_bus || frame.first() == Some(&b'>') {
+            return None;
+        }
+        if left > 0 {
+            p.bus_exec = Some(left - 1);
+            return Some(None);
+        }
+        p.bus_exec = None;
+        let confirmed: Vec<Confirmation> = array_elements(frame)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(confirmation)
+            .collect();
+        for c in &confirmed {
+            self.record_count(source, c);
+        }
+        Some(Some(frame.clone()))
+    }
+
     /// The bus's command, its marker already counted in `syncs`.
     pub(crate) fn send_home(&mut self, client: &Client, frame: Bytes) {
         let bus = self.bus_connection(client);
@@ -385,6 +431,9 @@ impl ClientPubSub {
         }
         if self.reset_swallows(source, &frame) {
             return (None, false);
+        }
+        if let Some(passed) = self.bus_exec_frame(source, &frame) {
+            return (passed, true);
         }
         if let Some(confirmed) = confirmation(&frame) {
             self.record_count(source, &confirmed);

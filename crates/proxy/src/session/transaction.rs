@@ -35,6 +35,10 @@
 //! dispatched again in their order (`Replay`, before anything the client sent after EXEC),
 //! and their replies written as EXEC's array: a header entry and one entry per command,
 //! with no pushed frame between them (`ClientCell::push_group`).
+//!
+//! A transaction of (un)subscribe commands, PINGs and ECHOs runs on the client's
+//! subscription bus instead (`ClientPubSub::exec_on_bus`): the node there answers EXEC with
+//! the confirmations in its array, and subscribed mode changes with EXEC, as in Redis.
 
 use std::rc::Rc;
 
@@ -44,7 +48,7 @@ use resp::Request;
 use crate::backend::Backend;
 use crate::budget::Budget;
 use crate::reply::error;
-use crate::route::{Local, Route, TxCommand};
+use crate::route::{Local, PubSubTarget, Route, TxCommand};
 use crate::session::client::Client;
 use crate::session::held::{Exclusive, Held, OnNode, Via};
 use crate::session::queue::{Conn, Entry, Resend, Sent};
@@ -65,6 +69,9 @@ pub(crate) struct Transaction {
     blocking: bool,
     /// Commands queued that run beside the node's transaction (`runs_beside`).
     beside: u32,
+    /// (Un)subscribe commands queued: the transaction runs on the subscription bus
+    /// (module doc).
+    bus: u32,
     /// The node's side, once the transaction lives there (module doc).
     live: Option<Live>,
 }
@@ -112,6 +119,12 @@ const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slo
 const MIXED: &str = "slotgate: inside MULTI, a command for every master or for the proxy may only \
                      share its transaction with one other command, and not with WATCH or a \
                      blocking command";
+
+/// Queue-time refusal of a transaction that would mix (un)subscribe commands with anything
+/// but PING and ECHO: it runs on the subscription connection, where nothing else can.
+const BUS_MIXED: &str = "slotgate: inside MULTI, SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE and \
+                         PUNSUBSCRIBE may only share their transaction with each other, PING \
+                         and ECHO, and not with WATCH";
 
 /// Whether `route`, inside MULTI, runs beside the node's transaction at EXEC instead of
 /// in it: commands for every master and commands the proxy answers that neither change
@@ -292,6 +305,8 @@ impl Transactions {
         let no_multi = cluster::lookup(req.arg(0))
             .map(|spec| spec.resolve(req.argc(), |i| req.arg(i)))
             .filter(|spec| spec.has(cluster::command::flags::NO_MULTI));
+        let for_bus = route == Route::PubSub(PubSubTarget::Bus)
+            && crate::route::keyspace::notification_part(&req).is_none();
         let reply = match route {
             Route::Refuse(err) => Some(err),
             // As the servers refuse it, before anything else is checked.
@@ -300,6 +315,12 @@ impl Transactions {
                 let id = client.worker.shared.identity.current();
                 Some(Bytes::from(id.no_multi_error(name)))
             }
+            _ if for_bus => {
+                tx.bus += 1;
+                (watching || tx.for_node > 0 || tx.beside > 0).then(|| error(BUS_MIXED))
+            }
+            Route::Local(Local::Ping | Local::Echo) => None,
+            _ if tx.bus > 0 => Some(error(BUS_MIXED)),
             _ if beside => {
                 tx.beside += 1;
                 (watching || tx.blocking || tx.for_node > 1).then(|| error(MIXED))
@@ -321,9 +342,7 @@ impl Transactions {
                 let mixed = tx.beside > 0 && (tx.for_node > 1 || tx.blocking);
                 mixed.then(|| error(MIXED))
             }
-            Route::Local(Local::Ping | Local::Echo | Local::ClusterFlag | Local::ReadOnly(_)) => {
-                None
-            }
+            Route::Local(Local::ClusterFlag | Local::ReadOnly(_)) => None,
             Route::Split { .. } => Some(Bytes::from_static(CROSSSLOT)),
             _ => Some(error(
                 "slotgate: this command cannot be used inside MULTI through the proxy",
@@ -394,6 +413,21 @@ impl Transactions {
         }
         let mut tx = self.open.take()?;
         let live = tx.live.take();
+        if tx.bus > 0 {
+            // Only (un)subscribes, PINGs and ECHOs: the subscription bus's node runs them
+            // all, and answers EXEC with their confirmations inside its array.
+            let mut frame = BytesMut::new();
+            resp::encode_command(&mut frame, &[b"MULTI"]);
+            for req in &tx.queued {
+                frame.extend_from_slice(req.raw());
+            }
+            resp::encode_command(&mut frame, &[b"EXEC"]);
+            self.forget_watch();
+            return Some(Held::BusExec {
+                frame: frame.freeze(),
+                queued: tx.queued.len() as u32,
+            });
+        }
         if tx.beside > 0 {
             let requests = std::mem::take(&mut tx.queued);
             client.cell.push_group(requests.len() as u32);
