@@ -614,10 +614,12 @@ fn match_one(pat: &[u8], first: u8, ch: u8) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn user(commands: &[&str], keys: &[&str]) -> User {
+    /// A configured user with these command rules and key patterns, for tests here and in
+    /// the session's login.
+    pub(crate) fn user(commands: &[&str], keys: &[&str]) -> User {
         let cfg = UserConfig {
             name: "alice".into(),
             password: "pw".into(),

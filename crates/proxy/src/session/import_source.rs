@@ -21,7 +21,6 @@
 //! ```
 
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -30,8 +29,8 @@ use resp::{Request, Value};
 use crate::context::Shared;
 use crate::node_query::NodeConn;
 use crate::session::local::SessionInfo;
-use crate::session::queue::{ClientCell, Entry};
-use crate::session::side_call;
+use crate::session::queue::ClientCell;
+use crate::session::side_call::{self, Dial};
 
 /// Answer CLIENT IMPORT-SOURCE (module doc); true when the masters are being asked, and
 /// the session must read nothing more until they answered.
@@ -55,12 +54,8 @@ pub(crate) fn command(
         .collect();
     let on = req.arg(2).eq_ignore_ascii_case(b"on");
     let arg = Bytes::copy_from_slice(req.arg(2));
-    let (auth, tls) = (shared.backend_auth.clone(), shared.backend_tls.clone());
-    let seq = cell.push(Entry::pending_local());
-    let cell = cell.clone();
-    shared.side_calls.fetch_add(1, Ordering::Relaxed);
-    let shared = shared.clone();
-    tokio::task::spawn_local(async move {
+    let mode = cell.clone();
+    side_call::spawn(shared, cell, |Dial { auth, tls }| async move {
         let argv: [&[u8]; 3] = [b"CLIENT", b"IMPORT-SOURCE", &arg];
         let mut refusal = None;
         for addr in &masters {
@@ -83,17 +78,15 @@ pub(crate) fn command(
                 }
             }
         }
-        let reply = match (refusal, masters.is_empty()) {
+        match (refusal, masters.is_empty()) {
             (Some(refusal), _) => refusal,
             (None, true) => crate::reply::error("slotgate: no master to ask"),
             (None, false) => {
                 // Before the reply: the session takes the mode when the reply wakes it.
-                cell.import_source.set(Some(on));
+                mode.import_source.set(Some(on));
                 Bytes::from_static(b"+OK\r\n")
             }
-        };
-        cell.deliver_local(seq, reply);
-        shared.side_calls.fetch_sub(1, Ordering::Relaxed);
+        }
     });
     true
 }

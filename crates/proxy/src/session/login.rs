@@ -177,19 +177,7 @@ fn sort_patterns_denied(req: &Request) -> Option<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{User, UserConfig};
-
-    fn user(commands: &[&str], keys: &[&str]) -> User {
-        let cfg = UserConfig {
-            name: "alice".into(),
-            password: "pw".into(),
-            commands: commands.iter().map(|s| s.to_string()).collect(),
-            keys: keys.iter().map(|s| s.to_string()).collect(),
-            channels: Vec::new(),
-            acl: String::new(),
-        };
-        User::from_config(&cfg).unwrap()
-    }
+    use crate::auth::tests::user;
 
     #[test]
     fn hotkeys_is_admin_as_redis_8_6_files_it() {

@@ -55,6 +55,36 @@ pub(crate) fn room(shared: &Shared) -> bool {
     shared.side_calls.load(Ordering::Relaxed) < MAX_IN_FLIGHT
 }
 
+/// How a side call reaches a node: the backend's AUTH and TLS, as the proxy's own
+/// connections use them.
+pub(crate) struct Dial {
+    pub auth: Option<Bytes>,
+    pub tls: Option<Arc<crate::tls::Connector>>,
+}
+
+/// Run a side call: a place in the client's replies is taken now (order kept) and one
+/// among the proxy's side calls while `call`, given how to dial, runs on its own task;
+/// its answer fills that place.
+pub(crate) fn spawn<F, Fut>(shared: &Arc<Shared>, cell: &Rc<ClientCell>, call: F)
+where
+    F: FnOnce(Dial) -> Fut,
+    Fut: std::future::Future<Output = Bytes> + 'static,
+{
+    let dial = Dial {
+        auth: shared.backend_auth.clone(),
+        tls: shared.backend_tls.clone(),
+    };
+    let seq = cell.push(Entry::pending_local());
+    let cell = cell.clone();
+    shared.side_calls.fetch_add(1, Ordering::Relaxed);
+    let shared = shared.clone();
+    let answer = call(dial);
+    tokio::task::spawn_local(async move {
+        cell.deliver_local(seq, answer.await);
+        shared.side_calls.fetch_sub(1, Ordering::Relaxed);
+    });
+}
+
 /// The masters that owe slow commands now (empty, at the cost of one load per worker,
 /// when none does, or when no side call may start).
 pub(crate) fn busy_nodes(shared: &Shared) -> Vec<String> {
@@ -80,13 +110,7 @@ pub(crate) fn start(
     let args: Vec<Bytes> = (0..req.argc())
         .map(|i| Bytes::copy_from_slice(req.arg(i)))
         .collect();
-    let auth = shared.backend_auth.clone();
-    let tls = shared.backend_tls.clone();
-    let seq = cell.push(Entry::pending_local());
-    let cell = cell.clone();
-    shared.side_calls.fetch_add(1, Ordering::Relaxed);
-    let shared = shared.clone();
-    tokio::task::spawn_local(async move {
+    spawn(shared, cell, |Dial { auth, tls }| async move {
         let argv: Vec<&[u8]> = args.iter().map(|a| a.as_ref()).collect();
         let mut replies = Vec::with_capacity(nodes.len());
         for addr in &nodes {
@@ -100,8 +124,7 @@ pub(crate) fn start(
             };
             replies.push((addr.as_str(), reply));
         }
-        cell.deliver_local(seq, merge(&replies, resp3));
-        shared.side_calls.fetch_sub(1, Ordering::Relaxed);
+        merge(&replies, resp3)
     });
 }
 
@@ -133,12 +156,7 @@ pub(crate) fn unblock(req: &Request, shared: &Arc<Shared>, cell: &Rc<ClientCell>
     if !room(shared) {
         return cell.push_ready(Bytes::from_static(TRY_AGAIN));
     }
-    let (auth, tls) = (shared.backend_auth.clone(), shared.backend_tls.clone());
-    let seq = cell.push(Entry::pending_local());
-    let cell = cell.clone();
-    shared.side_calls.fetch_add(1, Ordering::Relaxed);
-    let shared = shared.clone();
-    tokio::task::spawn_local(async move {
+    spawn(shared, cell, |Dial { auth, tls }| async move {
         // The id comes with the connection's set-up, long before anyone can ask, except
         // right after a first blocking command opened it: then it is a round trip away.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
@@ -147,7 +165,7 @@ pub(crate) fn unblock(req: &Request, shared: &Arc<Shared>, cell: &Rc<ClientCell>
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             id = node_id.load(Ordering::Relaxed);
         }
-        let reply = match id {
+        match id {
             0 => Bytes::from_static(b":0\r\n"),
             id => {
                 let id = id.to_string();
@@ -163,9 +181,7 @@ pub(crate) fn unblock(req: &Request, shared: &Arc<Shared>, cell: &Rc<ClientCell>
                     Err(e) => crate::reply::error(&format!("slotgate: node {addr}: {e}")),
                 }
             }
-        };
-        cell.deliver_local(seq, reply);
-        shared.side_calls.fetch_sub(1, Ordering::Relaxed);
+        }
     });
 }
 
