@@ -222,6 +222,51 @@ fn client_pause_write_holds_writes_until_unpaused_and_lets_reads_pass() {
 }
 
 #[test]
+fn a_pause_queued_in_a_transaction_starts_when_it_ran() {
+    let h = Harness::start(3, 0);
+    let reference = Reference::start();
+    // unit/pause's "client pause starts at the end of a transaction": two writes and a
+    // pause run as one unit (the proxy used to refuse it), then the pause holds writes.
+    let cmds = [
+        "MULTI",
+        "SET {p}1 BAR",
+        "CLIENT PAUSE 60000 WRITE",
+        "SET {p}2 BAR",
+        "EXEC",
+        "GET {p}1",
+        "GET {p}2",
+    ];
+    let got = pipelined(&h, &reference, &cmds, 7);
+    assert_eq!(got[4], "*3\r\n+OK\r\n+OK\r\n+OK\r\n");
+    for addr in [h.addr(), reference.addr] {
+        let mut writer = Client::connect(addr);
+        writer.send(&[b"SET", b"{p}3", b"BAR"]);
+        let mut admin = Client::connect(addr);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = text(&admin.call(&["INFO", "clients"]));
+            if info.contains("blocked_clients:1") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the write was never held: {info}"
+            );
+            std::thread::sleep(Duration::from_millis(10)); // poll step
+        }
+        // Read-only scripts queued in a transaction pass a WRITE pause, as in Redis.
+        let read_only = "#!lua flags=no-writes\nreturn 12";
+        let mut reader = Client::connect(addr);
+        assert_eq!(text(&reader.call(&["MULTI"])), "OK");
+        assert_eq!(text(&reader.call(&["EVAL", read_only, "0"])), "QUEUED");
+        assert_eq!(text(&reader.call(&["EXEC"])), "Array([Integer(12)])");
+        assert_eq!(text(&admin.call(&["GET", "{p}3"])), "(nil)");
+        assert_eq!(text(&admin.call(&["CLIENT", "UNPAUSE"])), "OK");
+        assert_eq!(text(&writer.read().unwrap()), "OK");
+    }
+}
+
+#[test]
 fn client_pause_all_holds_everyone_until_it_ends() {
     let h = Harness::start(3, 0);
     let mut admin = h.client();

@@ -88,13 +88,15 @@ pub(crate) fn command(req: &Request, me: &mut Asker<'_>) -> Bytes {
         b"no-touch" => no_touch(req, me),
         b"setinfo" => setinfo(req, me),
         b"reply" => reply(req, me.cell),
-        b"pause" => pause(req, me.shared),
-        b"unpause" if req.argc() == 2 => {
-            me.shared.pause.unpause();
-            // Every paused session re-checks at once, on its own worker.
-            for w in &me.shared.workers {
-                w.registry.wake_all();
+        b"pause" => match parse_pause(req) {
+            Ok(change) => {
+                change.apply(me.shared);
+                Bytes::from_static(b"+OK\r\n")
             }
+            Err(e) => e,
+        },
+        b"unpause" if req.argc() == 2 => {
+            PauseChange::Unpause.apply(me.shared);
             Bytes::from_static(b"+OK\r\n")
         }
         _ => {
@@ -105,38 +107,79 @@ pub(crate) fn command(req: &Request, me: &mut Asker<'_>) -> Bytes {
     }
 }
 
-/// CLIENT PAUSE timeout [WRITE|ALL]: the proxy's dispatch pauses (`context/pause.rs`),
-/// with Redis's checks in Redis's order (the mode, then the timeout).
-fn pause(req: &Request, shared: &Shared) -> Bytes {
+/// What CLIENT PAUSE or UNPAUSE does to the proxy's dispatch (`context/pause.rs`).
+pub(crate) enum PauseChange {
+    Pause {
+        timeout_ms: u64,
+        kind: crate::context::pause::PauseKind,
+    },
+    Unpause,
+}
+
+impl PauseChange {
+    pub(crate) fn apply(&self, shared: &Shared) {
+        match *self {
+            PauseChange::Pause { timeout_ms, kind } => {
+                let now = shared.now_ms();
+                shared
+                    .pause
+                    .pause(now, now.saturating_add(timeout_ms), kind);
+            }
+            PauseChange::Unpause => {
+                shared.pause.unpause();
+                // Every paused session re-checks at once, on its own worker.
+                for w in &shared.workers {
+                    w.registry.wake_all();
+                }
+            }
+        }
+    }
+}
+
+/// A well-formed CLIENT PAUSE or UNPAUSE (inside MULTI: checked when queued, applied at
+/// EXEC, `transaction.rs`); None for anything else.
+pub(crate) fn pause_change(req: &Request) -> Option<PauseChange> {
+    if req.argc() < 2 {
+        return None;
+    }
+    match req.arg(1).to_ascii_lowercase().as_slice() {
+        b"pause" => parse_pause(req).ok(),
+        b"unpause" if req.argc() == 2 => Some(PauseChange::Unpause),
+        _ => None,
+    }
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL], with Redis's checks in Redis's order (the mode, then
+/// the timeout).
+fn parse_pause(req: &Request) -> Result<PauseChange, Bytes> {
     use crate::context::pause::PauseKind;
     if !(3..=4).contains(&req.argc()) {
-        return error(&format!(
+        return Err(error(&format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(req.arg(1))
-        ));
+        )));
     }
     let kind = match req.argc() {
         3 => PauseKind::All,
         _ => match req.arg(3).to_ascii_lowercase().as_slice() {
             b"write" => PauseKind::Write,
             b"all" => PauseKind::All,
-            _ => return error("CLIENT PAUSE mode must be WRITE or ALL"),
+            _ => return Err(error("CLIENT PAUSE mode must be WRITE or ALL")),
         },
     };
     let timeout = std::str::from_utf8(req.arg(2))
         .ok()
         .and_then(|t| t.parse::<i64>().ok());
     let Some(timeout) = timeout else {
-        return error("timeout is not an integer or out of range");
+        return Err(error("timeout is not an integer or out of range"));
     };
     if timeout < 0 {
-        return error("timeout is negative");
+        return Err(error("timeout is negative"));
     }
-    let now = shared.now_ms();
-    shared
-        .pause
-        .pause(now, now.saturating_add(timeout as u64), kind);
-    Bytes::from_static(b"+OK\r\n")
+    Ok(PauseChange::Pause {
+        timeout_ms: timeout as u64,
+        kind,
+    })
 }
 
 /// CLIENT REPLY ON|OFF|SKIP, as Redis: OFF and SKIP answer nothing (their own entry is

@@ -19,20 +19,26 @@ pub(crate) fn end(client: &Client, tx: &Transactions, req: &Request) -> Option<u
     let (kind, end) = shared.pause.current(|| shared.now_ms())?;
     let covered = match kind {
         PauseKind::All => true,
-        PauseKind::Write => {
-            let spec = cluster::lookup(req.arg(0)).map(|s| s.resolve(req.argc(), |i| req.arg(i)));
-            let code = &shared.code_flags;
-            match spec {
-                Some(spec) if spec.name == "exec" => tx.queued_writes(),
-                Some(spec) if spec.name == "eval" && declares_no_writes(req.arg(1)) => false,
-                Some(spec) if spec.name == "evalsha" && code.script_reads_only(req.arg(1)) => false,
-                Some(spec) if spec.name == "fcall" && code.function_reads_only(req.arg(1)) => false,
-                Some(spec) => spec.replicates(),
-                None => false,
-            }
+        PauseKind::Write if req.arg(0).eq_ignore_ascii_case(b"exec") => {
+            // EXEC of a transaction holding a command the pause covers.
+            tx.queued().iter().any(|queued| writes(client, queued))
         }
+        PauseKind::Write => writes(client, req),
     };
     covered.then_some(end)
+}
+
+/// Whether a WRITE pause covers `req` (module doc).
+fn writes(client: &Client, req: &Request) -> bool {
+    let spec = cluster::lookup(req.arg(0)).map(|s| s.resolve(req.argc(), |i| req.arg(i)));
+    let code = &client.worker.shared.code_flags;
+    match spec {
+        Some(spec) if spec.name == "eval" && declares_no_writes(req.arg(1)) => false,
+        Some(spec) if spec.name == "evalsha" && code.script_reads_only(req.arg(1)) => false,
+        Some(spec) if spec.name == "fcall" && code.function_reads_only(req.arg(1)) => false,
+        Some(spec) => spec.replicates(),
+        None => false,
+    }
 }
 
 /// The instant `end_ms` (on the proxy's clock) falls at, for the session's timer.

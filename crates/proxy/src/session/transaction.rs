@@ -36,6 +36,11 @@
 //! and their replies written as EXEC's array: a header entry and one entry per command,
 //! with no pushed frame between them (`ClientCell::push_group`).
 //!
+//! CLIENT PAUSE and UNPAUSE, well formed, are no such command: the proxy applies them at
+//! EXEC (Redis starts a pause queued in a transaction once the transaction ran), and the
+//! node's transaction holds `UNWATCH` in their place, a no-op there whose reply is theirs
+//! (`+OK`), so a transaction of writes and a pause runs as one unit.
+//!
 //! A transaction of (un)subscribe commands, PINGs and ECHOs runs on the client's
 //! subscription bus instead (`ClientPubSub::exec_on_bus`): the node there answers EXEC with
 //! the confirmations in its array, and subscribed mode changes with EXEC, as in Redis.
@@ -50,6 +55,7 @@ use crate::budget::Budget;
 use crate::reply::error;
 use crate::route::{Local, PubSubTarget, Route, TxCommand};
 use crate::session::client::Client;
+use crate::session::client_command::{self, PauseChange};
 use crate::session::held::{Exclusive, Held, OnNode, Via};
 use crate::session::queue::{Conn, Entry, Resend, Sent};
 
@@ -72,6 +78,8 @@ pub(crate) struct Transaction {
     /// (Un)subscribe commands queued: the transaction runs on the subscription bus
     /// (module doc).
     bus: u32,
+    /// CLIENT PAUSE/UNPAUSE queued with the node's commands: applied at EXEC (module doc).
+    pauses: Vec<PauseChange>,
     /// The node's side, once the transaction lives there (module doc).
     live: Option<Live>,
 }
@@ -206,13 +214,9 @@ impl Transaction {
 }
 
 impl Transactions {
-    /// A queued command writes or may replicate: EXEC then waits out a CLIENT PAUSE WRITE.
-    pub(crate) fn queued_writes(&self) -> bool {
-        let Some(tx) = &self.open else { return false };
-        tx.queued.iter().any(|r| {
-            cluster::lookup(r.arg(0))
-                .is_some_and(|s| s.resolve(r.argc(), |i| r.arg(i)).replicates())
-        })
+    /// The queued commands, in order (an empty list outside MULTI).
+    pub(crate) fn queued(&self) -> &[Request] {
+        self.open.as_ref().map_or(&[], |tx| &tx.queued)
     }
 }
 
@@ -300,7 +304,12 @@ impl Transactions {
             let err = error("slotgate: transaction larger than limits.max_query_buffer_bytes");
             return client.cell.push_ready(err);
         }
-        let beside = runs_beside(&route, &req);
+        // CLIENT PAUSE/UNPAUSE with the node's commands: a placeholder there (module doc).
+        let pause = match (&route, tx.beside) {
+            (Route::Local(Local::Client), 0) => client_command::pause_change(&req),
+            _ => None,
+        };
+        let beside = runs_beside(&route, &req) && pause.is_none();
         let watching = self.watch.is_some();
         let no_multi = cluster::lookup(req.arg(0))
             .map(|spec| spec.resolve(req.argc(), |i| req.arg(i)))
@@ -321,6 +330,10 @@ impl Transactions {
             }
             Route::Local(Local::Ping | Local::Echo) => None,
             _ if tx.bus > 0 => Some(error(BUS_MIXED)),
+            _ if pause.is_some() => {
+                tx.for_node += 1;
+                None
+            }
             _ if beside => {
                 tx.beside += 1;
                 (watching || tx.blocking || tx.for_node > 1).then(|| error(MIXED))
@@ -354,6 +367,13 @@ impl Transactions {
                 client.cell.push(Entry::ready(err));
             }
             None => {
+                let req = match pause {
+                    Some(change) => {
+                        tx.pauses.push(change);
+                        Request::from_args(&[b"UNWATCH"])
+                    }
+                    None => req,
+                };
                 tx.bytes += req.raw().len();
                 let budget = tx
                     .budget
@@ -413,6 +433,11 @@ impl Transactions {
         }
         let mut tx = self.open.take()?;
         let live = tx.live.take();
+        // As Redis: a pause queued in a transaction starts once it ran; this EXEC, already
+        // read, is not held by it.
+        for change in tx.pauses.drain(..) {
+            change.apply(&client.worker.shared);
+        }
         if tx.bus > 0 {
             // Only (un)subscribes, PINGs and ECHOs: the subscription bus's node runs them
             // all, and answers EXEC with their confirmations inside its array.
