@@ -10,12 +10,15 @@ use resp::{ReplyFramer, Request, Value};
 pub(crate) const REDACTED: &[u8] = b"(redacted)";
 
 /// Parameters whose value is a secret: Redis 7's `SENSITIVE_CONFIG` ones (`requirepass`,
-/// `masterauth`, `masteruser`), and the TLS key passphrases, which Redis 7.0 does not mark
-/// but which are passwords all the same.
+/// `masterauth`, `masteruser`, and Valkey's names for the last two, `primaryauth` and
+/// `primaryuser`), and the TLS key passphrases, which Redis 7.0 does not mark but which are
+/// passwords all the same.
 const SENSITIVE_CONFIGS: &[&[u8]] = &[
     b"requirepass",
     b"masterauth",
     b"masteruser",
+    b"primaryauth",
+    b"primaryuser",
     b"tls-key-file-pass",
     b"tls-client-key-file-pass",
 ];
@@ -210,6 +213,11 @@ mod tests {
         ];
         assert_eq!(hidden(&set), [3, 7, 9]);
         assert_eq!(hidden(&["config", "set", "REQUIREPASS", "x"]), [3]);
+        // Valkey's names for masterauth and masteruser.
+        assert_eq!(
+            hidden(&["CONFIG", "SET", "primaryauth", "x", "primaryuser", "y"]),
+            [3, 5]
+        );
         assert_eq!(
             hidden(&["CONFIG", "GET", "requirepass"]),
             Vec::<usize>::new()

@@ -144,6 +144,29 @@ fn tls_on_both_sides_serves_what_plain_serves() {
         info.contains("tls_backend_client_cert_days_left:29"),
         "{info}"
     );
+    // Valkey 9's names too: serials in hex, seconds left (whole days as above).
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    for (name, days) in [("server", 9), ("client", 29)] {
+        let serial = field(&format!("tls_{name}_cert_serial"));
+        assert!(
+            !serial.is_empty() && serial != "none" && serial.chars().all(|c| c.is_ascii_hexdigit()),
+            "{info}"
+        );
+        let left: i64 = field(&format!("tls_{name}_cert_expires_in_seconds"))
+            .parse()
+            .unwrap_or(0);
+        assert!(
+            (days * 86_400..(days + 1) * 86_400).contains(&left),
+            "{info}"
+        );
+    }
+    assert_ne!(field("tls_ca_cert_serial"), "none", "{info}");
     let handshakes_failed = info
         .lines()
         .find_map(|l| l.strip_prefix("tls_handshake_failures:"))

@@ -212,6 +212,22 @@ fn clients(shared: &Shared, out: &mut String) {
     line(out, "pubsub_clients", census.pubsub);
     line(out, "watching_clients", census.watching);
     line(out, "clients_in_timeout_table", census.blocked);
+    if shared.identity.current().valkey_version.is_some() {
+        // Valkey's: the proxy's own CLIENT PAUSE in force (the nodes are not paused).
+        let now = shared.now_ms();
+        let (reason, actions, left) = match shared.pause.current(|| now) {
+            Some((crate::context::pause::PauseKind::All, end)) => {
+                ("client_pause", "all", end - now)
+            }
+            Some((crate::context::pause::PauseKind::Write, end)) => {
+                ("client_pause", "write", end - now)
+            }
+            None => ("none", "none", 0),
+        };
+        line(out, "paused_reason", reason);
+        line(out, "paused_actions", actions);
+        line(out, "paused_timeout_milliseconds", left);
+    }
 }
 
 fn stats(shared: &Shared, out: &mut String) {

@@ -10,6 +10,14 @@ use crate::reply::error;
 
 /// Answer `SLOWLOG <sub> …` (the router checked the subcommand and its arity).
 pub(crate) fn command(req: &Request, shared: &Shared) -> Bytes {
+    if req.arg(0).eq_ignore_ascii_case(b"commandlog") {
+        // `COMMANDLOG GET count slow`, `LEN slow`, `RESET slow` (routed here only so):
+        // SLOWLOG's, its type left out.
+        let args: Vec<&[u8]> = std::iter::once(&b"SLOWLOG"[..])
+            .chain((1..req.argc() - 1).map(|i| req.arg(i)))
+            .collect();
+        return command(&Request::from_args(&args), shared);
+    }
     let sub = req.arg(1).to_ascii_lowercase();
     match sub.as_slice() {
         b"get" if req.argc() <= 3 => get(req, shared),

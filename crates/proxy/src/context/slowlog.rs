@@ -116,12 +116,18 @@ impl Slowlog {
         while i + 1 < req.argc() {
             let value = std::str::from_utf8(req.arg(i + 1)).ok();
             let name = req.arg(i);
-            if name.eq_ignore_ascii_case(b"slowlog-log-slower-than") {
+            // Valkey 8.1's names for the same two settings count too.
+            let is =
+                |a: &[u8], b: &[u8]| name.eq_ignore_ascii_case(a) || name.eq_ignore_ascii_case(b);
+            if is(
+                b"slowlog-log-slower-than",
+                b"commandlog-execution-slower-than",
+            ) {
                 match value.and_then(|v| v.parse::<i64>().ok()) {
                     Some(v) => threshold = Some(v),
                     None => return,
                 }
-            } else if name.eq_ignore_ascii_case(b"slowlog-max-len") {
+            } else if is(b"slowlog-max-len", b"commandlog-slow-execution-max-len") {
                 match value.and_then(|v| v.parse::<usize>().ok()) {
                     Some(v) => max_len = Some(v),
                     None => return,

@@ -206,6 +206,11 @@ fn route_by_name(
         // subcommand (docs/commands.md).
         return Some(Route::AnyNode);
     }
+    if is_slow_commandlog(spec.name, req) {
+        // Valkey's COMMANDLOG of type `slow` is SLOWLOG's log: the proxy's own, as SLOWLOG
+        // is; the `large-request` and `large-reply` logs are the nodes'.
+        return Some(Route::Local(Local::Slowlog));
+    }
     if let Some(local) = local_command(spec.name) {
         // Managing the proxy's users and MONITOR are admin commands, as in Redis: refused
         // below unless allowed.
@@ -329,6 +334,15 @@ fn watch_slot(req: &Request, placement: &Placement) -> Option<u16> {
     let mut slots = (1..req.argc()).map(|i| placement.slot(req.arg(i)));
     let first = slots.next()?;
     slots.all(|s| s == first).then_some(first)
+}
+
+/// `COMMANDLOG GET count slow`, `COMMANDLOG LEN slow`, `COMMANDLOG RESET slow`.
+fn is_slow_commandlog(name: &str, req: &Request) -> bool {
+    matches!(
+        name,
+        "commandlog|get" | "commandlog|len" | "commandlog|reset"
+    ) && req.argc() >= 3
+        && req.arg(req.argc() - 1).eq_ignore_ascii_case(b"slow")
 }
 
 fn local_command(name: &str) -> Option<Local> {

@@ -62,6 +62,9 @@ pub(crate) struct CertExpiry {
     pub path: String,
     /// Its notAfter, in seconds since the Unix epoch.
     pub not_after: i64,
+    /// Its serial number in hex, as Valkey's INFO shows one (OpenSSL's `BN_bn2hex`:
+    /// upper case, no leading zeros).
+    pub serial: String,
 }
 
 impl CertExpiry {
@@ -69,11 +72,40 @@ impl CertExpiry {
     /// loses the warning, never the connection).
     pub(super) fn of(role: &'static str, path: &str, leaf: &CertificateDer<'_>) -> Option<Self> {
         let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+        let hex: String = cert
+            .tbs_certificate
+            .raw_serial()
+            .iter()
+            .map(|b| format!("{b:02X}"))
+            .collect();
+        let serial = match hex.trim_start_matches('0') {
+            "" => "0".to_string(),
+            digits => digits.to_string(),
+        };
         Some(CertExpiry {
             role,
             path: path.to_string(),
             not_after: cert.validity().not_after.timestamp(),
+            serial,
         })
+    }
+
+    /// The certificate of the CA bundle at `path` that expires first (read now; None if
+    /// the file does not load).
+    pub(crate) fn soonest_in(role: &'static str, path: &str) -> Option<Self> {
+        let certs = certs("ca_file", path).ok()?;
+        certs
+            .iter()
+            .filter_map(|c| Self::of(role, path, c))
+            .min_by_key(|c| c.not_after)
+    }
+
+    /// Seconds left until it expires, 0 once it has (Valkey's INFO).
+    pub(crate) fn seconds_left(&self) -> i64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        (self.not_after - now).max(0)
     }
 
     /// Whole days left until it expires, negative once it has.
