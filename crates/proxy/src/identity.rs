@@ -177,9 +177,26 @@ pub struct Identity {
     /// the proxy serves no client before, so none sees the default identity or a command
     /// table without what the servers added (`Identity::wait_first_round`).
     first_round: (Mutex<bool>, Condvar),
+    /// The command table this proxy routes by, learned from its own masters: another
+    /// proxy of the process (a nutcracker pool) may be behind other versions.
+    table: CommandTable,
+}
+
+/// A proxy's own choice of learned command table (`cluster::command::learn`).
+pub struct CommandTable(&'static cluster::command::learn::TableChoice);
+
+impl Default for CommandTable {
+    fn default() -> Self {
+        CommandTable(cluster::command::learn::TableChoice::leaked())
+    }
 }
 
 impl Identity {
+    /// This thread serves this proxy: it routes by the table learned from its masters.
+    pub(crate) fn route_this_thread(&self) {
+        cluster::command::learn::route_this_thread_by(self.table.0);
+    }
+
     pub fn current(&self) -> Arc<ServerIdentity> {
         self.current.load_full()
     }

@@ -416,6 +416,7 @@ fn spawn_worker(
     std::thread::Builder::new()
         .name(format!("slotgate-w{i}"))
         .spawn(move || {
+            shared.identity.route_this_thread();
             // A local runtime, not a `LocalSet`: a `LocalSet` runs 61 tasks per look at the
             // sockets whatever `event_interval` says, so a client whose request arrived
             // waited behind 61 slices of a big value (`worker.rs`, fairness).

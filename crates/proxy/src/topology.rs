@@ -121,9 +121,12 @@ pub(crate) fn spawn_refresher(
         (false, true) => Follow::Fixed,
         (false, false) => Follow::Cluster(NodeSource::new(cfg, tls)),
     };
+    let identity = identity.clone();
     std::thread::Builder::new()
         .name("slotgate-topology".into())
         .spawn(move || {
+            // The identity sampler installs the table learned from this proxy's masters.
+            identity.route_this_thread();
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

@@ -1,8 +1,7 @@
 //! What the proxy answers itself behind Valkey, in Valkey's words (issue 25, Valkey's
 //! unit/commandlog, unit/pause, unit/slowlog): COMMANDLOG's slow log is the proxy's own
 //! SLOWLOG, INFO clients shows the proxy's CLIENT PAUSE as Valkey shows its own, and a
-//! CONFIG SET of Valkey's `primaryuser` is redacted in the log. A binary of its own: the
-//! command table learned from the nodes is one per process (see valkey_import_source.rs).
+//! CONFIG SET of Valkey's `primaryuser` is redacted in the log.
 
 mod common;
 

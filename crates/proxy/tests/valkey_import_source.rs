@@ -1,7 +1,7 @@
 //! Valkey's CLIENT IMPORT-SOURCE through the proxy (issue 25, Valkey's unit/expire), in a
-//! test binary of its own: the command table the proxy learns from its nodes is one per
-//! process, and a Redis 7.0 cluster's proxy in the same process (the other suite-finding
-//! tests) would replace the Valkey rows this test needs while it runs.
+//! test binary of its own: written while the command table learned from the nodes was one
+//! per process (a Redis 7.0 proxy of another test replaced the Valkey rows it needs); each
+//! proxy now has its own (`learned_tables.rs`).
 
 mod common;
 

@@ -14,6 +14,7 @@
 //! borrow-free like the generated ones; each distinct table is built once and remembered
 //! (at most [`MAX_TABLES`]), so a flapping cluster cannot grow the process.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -376,10 +377,44 @@ pub struct Summary {
     pub partial: usize,
 }
 
-/// How many masters the installed table was learned from.
-static FROM: AtomicUsize = AtomicUsize::new(0);
-/// Which of [`BUILT`] is installed: 0 for none, else its place plus one.
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
+/// Which learned table a proxy routes by. One process may run several proxies (one per
+/// nutcracker pool, or the tests' many), each behind servers of their own versions: each
+/// has its choice, and the threads that serve it read that one (`route_this_thread_by`).
+#[derive(Debug, Default)]
+pub struct TableChoice {
+    /// Which of [`BUILT`] is installed: 0 for none, else its place plus one.
+    current: AtomicUsize,
+    /// How many masters it was learned from.
+    from: AtomicUsize,
+}
+
+impl TableChoice {
+    /// A choice of its own for one proxy, for the life of the process (a few words).
+    pub fn leaked() -> &'static TableChoice {
+        Box::leak(Box::default())
+    }
+}
+
+/// The last table installed by any proxy: what a thread that serves none reads.
+static LAST: TableChoice = TableChoice {
+    current: AtomicUsize::new(0),
+    from: AtomicUsize::new(0),
+};
+
+std::thread_local! {
+    /// The choice of the proxy this thread serves, once it said so.
+    static CHOICE: Cell<Option<&'static TableChoice>> = const { Cell::new(None) };
+}
+
+/// This thread routes by `choice` from now on (a proxy's worker, topology and admin
+/// threads each say so when they start).
+pub fn route_this_thread_by(choice: &'static TableChoice) {
+    CHOICE.with(|c| c.set(Some(choice)));
+}
+
+fn choice() -> &'static TableChoice {
+    CHOICE.with(|c| c.get()).unwrap_or(&LAST)
+}
 /// Every table built, in order; each set once and kept for the life of the process.
 static BUILT: [OnceLock<&'static Learned>; MAX_TABLES] = [const { OnceLock::new() }; MAX_TABLES];
 
@@ -396,14 +431,14 @@ static MEMORY: Mutex<Memory> = Mutex::new(Memory {
 
 /// The installed table, if any.
 pub(super) fn current() -> Option<&'static Learned> {
-    let i = CURRENT.load(Ordering::Acquire).checked_sub(1)?;
+    let i = choice().current.load(Ordering::Acquire).checked_sub(1)?;
     BUILT.get(i)?.get().copied()
 }
 
 /// The summary of the installed table (all zero before any).
 pub fn summary() -> Summary {
     current().map_or(Summary::default(), |l| Summary {
-        nodes: FROM.load(Ordering::Relaxed),
+        nodes: choice().from.load(Ordering::Relaxed),
         ..l.summary
     })
 }
@@ -414,8 +449,9 @@ pub fn stats_len() -> usize {
 }
 
 /// Routes by what every one of `nodes` knows from now on (each node's commands from
-/// [`NodeCommands::parse`]). Returns the summary, or `None` when this would be a table
-/// beyond the first [`MAX_TABLES`] (the installed one stays).
+/// [`NodeCommands::parse`]): the choice of this thread's proxy, and the last table any
+/// proxy installed. Returns the summary, or `None` when this would be a table beyond the
+/// first [`MAX_TABLES`] (the installed one stays).
 pub fn install(nodes: &[NodeCommands]) -> Option<Summary> {
     let nodes: Vec<&NodeCommands> = nodes.iter().filter(|n| !n.is_empty()).collect();
     if nodes.is_empty() {
@@ -442,8 +478,10 @@ pub fn install(nodes: &[NodeCommands]) -> Option<Summary> {
             place
         }
     };
-    FROM.store(from, Ordering::Relaxed);
-    CURRENT.store(place + 1, Ordering::Release);
+    for choice in [choice(), &LAST] {
+        choice.from.store(from, Ordering::Relaxed);
+        choice.current.store(place + 1, Ordering::Release);
+    }
     Some(Summary {
         nodes: from,
         ..memory.tables[place].1.summary

@@ -63,6 +63,7 @@ pub(crate) fn spawn(
     let thread = std::thread::Builder::new()
         .name("slotgate-admin".into())
         .spawn(move || {
+            shared.identity.route_this_thread();
             rt.block_on(async move {
                 let listener = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => l,
