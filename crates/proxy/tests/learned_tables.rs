@@ -6,27 +6,11 @@ mod common;
 
 use common::{text, Client};
 
-/// Valkey 9.1 as `scripts/install-servers` caches it, or None where it was never installed.
-fn valkey_9_1() -> Option<std::path::PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    let path = std::path::Path::new(&home).join(".cache/slotgate/servers/valkey-9.1/server");
-    path.exists().then_some(path)
-}
-
 #[test]
 fn each_proxy_routes_by_the_table_of_its_own_masters() {
-    let Some(valkey) = valkey_9_1() else {
-        eprintln!("skipped: no Valkey 9.1 in ~/.cache/slotgate/servers (scripts/install-servers)");
+    let Some(newer) = common::valkey_cluster(1, "learned-valkey") else {
         return;
     };
-    let newer = devcluster::Cluster::start(&devcluster::Options {
-        masters: 1,
-        replicas: 0,
-        dir: common::tempdir("learned-valkey"),
-        redis_server: valkey,
-        ..Default::default()
-    })
-    .expect("Valkey cluster starts");
     let valkey_proxy = common::start_proxy(&newer, |_| {});
     // Started second, so its table (Redis 7.0's, which has no HSETEX) is the last learned.
     let older = devcluster::Cluster::start(&devcluster::Options {

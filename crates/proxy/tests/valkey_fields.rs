@@ -7,13 +7,6 @@ mod common;
 
 use common::{text, Client, Harness};
 
-/// Valkey 9.1 as `scripts/install-servers` caches it, or None where it was never installed.
-fn valkey_9_1() -> Option<std::path::PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    let path = std::path::Path::new(&home).join(".cache/slotgate/servers/valkey-9.1/server");
-    path.exists().then_some(path)
-}
-
 fn field(info: &str, name: &str) -> String {
     info.lines()
         .find_map(|l| l.strip_prefix(&format!("{name}:")))
@@ -24,18 +17,9 @@ fn field(info: &str, name: &str) -> String {
 
 #[test]
 fn commandlog_pause_info_and_redaction_answer_as_valkey() {
-    let Some(valkey) = valkey_9_1() else {
-        eprintln!("skipped: no Valkey 9.1 in ~/.cache/slotgate/servers (scripts/install-servers)");
+    let Some(cluster) = common::valkey_cluster(2, "valkey-fields") else {
         return;
     };
-    let opts = devcluster::Options {
-        masters: 2,
-        replicas: 0,
-        dir: common::tempdir("valkey-fields"),
-        redis_server: valkey,
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
     let h = Harness {
         proxy: Some(common::start_proxy(&cluster, |cfg| {
             cfg.proxy.allow_admin_commands = true

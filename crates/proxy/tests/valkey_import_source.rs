@@ -11,14 +11,6 @@ use common::reference::exchange;
 use common::{text, Client, Harness};
 use resp::Value;
 
-/// Valkey 9.1 as `scripts/install-servers` caches it (`make matrix`, `make suite`), or
-/// None where it was never installed.
-fn valkey_9_1() -> Option<std::path::PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    let path = std::path::Path::new(&home).join(".cache/slotgate/servers/valkey-9.1/server");
-    path.exists().then_some(path)
-}
-
 /// The flags of `c`'s own line in CLIENT LIST.
 fn own_flags(c: &mut Client) -> String {
     let id = text(&c.call(&["CLIENT", "ID"]));
@@ -32,18 +24,9 @@ fn own_flags(c: &mut Client) -> String {
 /// requests (the very next one, pipelined) see expired keys as Valkey's import source does.
 #[test]
 fn client_import_source_is_the_masters_to_allow_and_then_sees_expired_keys() {
-    let Some(valkey) = valkey_9_1() else {
-        eprintln!("skipped: no Valkey 9.1 in ~/.cache/slotgate/servers (scripts/install-servers)");
+    let Some(cluster) = common::valkey_cluster(2, "import-source") else {
         return;
     };
-    let opts = devcluster::Options {
-        masters: 2,
-        replicas: 0,
-        dir: common::tempdir("import-source"),
-        redis_server: valkey,
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
     let h = Harness {
         proxy: Some(common::start_proxy(&cluster, |_| {})),
         cluster,

@@ -69,6 +69,26 @@ impl Drop for Harness {
     }
 }
 
+/// A Valkey 9.1 cluster of `masters` masters, from the server `scripts/install-servers`
+/// caches (`make matrix`, `make suite`), or None (said on stderr) where it was never
+/// installed.
+pub fn valkey_cluster(masters: usize, tag: &str) -> Option<devcluster::Cluster> {
+    let home = std::env::var_os("HOME")?;
+    let server = std::path::Path::new(&home).join(".cache/slotgate/servers/valkey-9.1/server");
+    if !server.exists() {
+        eprintln!("skipped: no Valkey 9.1 in ~/.cache/slotgate/servers (scripts/install-servers)");
+        return None;
+    }
+    let opts = devcluster::Options {
+        masters,
+        replicas: 0,
+        dir: tempdir(tag),
+        redis_server: server,
+        ..Default::default()
+    };
+    Some(devcluster::Cluster::start(&opts).expect("Valkey cluster starts"))
+}
+
 pub fn start_proxy(cluster: &devcluster::Cluster, tweak: impl FnOnce(&mut Config)) -> Proxy {
     let mut config = Config::default();
     config.proxy.listen = "127.0.0.1:0".into();
