@@ -38,15 +38,9 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
     }
     // Valkey 9's fields, by its names: the certificate shown to clients (server), the one
     // shown to nodes (client), and the CA that expires first (the clients' CA bundle, else
-    // the nodes'); `none` and 0 where there is none.
-    let live = shared.live.load();
-    let ca = [
-        &live.config.tls.client_ca_file,
-        &live.config.backend_tls.ca_file,
-    ]
-    .into_iter()
-    .find(|path| !path.is_empty())
-    .and_then(|path| CertExpiry::soonest_in("ca", path));
+    // the nodes'; read when the files were loaded); `none` and 0 where there is none.
+    let ca = (shared.tls_acceptor.as_ref().and_then(|a| a.ca_expiry()))
+        .or_else(|| shared.backend_tls.as_ref().and_then(|c| c.ca_expiry()));
     let server = shared.tls_acceptor.as_ref().and_then(|a| a.expiry());
     let client = shared.backend_tls.as_ref().and_then(|c| c.expiry());
     for (name, cert) in [("server", server), ("client", client), ("ca", ca)] {

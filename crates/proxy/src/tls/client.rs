@@ -24,6 +24,8 @@ pub(crate) struct Connector {
     config: ArcSwap<ClientConfig>,
     server_name: ArcSwap<Option<ServerName<'static>>>,
     expiry: ArcSwap<Option<CertExpiry>>,
+    /// The CA bundle's certificate that expires first, read when loaded.
+    ca_expiry: ArcSwap<Option<CertExpiry>>,
 }
 
 impl Connector {
@@ -37,6 +39,7 @@ impl Connector {
             config: ArcSwap::from_pointee(built.0),
             server_name: ArcSwap::from_pointee(built.1),
             expiry: ArcSwap::from_pointee(built.2),
+            ca_expiry: ArcSwap::from_pointee(built.3),
         })))
     }
 
@@ -47,10 +50,16 @@ impl Connector {
 
     /// Use `built` for connections dialled from now on; open ones keep theirs.
     pub(crate) fn install(&self, built: Built) {
-        let (config, name, expiry) = built;
+        let (config, name, expiry, ca_expiry) = built;
         self.config.store(Arc::new(config));
         self.server_name.store(Arc::new(name));
         self.expiry.store(Arc::new(expiry));
+        self.ca_expiry.store(Arc::new(ca_expiry));
+    }
+
+    /// The nodes' CA certificate that expires first, if it parsed.
+    pub(crate) fn ca_expiry(&self) -> Option<CertExpiry> {
+        (**self.ca_expiry.load()).clone()
     }
 
     /// The client certificate's expiry, when one is configured and parsed.
@@ -86,10 +95,12 @@ pub(crate) type Built = (
     ClientConfig,
     Option<ServerName<'static>>,
     Option<CertExpiry>,
+    Option<CertExpiry>,
 );
 
 fn build(cfg: &BackendTlsConfig) -> Result<Built, TlsError> {
     let roots = files::roots("backend_tls.ca_file", &cfg.ca_file)?;
+    let ca_expiry = CertExpiry::soonest_in("ca", &cfg.ca_file);
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Rustls("backend_tls", e))?
@@ -113,7 +124,7 @@ fn build(cfg: &BackendTlsConfig) -> Result<Built, TlsError> {
                 .map_err(|e| TlsError::Verifier("backend_tls.server_name", e.to_string()))?,
         ),
     };
-    Ok((config, name, expiry))
+    Ok((config, name, expiry, ca_expiry))
 }
 
 #[cfg(test)]

@@ -90,9 +90,9 @@ impl CertExpiry {
         })
     }
 
-    /// The certificate of the CA bundle at `path` that expires first (read now; None if
-    /// the file does not load).
-    pub(crate) fn soonest_in(role: &'static str, path: &str) -> Option<Self> {
+    /// The certificate of the CA bundle at `path` that expires first (None if the file
+    /// does not load).
+    pub(super) fn soonest_in(role: &'static str, path: &str) -> Option<Self> {
         let certs = certs("ca_file", path).ok()?;
         certs
             .iter()

@@ -15,15 +15,18 @@ use crate::config::TlsConfig;
 pub(crate) struct Acceptor {
     config: ArcSwap<ServerConfig>,
     expiry: ArcSwap<Option<CertExpiry>>,
+    /// The client CA bundle's certificate that expires first, read when loaded.
+    ca_expiry: ArcSwap<Option<CertExpiry>>,
 }
 
 impl Acceptor {
     /// Load `[tls]`'s files. Called only when `tls.listen` is set.
     pub(crate) fn new(cfg: &TlsConfig) -> Result<Acceptor, TlsError> {
-        let (config, expiry) = build(cfg)?;
+        let (config, expiry, ca_expiry) = build(cfg)?;
         Ok(Acceptor {
             config: ArcSwap::from_pointee(config),
             expiry: ArcSwap::from_pointee(expiry),
+            ca_expiry: ArcSwap::from_pointee(ca_expiry),
         })
     }
 
@@ -36,6 +39,12 @@ impl Acceptor {
     pub(crate) fn install(&self, built: Built) {
         self.config.store(std::sync::Arc::new(built.0));
         self.expiry.store(std::sync::Arc::new(built.1));
+        self.ca_expiry.store(std::sync::Arc::new(built.2));
+    }
+
+    /// The client CA certificate that expires first, if one is configured and parsed.
+    pub(crate) fn ca_expiry(&self) -> Option<CertExpiry> {
+        (**self.ca_expiry.load()).clone()
     }
 
     /// The presented certificate's expiry, if it parsed.
@@ -52,7 +61,7 @@ impl Acceptor {
 }
 
 /// Loaded settings, not yet in use.
-pub(crate) type Built = (ServerConfig, Option<CertExpiry>);
+pub(crate) type Built = (ServerConfig, Option<CertExpiry>, Option<CertExpiry>);
 
 fn build(cfg: &TlsConfig) -> Result<Built, TlsError> {
     let chain = files::certs("tls.cert_file", &cfg.cert_file)?;
@@ -61,6 +70,10 @@ fn build(cfg: &TlsConfig) -> Result<Built, TlsError> {
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Rustls("tls", e))?;
+    let ca_expiry = match cfg.client_ca_file.as_str() {
+        "" => None,
+        path => CertExpiry::soonest_in("ca", path),
+    };
     let builder = match cfg.client_ca_file.as_str() {
         "" => builder.with_no_client_auth(),
         path => {
@@ -74,5 +87,5 @@ fn build(cfg: &TlsConfig) -> Result<Built, TlsError> {
     let config = builder
         .with_single_cert(chain, key)
         .map_err(|e| TlsError::Rustls("tls.key_file", e))?;
-    Ok((config, expiry))
+    Ok((config, expiry, ca_expiry))
 }
