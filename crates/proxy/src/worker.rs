@@ -48,6 +48,23 @@ pub(crate) struct Worker {
     /// (made at the first copy).
     mirror_draw: Cell<u64>,
     mirror_sink: RefCell<Option<Rc<dyn crate::backend::ReplySink>>>,
+    /// The NOLOOP tracking clients with connections of their own (`Wire::tracker`), by id.
+    trackers: RefCell<HashMap<u64, Rc<TrackerLink>>>,
+}
+
+/// What a NOLOOP tracking client's own connections need from its tracking
+/// (`session/tracking/own.rs`): each master's receiver, whose id their set-up names in
+/// `CLIENT TRACKING ON BCAST NOLOOP REDIRECT <id>`, and where their pushes and breaks go.
+pub(crate) struct TrackerLink {
+    /// Each master's receiver id, by address, once it answered.
+    pub ids: RefCell<HashMap<Rc<str>, u64>>,
+    /// Told of a push on the connections (`tracking-redir-broken`) and of a break.
+    pub sink: Rc<dyn crate::backend::ReplySink>,
+    /// A connection was replaced since the feed last looked: the node forgot what it
+    /// tracked on it.
+    pub replaced: Cell<bool>,
+    /// BCAST (every key), else the default mode (the keys read on the connection).
+    pub bcast: bool,
 }
 
 /// One database's shared connections.
@@ -93,6 +110,7 @@ impl Worker {
             round_robin: Cell::new(0),
             mirror_draw: Cell::new(0x9e37_79b9_7f4a_7c15),
             mirror_sink: RefCell::new(None),
+            trackers: RefCell::new(HashMap::new()),
         })
     }
 
@@ -192,7 +210,7 @@ impl Worker {
     }
 
     fn with_pools<R>(&self, wire: Wire, f: impl FnOnce(&Pools) -> R) -> R {
-        if wire.db == 0 && !wire.no_touch && !wire.import_source {
+        if wire.db == 0 && !wire.no_touch && !wire.import_source && wire.tracker == 0 {
             return f(&self.db0);
         }
         // The protocol picks a pool inside `Pools`, not the `Pools`.
@@ -219,7 +237,9 @@ impl Worker {
                 pool.indexed_version.set(map.version());
             }
             if let Some(Some(b)) = pool.by_index.borrow().get(idx) {
-                return Some(b.clone());
+                if wire.tracker == 0 || !b.is_closed() {
+                    return Some(b.clone());
+                }
             }
             let backend = self.pooled(pools, &map.nodes().get(idx)?.addr, wire, false);
             let mut by_index = pool.by_index.borrow_mut();
@@ -251,19 +271,55 @@ impl Worker {
     fn pooled(&self, pools: &Pools, addr: &str, wire: Wire, replica: bool) -> Rc<Backend> {
         let pool = &pools.pools[usize::from(wire.resp3) + 2 * usize::from(replica)];
         if let Some(b) = pool.backends.borrow().get(addr) {
-            return b.clone();
+            if wire.tracker == 0 || !b.is_closed() {
+                return b.clone();
+            }
+            // A NOLOOP tracking client's connection closed on purpose (a WATCH or a
+            // transaction dropped): its successor tracks from now on, so what changed
+            // meanwhile is flushed (`tracking/own.rs`).
+            if let Some(link) = self.trackers.borrow().get(&wire.tracker) {
+                link.replaced.set(true);
+            }
         }
         let mut settings = self.settings(addr, wire);
         if replica {
-            // `READONLY` at set-up (`reads.rs`).
+            // `READONLY` at set-up (`reads.rs`). A replica's tracking would name no
+            // receiver: a NOLOOP client's reads there need none (its writes go to masters).
+            settings.tracking = None;
             settings.replica = Some(self.shared.replicas.clone());
             settings.readonly = !self.shared.placement.covers_every_key();
         }
         let backend = crate::backend::open(addr, settings, self.shared.topology.clone());
+        if let Some(link) = self.trackers.borrow().get(&wire.tracker) {
+            backend.report_to(link.sink.clone());
+        }
         pool.backends
             .borrow_mut()
             .insert(backend.addr.clone(), backend.clone());
         backend
+    }
+
+    /// Start giving NOLOOP tracking client `id` connections of its own.
+    pub(crate) fn link_tracker(&self, id: u64, link: Rc<TrackerLink>) {
+        self.trackers.borrow_mut().insert(id, link);
+    }
+
+    /// Close NOLOOP tracking client `id`'s own connections (its receivers changed, or it
+    /// stopped): the next request opens new ones, named to the receivers of then.
+    /// `unlink`: it stopped, no more are made.
+    pub(crate) fn close_tracker(&self, id: u64, unlink: bool) {
+        if unlink {
+            self.trackers.borrow_mut().remove(&id);
+        }
+        self.numbered.borrow_mut().retain(|wire, pools| {
+            if wire.tracker != id {
+                return true;
+            }
+            for pool in &pools.pools {
+                pool.backends.borrow().values().for_each(|b| b.close());
+            }
+            false
+        });
     }
 
     /// A new connection to `addr` not shared with anyone (a session's pub/sub one, a hub's
@@ -283,6 +339,13 @@ impl Worker {
         wire: Wire,
         acting: Option<bytes::Bytes>,
     ) -> Rc<Backend> {
+        if wire.tracker != 0 {
+            // A NOLOOP tracking client has one connection per node, which the node tracks
+            // for it: its blocking commands and transactions run there too, or the node
+            // would count their writes as another client's (`tracking/own.rs`). Such a
+            // client has no mirror user (`acting`): its tracking is the shared one then.
+            return self.backend_for_addr(addr, wire);
+        }
         let mut settings = self.settings(addr, wire);
         settings.acting = acting;
         settings.learn_id = true;
@@ -300,14 +363,89 @@ impl Worker {
             db: wire.db,
             no_touch: wire.no_touch,
             import_source: wire.import_source,
-            learn_id: false,
+            tracker: wire.tracker,
+            // A NOLOOP tracking client's connection may carry its blocking commands.
+            learn_id: wire.tracker != 0,
             auth: self.shared.backend_auth.clone(),
             acting: None,
+            tracking: (wire.tracker != 0).then(|| self.tracking_setup(wire.tracker, addr)),
             tls: self.shared.backend_tls.clone(),
             node: self.stats.nodes.node(addr),
             quantum: self.turn_quantum,
             replica: None,
             readonly: false,
         }
+    }
+
+    /// Close NOLOOP tracking client `id`'s own connections to `addr` (they named no
+    /// receiver there, or an old one).
+    pub(crate) fn close_tracker_to(&self, id: u64, addr: &str) {
+        for (wire, pools) in self.numbered.borrow().iter() {
+            if wire.tracker == id {
+                for pool in &pools.pools {
+                    if let Some(b) = pool.backends.borrow_mut().remove(addr) {
+                        b.close();
+                    }
+                    pool.by_index.borrow_mut().clear();
+                }
+            }
+        }
+    }
+
+    /// NOLOOP tracking client `id`'s connection `source` now tracks for it: close its
+    /// connections to the same node in another protocol or database (the client moved on
+    /// with HELLO or SELECT), which would name its own writes. True if one was closed.
+    pub(crate) fn retire_tracker_twins(&self, id: u64, source: usize) -> bool {
+        let numbered = self.numbered.borrow();
+        let found = numbered.iter().find_map(|(_, pools)| {
+            pools.pools.iter().find_map(|pool| {
+                let backends = pool.backends.borrow();
+                let b = backends
+                    .values()
+                    .find(|b| Rc::as_ptr(b) as usize == source)?;
+                Some((b.addr.clone(), b.wire()))
+            })
+        });
+        let Some((addr, wire)) = found else {
+            return false;
+        };
+        let mut retired = false;
+        for (key, pools) in numbered.iter() {
+            if key.tracker != id {
+                continue;
+            }
+            for pool in &pools.pools {
+                let mut backends = pool.backends.borrow_mut();
+                let twin = backends.get(&addr).filter(|b| b.wire() != wire).cloned();
+                if let Some(twin) = twin {
+                    backends.remove(&addr);
+                    twin.close();
+                    pool.by_index.borrow_mut().clear();
+                    retired = true;
+                }
+            }
+        }
+        retired
+    }
+
+    /// `CLIENT TRACKING ON NOLOOP [BCAST] REDIRECT <id>`, naming the receiver of tracking
+    /// client `tracker` on `addr`; a receiver not known yet is named 0, which the node
+    /// refuses (the connection fails rather than run untracked).
+    fn tracking_setup(&self, tracker: u64, addr: &str) -> bytes::Bytes {
+        let trackers = self.trackers.borrow();
+        let id = trackers
+            .get(&tracker)
+            .and_then(|link| link.ids.borrow().get(addr).copied())
+            .unwrap_or(0);
+        let bcast = trackers.get(&tracker).is_some_and(|link| link.bcast);
+        let mut out = bytes::BytesMut::new();
+        let id = id.to_string();
+        let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"ON", b"NOLOOP"];
+        if bcast {
+            args.push(b"BCAST");
+        }
+        args.extend([&b"REDIRECT"[..], id.as_bytes()]);
+        resp::encode_command(&mut out, &args);
+        out.freeze()
     }
 }

@@ -373,3 +373,134 @@ fn tracking_clients_share_the_workers_connections_to_the_masters() {
         assert_eq!(text(&c.call(&["PING"])), "PONG");
     }
 }
+
+/// Three keys on each master, one for the client's own writes, one for another client's
+/// and one for a marker the other client writes last (a hash tag per master).
+fn keys_per_master(h: &Harness, prefix: &str) -> Vec<[String; 3]> {
+    let mut tags: Vec<(std::net::SocketAddr, String)> = Vec::new();
+    for i in 0.. {
+        let tag = format!("{{{prefix}{i}}}");
+        let owner = h.cluster.owner_of(tag.as_bytes()).unwrap();
+        if !tags.iter().any(|(o, _)| *o == owner) {
+            tags.push((owner, tag));
+        }
+        if tags.len() == 3 {
+            break;
+        }
+    }
+    tags.into_iter()
+        .map(|(_, t)| {
+            [
+                format!("{prefix}own{t}"),
+                format!("{prefix}other{t}"),
+                format!("{prefix}mark{t}"),
+            ]
+        })
+        .collect()
+}
+
+/// `args`' reply; the invalidations that come before it are added to `seen`.
+fn call_noting(c: &mut Client, args: &[&str], seen: &mut BTreeSet<String>) -> Value {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    c.send(&args);
+    loop {
+        let frame = c.read().expect("a reply");
+        match invalidated(&frame) {
+            Some(keys) => seen.extend(keys),
+            None => return frame,
+        }
+    }
+}
+
+/// Invalidations read until every marker came: the keys named (each master's own
+/// invalidations, had there been any, would have come before its marker's).
+fn read_until_marks(c: &mut Client, marks: &[&str], seen: &mut BTreeSet<String>) {
+    c.stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    while !marks.iter().all(|m| seen.contains(*m)) {
+        let frame = c.try_read().expect("an invalidation within 20 s");
+        let got = invalidated(&frame).unwrap_or_else(|| panic!("not an invalidation: {frame:?}"));
+        seen.extend(got);
+    }
+}
+
+/// NOLOOP, as Redis: the client hears of every other client's writes, on every master, and
+/// never of its own, whether a plain command, a transaction's or a script's (the node
+/// tells, on connections of the client's own); TRACKINGINFO says so; OFF closes them.
+#[test]
+fn noloop_leaves_out_the_clients_own_writes() {
+    let h = Harness::start(3, 0);
+    let mut writer = h.client();
+    let count_clients = |h: &Harness| -> usize {
+        h.cluster
+            .masters()
+            .iter()
+            .map(|m| {
+                let mut node = Client::connect(*m);
+                text(&node.call(&["CLIENT", "LIST"])).lines().count()
+            })
+            .sum()
+    };
+    let before = count_clients(&h);
+
+    // BCAST: every key under the prefix, but the client's own writes.
+    let mut c = resp3(&h);
+    let on = [
+        "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "nb:", "NOLOOP",
+    ];
+    assert_eq!(text(&c.call(&on)), "OK");
+    let info = c.call(&["CLIENT", "TRACKINGINFO"]);
+    assert!(format!("{info:?}").contains("noloop"), "{info:?}");
+    let sets = keys_per_master(&h, "nb:");
+    let mut seen = BTreeSet::new();
+    for [own, other, mark] in &sets {
+        assert_eq!(text(&writer.call(&["SET", other, "1"])), "OK");
+        let mut call = |args: &[&str]| text(&call_noting(&mut c, args, &mut seen));
+        assert_eq!(call(&["SET", own, "1"]), "OK");
+        assert_eq!(call(&["MULTI"]), "OK");
+        assert_eq!(call(&["INCR", own]), "QUEUED");
+        assert!(call(&["EXEC"]).starts_with("Array"));
+        assert_eq!(text(&writer.call(&["SET", mark, "1"])), "OK");
+    }
+    let marks: Vec<&str> = sets.iter().map(|s| s[2].as_str()).collect();
+    read_until_marks(&mut c, &marks, &mut seen);
+    for [own, other, _] in &sets {
+        assert!(seen.contains(other) && !seen.contains(own), "{seen:?}");
+    }
+    assert_eq!(text(&c.call(&["CLIENT", "TRACKING", "OFF"])), "OK");
+
+    // The default mode: the keys it read, but not when it wrote them itself, in a script
+    // too.
+    let mut d = resp3(&h);
+    assert_eq!(text(&d.call(&["CLIENT", "TRACKING", "ON", "NOLOOP"])), "OK");
+    let sets = keys_per_master(&h, "nd:");
+    let mut seen = BTreeSet::new();
+    for [own, other, mark] in &sets {
+        let mut call = |args: &[&str]| text(&call_noting(&mut d, args, &mut seen));
+        for k in [own, other, mark] {
+            assert_eq!(call(&["GET", k]), "(nil)");
+        }
+        assert_eq!(call(&["SET", own, "1"]), "OK");
+        let script = "return redis.call('set', KEYS[1], '2')";
+        assert_eq!(call(&["EVAL", script, "1", own]), "OK");
+        assert_eq!(text(&writer.call(&["SET", other, "1"])), "OK");
+        assert_eq!(text(&writer.call(&["SET", mark, "1"])), "OK");
+    }
+    let marks: Vec<&str> = sets.iter().map(|s| s[2].as_str()).collect();
+    read_until_marks(&mut d, &marks, &mut seen);
+    for [own, other, _] in &sets {
+        assert!(seen.contains(other) && !seen.contains(own), "{seen:?}");
+    }
+    assert_eq!(
+        text(&call_noting(&mut d, &["GET", &sets[0][0]], &mut seen)),
+        "2"
+    );
+
+    // OFF and the clients' end: their connections to the nodes close.
+    assert_eq!(text(&d.call(&["CLIENT", "TRACKING", "OFF"])), "OK");
+    assert_eq!(d.call(&["CLIENT", "GETREDIR"]), Value::Integer(-1));
+    drop((c, d));
+    let ceiling = std::time::Duration::from_secs(20);
+    common::wait_until(ceiling, || count_clients(&h) <= before + 3);
+}

@@ -36,6 +36,8 @@ pub(crate) struct Wire {
     pub db: u16,
     pub no_touch: bool,
     pub import_source: bool,
+    /// The id of the NOLOOP tracking client these connections are for (0: shared).
+    pub tracker: u64,
 }
 
 impl Wire {
@@ -46,6 +48,7 @@ impl Wire {
             db: 0,
             no_touch: false,
             import_source: false,
+            tracker: 0,
         }
     }
 }
@@ -75,11 +78,17 @@ pub(crate) struct Backend {
     pub(super) auth: Option<Bytes>,
     /// The mirror user's set-up (`Settings::acting`): requests wait until it succeeded.
     pub(super) acting: Option<Bytes>,
+    /// A NOLOOP tracking client's `CLIENT TRACKING … REDIRECT` (`Settings::tracking`):
+    /// requests wait until it succeeded.
+    pub(super) tracking: Option<Bytes>,
     /// TLS towards the node (`backend_tls`), when enabled.
     pub(super) tls: Option<Arc<crate::tls::Connector>>,
     /// Stream mode (a session's pub/sub connection): every frame the node sends is handed to
     /// this client as it comes, with no request/reply pairing.
     pub(super) sink: RefCell<Option<Rc<dyn ReplySink>>>,
+    /// A NOLOOP tracking client's own connection (`Wire::tracker`): its tracking feed, told
+    /// of the pushes that answer no request and of a break (the node forgot the tracking).
+    pub(super) feed: RefCell<Option<Rc<dyn ReplySink>>>,
     /// This worker's counters for the node.
     pub node: Arc<NodeStats>,
     /// Whether the set-up asks the node's id for the connection (`Settings::learn_id`),
@@ -124,9 +133,11 @@ impl Backend {
             db,
             no_touch,
             import_source,
+            tracker,
             learn_id,
             auth,
             acting,
+            tracking,
             tls,
             node,
             quantum,
@@ -151,11 +162,14 @@ impl Backend {
                 db,
                 no_touch,
                 import_source,
+                tracker,
             }),
             auth,
             acting,
+            tracking,
             tls,
             sink: RefCell::new(None),
+            feed: RefCell::new(None),
             node,
             quantum,
             replica,
@@ -266,6 +280,18 @@ impl Backend {
         }
     }
 
+    /// Connect now rather than at the first request, so the set-up (a NOLOOP client's
+    /// tracking) is in force before any (`session/tracking/own.rs`).
+    pub(crate) fn connect_now(self: &Rc<Self>) {
+        let down = self
+            .down_until
+            .get()
+            .is_some_and(|until| Instant::now() < until);
+        if !down && !self.closed.get() && !self.running.replace(true) {
+            (self.start)(self.clone());
+        }
+    }
+
     /// Requests waiting to be written.
     pub(crate) fn queued(&self) -> usize {
         self.queue.borrow().len()
@@ -280,6 +306,16 @@ impl Backend {
     /// Turn this (new, unused) connection into a stream to `client` (pub/sub).
     pub(crate) fn stream_to(&self, client: Rc<dyn ReplySink>) {
         *self.sink.borrow_mut() = Some(client);
+    }
+
+    /// Report this connection's breaks and stray pushes to `feed` (`Backend::feed`).
+    pub(crate) fn report_to(&self, feed: Rc<dyn ReplySink>) {
+        *self.feed.borrow_mut() = Some(feed);
+    }
+
+    /// Whether `close` was called: the connection ended, or ends at its next turn.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.get()
     }
 
     /// End the connection (a session's dedicated connection when the session ends): the

@@ -112,6 +112,14 @@ impl Conn {
             let frame = self.read_buf.split_to(len).freeze();
             crate::backend::bigbuf::retire(&mut self.read_buf, len);
             self.watchdog.progress();
+            if frame.first() == Some(&b'>') && self.backend.wire().tracker != 0 {
+                // A push on a tracking client's own connection (`tracking-redir-broken`)
+                // answers no request: its owner's feed decides (`session/tracking/own.rs`).
+                if let Some(feed) = self.backend.feed.borrow().as_ref() {
+                    feed.push_frame(Rc::as_ptr(&self.backend) as usize, frame);
+                }
+                continue;
+            }
             let Some(owner) = self.pop_owner() else {
                 match self.backend.sink.borrow().as_ref() {
                     Some(client) => client.push_frame(Rc::as_ptr(&self.backend) as usize, frame),
@@ -154,12 +162,21 @@ impl Conn {
                     let what = match gate {
                         Gate::Mirror => "the ACL user that runs this client's scripts",
                         Gate::Database => "this client's database",
+                        Gate::Tracking => "this client's tracking",
                     };
                     let why = format!("refused {what} ({})", text.trim_end());
                     self.setup_failed = Some(node_error(&self.backend.addr, &why));
                     return Err(why);
                 }
-                Owed::Gate(_) => self.gate -= 1,
+                Owed::Gate(gate) => {
+                    self.gate -= 1;
+                    if matches!(gate, Gate::Tracking) {
+                        // The node tracks for its client from now on: its feed may count on it.
+                        if let Some(feed) = self.backend.feed.borrow().as_ref() {
+                            feed.push_frame(Rc::as_ptr(&self.backend) as usize, frame);
+                        }
+                    }
+                }
             }
         }
     }
@@ -171,6 +188,9 @@ impl Conn {
         if !self.backend.closed.get() {
             if let Some(client) = self.backend.sink.borrow().as_ref() {
                 client.stream_lost();
+            }
+            if let Some(feed) = self.backend.feed.borrow().as_ref() {
+                feed.stream_lost();
             }
         }
         let lost = node_error(

@@ -104,6 +104,8 @@ pub(super) enum Gate {
     Mirror,
     /// The client's database (`Wire::db`).
     Database,
+    /// A NOLOOP tracking client's tracking (`Settings::tracking`).
+    Tracking,
 }
 
 impl InFlight {

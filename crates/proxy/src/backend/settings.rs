@@ -23,6 +23,8 @@ pub(crate) struct Settings {
     pub no_touch: bool,
     /// `CLIENT IMPORT-SOURCE ON` before any request (Valkey 8.1's import mode).
     pub import_source: bool,
+    /// The NOLOOP tracking client these connections are its own for (`Wire::tracker`).
+    pub tracker: u64,
     /// Ask the node its id for the connection (`CLIENT ID` at set-up): a session's own
     /// connection, where a blocking command may wait for CLIENT UNBLOCK.
     pub learn_id: bool,
@@ -31,6 +33,9 @@ pub(crate) struct Settings {
     /// Set-up commands that make the connection run as a client's mirror ACL user
     /// (`auth/mirror.rs`): nothing else is written until they succeeded.
     pub acting: Option<Bytes>,
+    /// `CLIENT TRACKING ON BCAST NOLOOP REDIRECT <id>` before any request: a NOLOOP
+    /// tracking client's own connection (`session/tracking/own.rs`).
+    pub tracking: Option<Bytes>,
     /// TLS towards the node, when `backend_tls.enabled`.
     pub tls: Option<Arc<crate::tls::Connector>>,
     /// This worker's counters for the node (INFO backends, `/metrics`).

@@ -90,6 +90,14 @@ pub(super) async fn run(backend: Rc<Backend>) {
             .push_back(Bytes::from_static(IMPORT_SOURCE));
         conn.in_flight.push_back(InFlight::SET_UP);
     }
+    if let Some(tracking) = &backend.tracking {
+        // A NOLOOP tracking client's own connection: the node tracks for it from the first
+        // request on, and leaves out what this connection writes. Refused (the receiver
+        // named is gone), the connection fails: untracked, it would hide invalidations.
+        conn.write_queue.push_back(tracking.clone());
+        conn.in_flight.push_back(InFlight::gate(Gate::Tracking));
+        conn.gate += 1;
+    }
     if backend.readonly {
         // Once per connection: the replica then serves reads of its master's slots instead
         // of answering MOVED. Its reply (+OK) is dropped.

@@ -49,6 +49,7 @@ impl Client {
             db: self.info.db,
             no_touch: self.info.no_touch,
             import_source: self.info.import_source,
+            tracker: if self.info.noloop { self.info.id } else { 0 },
         }
     }
 
@@ -61,6 +62,11 @@ impl Client {
     /// node) as needed.
     pub(crate) fn dedicated_for(&mut self, addr: &str) -> Rc<Backend> {
         let wire = self.wire();
+        if wire.tracker != 0 {
+            // A NOLOOP tracking client's connections are all its own already, and must stay
+            // open while it tracks (`tracking/own.rs`): kept in the worker's pool for it.
+            return self.worker.backend_for_addr(addr, wire);
+        }
         if let Some(d) = &self.dedicated {
             if &*d.addr == addr && d.wire() == wire {
                 return d.clone();
@@ -76,6 +82,10 @@ impl Client {
     /// Make `conn` the dedicated connection (closing another): one a transaction held its
     /// MULTI on, now that EXEC goes there.
     pub(crate) fn use_dedicated(&mut self, conn: Rc<Backend>) {
+        if conn.wire().tracker != 0 {
+            // Its own pool keeps it (`dedicated_for`).
+            return self.drop_dedicated();
+        }
         if let Some(old) = self.dedicated.replace(conn.clone()) {
             if !Rc::ptr_eq(&old, &conn) {
                 old.close();

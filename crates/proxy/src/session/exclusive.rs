@@ -261,6 +261,9 @@ impl Session {
                 }
             }
             Local::Ping => self.client.reply_now(subscribed_pong(req)),
+            Local::Client => self
+                .tracking
+                .command(&mut self.client, &mut self.intake, req),
             _ => {
                 let before = self.client.info.protocol;
                 let (reply, logged_in) = crate::session::auth::hello(&mut self.client, req);
@@ -281,7 +284,7 @@ impl Session {
     /// password requires it again).
     fn reset(&mut self) {
         self.pubsub.leave(&self.client); // also ends `reset_drain`
-        self.tracking.off(&self.client);
+        self.tracking.off(&mut self.client);
         self.monitor.stop(&self.client.worker.shared);
         self.tx.open = None;
         self.tx.forget_watch();

@@ -49,6 +49,9 @@ pub(crate) struct SessionInfo {
     pub import_source: bool,
     /// CLIENT CAPA REDIRECT was sent (CLIENT LIST's `capa=r`).
     pub capa_redirect: bool,
+    /// CLIENT TRACKING … NOLOOP, once its receivers answered: its requests go to
+    /// connections of its own, which the nodes track for it (`tracking/own.rs`).
+    pub noloop: bool,
 }
 
 impl SessionInfo {
@@ -63,6 +66,7 @@ impl SessionInfo {
             no_touch: false,
             import_source: false,
             capa_redirect: false,
+            noloop: false,
         }
     }
 }

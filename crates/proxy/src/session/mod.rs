@@ -154,7 +154,7 @@ impl Drop for Session {
         self.client.drop_dedicated();
         self.tx.forget_watch();
         self.pubsub.leave(&self.client);
-        self.tracking.off(&self.client);
+        self.tracking.off(&mut self.client);
         self.monitor.stop(&self.client.worker.shared);
         self.client
             .worker
@@ -590,7 +590,17 @@ impl Session {
                 )
             }
             Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"tracking") => {
-                self.tracking.command(&self.client, &mut self.intake, req)
+                // Once every earlier request is answered: NOLOOP moves the client's
+                // requests to connections of its own (`tracking/own.rs`).
+                self.hold_mode_change(req.clone(), Local::Client)
+            }
+            Local::Client
+                if req.argc() == 2
+                    && [&b"trackinginfo"[..], b"getredir"]
+                        .iter()
+                        .any(|s| req.arg(1).eq_ignore_ascii_case(s)) =>
+            {
+                self.tracking.info(&self.client, req)
             }
             Local::Client if req.argc() > 1 && req.arg(1).eq_ignore_ascii_case(b"caching") => {
                 self.tracking.caching(&self.client, req)
@@ -698,6 +708,7 @@ impl Session {
     pub(crate) fn logged_in(&mut self, done: auth::LoggedIn) {
         if done.other_user {
             self.client.drop_dedicated();
+            self.tracking.user_changed(&mut self.client);
         }
         if done.other_acting {
             self.tx.lose_watch();

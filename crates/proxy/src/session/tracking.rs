@@ -19,8 +19,8 @@
 //! passing on only their invalidations, queued behind the replies owed
 //! (`tracking/keys.rs`). REDIRECT hands them to another client, on any worker
 //! (`tracking/redirect.rs`): that is how a RESP2 client tracks. A user confined to some
-//! keys hears of those only. NOLOOP is accepted; the client's own writes still invalidate
-//! its keys (one invalidation too many is safe, one too few is not).
+//! keys hears of those only. NOLOOP gives the client connections of its own, which the
+//! nodes track for it, so they leave out its own writes (`tracking/own.rs`).
 
 use bytes::Bytes;
 use resp::Request;
@@ -32,33 +32,106 @@ use crate::session::held::Intake;
 use crate::session::queue::Entry;
 use crate::session::tracking::hub::{TrackingHub, HUB_FLUSH};
 use crate::session::tracking::keys::{KeyTable, Mode};
+use crate::session::tracking::own::OwnFeed;
 use crate::session::tracking::redirect::NO_SUCH_CLIENT;
 
 mod hub;
 mod keys;
+mod own;
 pub(crate) mod redirect;
+
+/// Where a session's invalidations come from.
+enum Feed {
+    /// The worker's tracking connections, shared by its tracking clients.
+    Hub(std::rc::Rc<TrackingHub>),
+    /// Receivers of its own, for NOLOOP (`tracking/own.rs`).
+    Own(std::rc::Rc<OwnFeed>),
+}
+
+impl Feed {
+    /// The hub, or (`noloop`, for a client whose user is not restricted) receivers of its
+    /// own.
+    fn start(client: &Client, noloop: bool, bcast: bool) -> Feed {
+        let restricted = client.login.acting_setup(&client.worker.live()).is_some();
+        if noloop && !restricted {
+            let (worker, id) = (&client.worker, client.info.id);
+            return Feed::Own(OwnFeed::start(worker, id, &client.cell, bcast));
+        }
+        let hub = TrackingHub::of_this_worker();
+        hub.subscribe(&client.cell);
+        Feed::Hub(hub)
+    }
+
+    fn is_own(&self) -> bool {
+        matches!(self, Feed::Own(_))
+    }
+
+    fn stop(&self, client: &mut Client) {
+        match self {
+            Feed::Hub(hub) => hub.unsubscribe(&client.cell),
+            Feed::Own(own) => {
+                own.stop(&client.worker);
+                client.info.noloop = false;
+            }
+        }
+    }
+
+    fn owns(&self, source: usize) -> bool {
+        match self {
+            Feed::Hub(hub) => hub.owns(source),
+            Feed::Own(own) => own.owns(source),
+        }
+    }
+
+    fn ready(&self) -> Option<Result<(), Bytes>> {
+        match self {
+            Feed::Hub(hub) => hub.ready(),
+            Feed::Own(own) => own.ready(),
+        }
+    }
+
+    fn follow(&self, client: &Client) {
+        match self {
+            Feed::Hub(hub) => hub.follow(&client.worker),
+            Feed::Own(own) => {
+                let wire = crate::backend::Wire {
+                    tracker: client.info.id,
+                    ..client.wire()
+                };
+                own.follow(&client.worker, wire)
+            }
+        }
+    }
+}
 
 /// A session's part in tracking.
 pub(crate) struct Tracking {
-    /// The worker's tracking connections, which this session listens to.
-    hub: std::rc::Rc<TrackingHub>,
+    /// Where its invalidations come from.
+    feed: Feed,
     /// BCAST's prefixes, sorted (`prefix_of`): they add up, as in Redis; `""` (BCAST
     /// without PREFIX) stands for every key.
     prefixes: Vec<Bytes>,
     /// The client's CLIENT TRACKING reply, owed once every master answered.
     reply_seq: Option<u64>,
+    /// The feed that replaces `feed` once ready (NOLOOP turned on or off): both are heard
+    /// until then, so nothing is missed in between.
+    next: Option<Feed>,
     /// The keys the client read, in the default mode (None: BCAST).
     keys: Option<KeyTable>,
     /// REDIRECT's target: the client that gets the invalidations (`tracking/redirect.rs`).
     redirect: Option<Recipient>,
+    /// The target was gone when an invalidation was due (TRACKINGINFO's `broken_redirect`).
+    broken: bool,
+    /// NOLOOP was asked for (the shared feed serves a restricted user's all the same).
+    noloop: bool,
 }
 
 /// What a `CLIENT TRACKING …` asks for.
 enum Ask {
     Off,
     /// On: BCAST's prefixes (`""` when none was given), the key table's mode (None: BCAST),
-    /// and the REDIRECT target's id.
-    On(Vec<Bytes>, Option<Mode>, Option<u64>),
+    /// the REDIRECT target's id, and NOLOOP.
+    On(Vec<Bytes>, Option<Mode>, Option<u64>, bool),
     Refuse(Bytes),
 }
 
@@ -68,6 +141,7 @@ struct Options<'a> {
     bcast: bool,
     optin: bool,
     optout: bool,
+    noloop: bool,
     redirect: Option<u64>,
     prefixes: Vec<&'a [u8]>,
 }
@@ -81,7 +155,7 @@ fn options(req: &Request) -> Result<Options<'_>, Bytes> {
             b"bcast" => o.bcast = true,
             b"optin" => o.optin = true,
             b"optout" => o.optout = true,
-            b"noloop" => {}
+            b"noloop" => o.noloop = true,
             b"prefix" if i + 1 < req.argc() => {
                 o.prefixes.push(req.arg(i + 1));
                 i += 1;
@@ -150,7 +224,7 @@ fn parse(req: &Request, current: Option<Option<Mode>>) -> Ask {
     if o.bcast && prefixes.is_empty() {
         prefixes.push(Bytes::new());
     }
-    Ask::On(prefixes, (!o.bcast).then_some(mode), o.redirect)
+    Ask::On(prefixes, (!o.bcast).then_some(mode), o.redirect, o.noloop)
 }
 
 /// Redis's `checkPrefixCollisionsOrReply`: two prefixes overlap when one starts the other
@@ -227,7 +301,9 @@ impl ClientTracking {
     }
 
     /// CLIENT TRACKING: answered once every master's connection answered (or at once).
-    pub(crate) fn command(&mut self, client: &Client, intake: &mut Intake, req: &Request) {
+    /// It runs once every earlier request is answered (`Session::hold_mode_change`): NOLOOP
+    /// moves the client's requests to connections of its own and back.
+    pub(crate) fn command(&mut self, client: &mut Client, intake: &mut Intake, req: &Request) {
         let current = self.0.as_ref().map(|t| t.keys.as_ref().map(KeyTable::mode));
         match parse(req, current) {
             Ask::Refuse(err) => client.reply_now(err),
@@ -235,15 +311,15 @@ impl ClientTracking {
                 self.off(client);
                 client.reply_now(Bytes::from_static(b"+OK\r\n"));
             }
-            Ask::On(prefixes, mode, redirect) => {
+            Ask::On(prefixes, mode, redirect, noloop) => {
                 let redirect =
                     match redirect.map(|id| redirect::recipient(&client.worker.shared, id)) {
                         Some(None) => return client.reply_now(error(NO_SUCH_CLIENT)),
                         found => found.flatten(),
                     };
                 match self.0.is_some() {
-                    true => self.again(client, prefixes, mode, redirect),
-                    false => self.on(client, intake, prefixes, mode, redirect),
+                    true => self.again(client, intake, prefixes, mode, redirect, noloop),
+                    false => self.on(client, intake, prefixes, mode, redirect, noloop),
                 }
             }
         }
@@ -251,11 +327,12 @@ impl ClientTracking {
 
     fn on(
         &mut self,
-        client: &Client,
+        client: &mut Client,
         intake: &mut Intake,
         prefixes: Vec<Bytes>,
         mode: Option<Mode>,
         redirect: Option<Recipient>,
+        noloop: bool,
     ) {
         if let Err(e) = check_prefixes(&[], &prefixes) {
             return client.reply_now(e);
@@ -263,14 +340,15 @@ impl ClientTracking {
         let mut prefixes = prefixes;
         prefixes.sort_unstable();
         let seq = client.cell.push(Entry::pending_local());
-        let hub = TrackingHub::of_this_worker();
-        hub.subscribe(&client.cell);
         self.0 = Some(Box::new(Tracking {
-            hub,
+            feed: Feed::start(client, noloop, mode.is_none()),
             prefixes,
             reply_seq: Some(seq),
+            next: None,
             keys: mode.map(KeyTable::new),
             redirect,
+            broken: false,
+            noloop,
         }));
         *intake = Intake::Serial;
         self.follow(client);
@@ -280,10 +358,12 @@ impl ClientTracking {
     /// new ones, and in BCAST mode the new prefixes add to the old.
     fn again(
         &mut self,
-        client: &Client,
+        client: &mut Client,
+        intake: &mut Intake,
         prefixes: Vec<Bytes>,
         mode: Option<Mode>,
         redirect: Option<Recipient>,
+        noloop: bool,
     ) {
         let Some(t) = self.0.as_mut() else {
             return;
@@ -295,28 +375,61 @@ impl ClientTracking {
             t.prefixes.extend(prefixes);
             t.prefixes.sort_unstable();
         }
-        t.redirect = redirect;
+        (t.redirect, t.broken, t.noloop) = (redirect, false, noloop);
         if let (Some(keys), Some(mode)) = (t.keys.as_mut(), mode) {
+            if t.feed.is_own() && keys.mode() == Mode::All && mode != Mode::All {
+                // The keys read so far were the node's to track, not the table's.
+                client
+                    .cell
+                    .push_frame(HUB_FLUSH, Bytes::from_static(hub::FLUSH_ALL));
+            }
             keys.set_mode(mode);
         }
-        client.reply_now(Bytes::from_static(b"+OK\r\n"));
+        let restricted = client.login.acting_setup(&client.worker.live()).is_some();
+        if t.feed.is_own() == (noloop && !restricted) {
+            return client.reply_now(Bytes::from_static(b"+OK\r\n"));
+        }
+        // NOLOOP on or off: another feed, answered once it is ready (`answer`).
+        t.next = Some(Feed::start(client, noloop, t.keys.is_none()));
+        t.reply_seq = Some(client.cell.push(Entry::pending_local()));
+        *intake = Intake::Serial;
+        self.follow(client);
     }
 
-    /// Leave the hub (CLIENT TRACKING OFF, RESET, the session's end); the last session to
-    /// leave closes its connections.
-    pub(crate) fn off(&mut self, client: &Client) {
+    /// Stop tracking (CLIENT TRACKING OFF, RESET, the session's end): leave the hub (the
+    /// last session to leave closes its connections), or close the client's own.
+    pub(crate) fn off(&mut self, client: &mut Client) {
         if let Some(t) = self.0.take() {
-            t.hub.unsubscribe(&client.cell);
+            t.feed.stop(client);
+            if let Some(next) = t.next {
+                next.stop(client);
+            }
         }
     }
 
-    /// Keep the hub's connections matched to the masters, and answer CLIENT TRACKING once
+    /// A login as another user: a restricted one keeps the shared feed (`tracking/own.rs`).
+    pub(crate) fn user_changed(&mut self, client: &mut Client) {
+        let restricted = client.login.acting_setup(&client.worker.live()).is_some();
+        let Some(t) = self.0.as_mut().filter(|t| t.feed.is_own() && restricted) else {
+            return;
+        };
+        // Its requests leave its own connections now (they have no mirror user); the
+        // receivers are heard until the shared feed is ready.
+        client.info.noloop = false;
+        t.next = Some(Feed::start(client, false, t.keys.is_none()));
+        self.follow(client);
+    }
+
+    /// Keep the feed's connections matched to the masters, and answer CLIENT TRACKING once
     /// they are all set up.
-    pub(crate) fn follow(&mut self, client: &Client) {
+    pub(crate) fn follow(&mut self, client: &mut Client) {
         let Some(t) = self.0.as_ref() else {
             return;
         };
-        t.hub.follow(&client.worker);
+        t.feed.follow(client);
+        if let Some(next) = &t.next {
+            next.follow(client);
+        }
         self.answer(client);
     }
 
@@ -331,13 +444,16 @@ impl ClientTracking {
             .and_then(|i| live.users.get(i))
             .filter(|u| !u.all_keys());
         let t = self.0.as_mut()?;
-        if source != HUB_FLUSH && !t.hub.owns(source) {
+        let next_owns = t.next.as_ref().is_some_and(|n| n.owns(source));
+        if source != HUB_FLUSH && !t.feed.owns(source) && !next_owns {
             return None;
         }
         if frame.first() != Some(&b'>') {
             return Some(false);
         }
         let push = match t.keys.as_mut() {
+            // The node tracks the keys the client read on its own connections.
+            Some(keys) if t.feed.is_own() && keys.mode() == Mode::All => Some(frame.clone()),
             Some(keys) => keys.filter(frame),
             None => {
                 // Sorted: BCAST without PREFIX (the empty prefix) comes first.
@@ -357,36 +473,74 @@ impl ClientTracking {
                     let per_prefix = keys::split_by(frame, |k| {
                         prefix_of(prefixes, k).filter(|_| confined.is_none_or(|u| u.may_access(k)))
                     });
-                    if let Some(t) = self.0.as_ref() {
+                    if let Some(t) = self.0.as_mut() {
                         for push in per_prefix {
-                            redirect::deliver(
-                                t.redirect.as_ref(),
-                                push,
-                                client.resp3(),
-                                &client.cell,
-                            );
+                            let to = t.redirect.as_ref();
+                            if !redirect::deliver(to, push, client.resp3(), &client.cell) {
+                                t.broken = true;
+                            }
                         }
                     }
                     None
                 }
             }
         };
-        if let (Some(push), Some(t)) = (push, self.0.as_ref()) {
-            redirect::deliver(t.redirect.as_ref(), push, client.resp3(), &client.cell);
+        if let (Some(push), Some(t)) = (push, self.0.as_mut()) {
+            let to = t.redirect.as_ref();
+            if !redirect::deliver(to, push, client.resp3(), &client.cell) {
+                t.broken = true;
+            }
         }
         Some(false)
     }
 
-    /// The client's CLIENT TRACKING reply, once every master's hub connection answered; a
-    /// refusal turns tracking off again.
-    fn answer(&mut self, client: &Client) {
+    /// The client's CLIENT TRACKING reply, once every master's connection answered; a
+    /// refusal turns tracking off again (or, for a change of feed, leaves it as it was).
+    /// NOLOOP's connections are the client's from then.
+    fn answer(&mut self, client: &mut Client) {
         let Some(t) = self.0.as_mut() else {
             return;
         };
-        let (Some(seq), Some(ready)) = (t.reply_seq, t.hub.ready()) else {
+        if let Some(next) = &t.next {
+            let Some(ready) = next.ready() else {
+                return;
+            };
+            let next = t.next.take().expect("checked");
+            let reply = match ready {
+                Ok(()) => {
+                    let old = std::mem::replace(&mut t.feed, next);
+                    // Keys read in the default mode were tracked by the table, or by the
+                    // node on the client's own connections: the new feed has none of them.
+                    let flush = t
+                        .keys
+                        .as_ref()
+                        .is_some_and(|k| old.is_own() || !k.is_empty());
+                    old.stop(client);
+                    if flush {
+                        let flush = Bytes::from_static(hub::FLUSH_ALL);
+                        client.cell.push_frame(HUB_FLUSH, flush);
+                    }
+                    Bytes::from_static(b"+OK\r\n")
+                }
+                Err(refused) => {
+                    next.stop(client);
+                    refused
+                }
+            };
+            client.info.noloop = t.feed.is_own();
+            if let Some(seq) = t.reply_seq.take() {
+                client.cell.deliver_local(seq, reply);
+            }
+            return;
+        }
+        let Some(seq) = t.reply_seq else {
+            return;
+        };
+        let Some(ready) = t.feed.ready() else {
             return;
         };
         t.reply_seq = None;
+        client.info.noloop = ready.is_ok() && t.feed.is_own();
         let reply = match ready {
             Ok(()) => Bytes::from_static(b"+OK\r\n"),
             Err(refused) => {
@@ -395,6 +549,60 @@ impl ClientTracking {
             }
         };
         client.cell.deliver_local(seq, reply);
+    }
+
+    /// CLIENT TRACKINGINFO and CLIENT GETREDIR, as Redis answers them.
+    pub(crate) fn info(&self, client: &Client, req: &Request) {
+        let t = self.0.as_deref();
+        let redirect = match t {
+            None => -1,
+            Some(t) => t.redirect.as_ref().map_or(0, |r| r.id as i64),
+        };
+        let mut out = bytes::BytesMut::new();
+        if req.arg(1).eq_ignore_ascii_case(b"getredir") {
+            resp::write_int(&mut out, redirect);
+            return client.reply_now(out.freeze());
+        }
+        let mut flags: Vec<&[u8]> = vec![if t.is_some() { b"on" } else { b"off" }];
+        if let Some(t) = t {
+            match t.keys.as_ref().map(|k| (k.mode(), k.caching_asked())) {
+                None => flags.push(b"bcast"),
+                Some((Mode::OptIn, asked)) => {
+                    flags.push(b"optin");
+                    flags.extend(asked.then_some(&b"caching-yes"[..]));
+                }
+                Some((Mode::OptOut, asked)) => {
+                    flags.push(b"optout");
+                    flags.extend(asked.then_some(&b"caching-no"[..]));
+                }
+                Some((Mode::All, _)) => {}
+            }
+            flags.extend(t.noloop.then_some(&b"noloop"[..]));
+            flags.extend(t.broken.then_some(&b"broken_redirect"[..]));
+        }
+        let prefixes = t.map_or(&[][..], |t| {
+            if t.keys.is_none() {
+                &t.prefixes[..]
+            } else {
+                &[]
+            }
+        });
+        let resp3 = client.resp3();
+        match resp3 {
+            true => resp::write_map_header(&mut out, 3),
+            false => resp::write_array_header(&mut out, 6),
+        }
+        resp::write_bulk(&mut out, b"flags");
+        out.extend_from_slice(
+            format!("{}{}\r\n", if resp3 { '~' } else { '*' }, flags.len()).as_bytes(),
+        );
+        flags.iter().for_each(|f| resp::write_bulk(&mut out, f));
+        resp::write_bulk(&mut out, b"redirect");
+        resp::write_int(&mut out, redirect);
+        resp::write_bulk(&mut out, b"prefixes");
+        resp::write_array_header(&mut out, prefixes.len());
+        prefixes.iter().for_each(|p| resp::write_bulk(&mut out, p));
+        client.reply_now(out.freeze());
     }
 
     /// CLIENT CACHING yes|no, for the next command (OPTIN/OPTOUT).
@@ -413,7 +621,11 @@ impl ClientTracking {
     /// `in_multi`: a MULTI is open.
     pub(crate) fn note_request(&mut self, client: &Client, req: &Request, in_multi: bool) {
         let in_tx = in_multi || req.arg(0).eq_ignore_ascii_case(b"multi");
-        let Some(keys) = self.0.as_mut().and_then(|t| t.keys.as_mut()) else {
+        let Some(t) = self.0.as_mut() else {
+            return;
+        };
+        let own = t.feed.is_own();
+        let Some(keys) = t.keys.as_mut().filter(|k| !(own && k.mode() == Mode::All)) else {
             return;
         };
         let gone = keys.note_request(req, in_tx);

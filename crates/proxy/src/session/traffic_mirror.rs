@@ -65,6 +65,7 @@ pub(crate) fn copy(client: &Client, req: &Request, mirror: &TrafficMirror) {
         db: client.info.db,
         no_touch: false,
         import_source: false,
+        tracker: 0,
     };
     let backend = worker.backend_for_addr(addr, wire);
     if backend.queued() >= MAX_QUEUED {

@@ -600,11 +600,7 @@ impl Transactions {
             conn.close();
             return None;
         }
-        if let Some(old) = client.dedicated.replace(conn.clone()) {
-            if !Rc::ptr_eq(&old, &conn) {
-                old.close();
-            }
-        }
+        client.use_dedicated(conn.clone());
         Some(conn)
     }
 

@@ -357,7 +357,7 @@ impl Session {
         let mut frames = std::mem::take(&mut self.push_scratch);
         self.client.cell.take_pushes(&mut frames);
         self.pubsub.follow_masters(&self.client);
-        self.tracking.follow(&self.client);
+        self.tracking.follow(&mut self.client);
         let mut bytes = 0;
         for (source, frame) in frames.drain(..) {
             let side = self.pubsub.keyspace_frame(source, &frame);

@@ -70,6 +70,17 @@ impl KeyTable {
         self.mode
     }
 
+    /// Whether no key is tracked.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Whether a `CLIENT CACHING` waits for the next command (TRACKINGINFO's
+    /// `caching-yes`/`caching-no`).
+    pub(crate) fn caching_asked(&self) -> bool {
+        self.next.is_some()
+    }
+
     /// `CLIENT CACHING yes|no`, with Redis's error texts.
     pub(crate) fn caching(&mut self, arg: &[u8]) -> Result<(), Bytes> {
         let yes = match arg.to_ascii_lowercase().as_slice() {
@@ -95,7 +106,9 @@ impl KeyTable {
     /// the keys forgotten to stay under `MAX_KEYS` (the client must be told).
     pub(crate) fn note_request(&mut self, req: &Request, in_tx: bool) -> Vec<Bytes> {
         let spec = cluster::lookup(req.arg(0)).map(|s| s.resolve(req.argc(), |i| req.arg(i)));
-        if spec.is_some_and(|s| s.name == "client|caching") {
+        if spec.is_some_and(|s| s.name.starts_with("client|")) {
+            // As Redis: a CLIENT command (CACHING, TRACKINGINFO…) leaves CACHING's word
+            // for the command after it.
             return Vec::new();
         }
         let caching = match self.mode {
@@ -110,7 +123,7 @@ impl KeyTable {
         if !in_tx || ends_tx {
             self.next = None;
         }
-        let Some(spec) = spec.filter(|s| caching && s.has(READONLY)) else {
+        let Some(spec) = spec.filter(|s| caching && (s.has(READONLY) || runs_code(s.name))) else {
             return Vec::new();
         };
         let Ok(positions) = spec.key_positions(req.argc(), |i| req.arg(i)) else {
@@ -158,6 +171,16 @@ impl KeyTable {
             .collect();
         (!ours.is_empty()).then(|| invalidation(&ours))
     }
+}
+
+/// A script or function call: Redis tracks the keys its code reads, which the proxy
+/// cannot see, so it tracks every key the call declares (one invalidation too many is
+/// safe; a key read and never told of is not).
+fn runs_code(name: &str) -> bool {
+    matches!(
+        name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
 /// An `invalidate` push with only the keys `keep` accepts: None when none is left. A flush

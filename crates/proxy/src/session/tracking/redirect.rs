@@ -30,18 +30,26 @@ pub(crate) fn recipient(shared: &Shared, id: u64) -> Option<Recipient> {
 
 /// Hand on an invalidation push (`>2 invalidate <keys|null>`): to the client `redirect`
 /// names, else to this one (`cell`, queued behind the replies it is owed) if it speaks
-/// RESP3.
-pub(crate) fn deliver(redirect: Option<&Recipient>, push: Bytes, resp3: bool, cell: &ClientCell) {
+/// RESP3. False when the client `redirect` names is gone (CLIENT TRACKINGINFO's
+/// `broken_redirect`).
+pub(crate) fn deliver(
+    redirect: Option<&Recipient>,
+    push: Bytes,
+    resp3: bool,
+    cell: &ClientCell,
+) -> bool {
     let Some(to) = redirect else {
         if resp3 {
             cell.push(Entry::ready(push));
         }
-        return;
+        return true;
     };
-    if !to.post(mail_of(&push)) && resp3 {
+    let delivered = to.post(mail_of(&push));
+    if !delivered && resp3 {
         let broken = format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{}\r\n", to.id);
         cell.push(Entry::ready(Bytes::from(broken)));
     }
+    delivered
 }
 
 /// Write what other clients' tracking redirected to this client (`client`, `cell`), as

@@ -1,0 +1,298 @@
+//! NOLOOP: a tracking client that is not told of its own writes. Only the node can tell
+//! whose write changed a key, and it tells by connection, so such a client gets
+//! connections of its own, which the nodes track for it.
+//!
+//! ```text
+//!   CLIENT TRACKING ON … NOLOOP ─▶ per master a receiver (RESP3, its CLIENT ID learned)
+//!        ─▶ per master a connection of the client's own (`Wire::tracker`), set up with
+//!        CLIENT TRACKING ON NOLOOP [BCAST] REDIRECT <that master's receiver> ─▶ the
+//!        client's +OK once the node confirmed each; its requests go there from then on
+//!   another client writes k ─▶ the node pushes k to the receiver ─▶ the session's filter
+//!        (prefixes, keys read, user's keys: `tracking.rs`) ─▶ the client
+//!   the client writes k (also in MULTI, a script, a blocking command: all on those
+//!        connections) ─▶ the node leaves it out
+//!   a receiver breaks ─▶ the connections naming it close; a flush; a new receiver
+//!   one of its connections breaks or closes ─▶ a flush (the node forgot its tracking)
+//! ```
+//!
+//! In the default mode the node tracks the keys the client reads there, as Redis does for
+//! a client of its own: a script's reads count, a key is told once until read again.
+//!
+//! Why not count the client's own writes on the shared feed instead: the node merges a
+//! key's invalidations of one event loop into one (a key the client wrote and that then
+//! expired lazily gives one, which the client must get), and a write that changed
+//! nothing sends none, so counting would hide another client's invalidation: one too
+//! few, where the shared feed's one too many is safe.
+//!
+//! Cost: two connections per master for each NOLOOP client (the shared feed has none per
+//! client). A client whose ACL user is restricted runs its scripts as a mirror user on
+//! connections of its own already (`auth/mirror.rs`); it keeps the shared feed and hears
+//! of its own writes too (docs/commands.md).
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+
+use bytes::Bytes;
+
+use crate::backend::{ReplySink, Wire};
+use crate::session::follow::{FollowTarget, Followers};
+use crate::session::queue::ClientCell;
+use crate::session::tracking::hub::{FLUSH_ALL, HUB_FLUSH};
+use crate::worker::{TrackerLink, Worker};
+
+/// A receiver's set-up: its id, for the REDIRECT of the client's connections.
+const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
+
+/// One NOLOOP client's receivers and the link its own connections are made from.
+pub(crate) struct OwnFeed {
+    followers: RefCell<Option<Followers>>,
+    cell: Weak<ClientCell>,
+    /// The client's id, which keys its connections (`Wire::tracker`).
+    tracker: u64,
+    link: Rc<TrackerLink>,
+    /// Every receiver answered once (the client's +OK is out): a receiver learned after
+    /// that replaces the connections that named another.
+    was_ready: Cell<bool>,
+    /// Receivers that answered since the last `follow`, by address.
+    learned: RefCell<Vec<Rc<str>>>,
+    /// The client's connections were opened to every master for `Wire` (None: not yet).
+    opened: Cell<Option<Wire>>,
+    /// Those whose tracking the node has not confirmed yet, before the client's +OK.
+    owed: RefCell<Vec<usize>>,
+    /// Connections whose tracking the node confirmed since the last `follow`.
+    confirmed: RefCell<Vec<usize>>,
+    refused: RefCell<Option<Bytes>>,
+}
+
+/// Where the client's own connections report: a break (or a push, `tracking-redir-broken`,
+/// which a receiver's break handles) wakes the session for a flush.
+struct ConnSink {
+    feed: Weak<OwnFeed>,
+}
+
+impl ReplySink for ConnSink {
+    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
+        false
+    }
+    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
+    /// `+OK` to the connection's tracking set-up (a push, `tracking-redir-broken`, is left
+    /// to the receiver's break).
+    fn push_frame(&self, source: usize, frame: Bytes) {
+        if let Some(feed) = self.feed.upgrade().filter(|_| frame.first() == Some(&b'+')) {
+            feed.confirmed.borrow_mut().push(source);
+            feed.wake_up();
+        }
+    }
+    fn stream_lost(&self) {
+        if let Some(feed) = self.feed.upgrade() {
+            feed.link.replaced.set(true);
+            feed.wake_up();
+        }
+    }
+}
+
+impl OwnFeed {
+    /// Receivers for client `tracker`, whose session is `cell`; its connections are made
+    /// from then on (`Worker::link_tracker`).
+    /// `bcast`: the node tracks every key for it (BCAST), else the keys it reads.
+    pub(crate) fn start(
+        worker: &Worker,
+        tracker: u64,
+        cell: &Rc<ClientCell>,
+        bcast: bool,
+    ) -> Rc<OwnFeed> {
+        let feed = Rc::new_cyclic(|me: &Weak<OwnFeed>| OwnFeed {
+            followers: RefCell::new(None),
+            cell: Rc::downgrade(cell),
+            tracker,
+            link: Rc::new(TrackerLink {
+                ids: RefCell::default(),
+                sink: Rc::new(ConnSink { feed: me.clone() }),
+                replaced: Cell::new(false),
+                bcast,
+            }),
+            was_ready: Cell::new(false),
+            learned: RefCell::default(),
+            opened: Cell::new(None),
+            owed: RefCell::default(),
+            confirmed: RefCell::default(),
+            refused: RefCell::new(None),
+        });
+        let target: Weak<dyn FollowTarget> = Rc::downgrade(&feed) as Weak<OwnFeed>;
+        *feed.followers.borrow_mut() = Some(Followers::new(target));
+        worker.link_tracker(tracker, feed.link.clone());
+        feed
+    }
+
+    /// Close the receivers and the client's connections (tracking off, or the session's end).
+    pub(crate) fn stop(&self, worker: &Worker) {
+        if let Some(f) = self.followers.borrow().as_ref() {
+            f.close();
+        }
+        worker.close_tracker(self.tracker, true);
+    }
+
+    /// Whether `source` is one of the receivers.
+    pub(crate) fn owns(&self, source: usize) -> bool {
+        let followers = self.followers.borrow();
+        followers
+            .as_ref()
+            .is_some_and(|f| f.connection_resp3(source).is_some())
+    }
+
+    /// Every master's receiver answered its id and every master's connection of the
+    /// client's confirmed its tracking: None while one is owed; the refusal if a master
+    /// refused.
+    pub(crate) fn ready(&self) -> Option<Result<(), Bytes>> {
+        if let Some(refused) = self.refused.borrow().as_ref() {
+            return Some(Err(refused.clone()));
+        }
+        if !self.receivers_ready() || self.opened.get().is_none() || !self.owed.borrow().is_empty()
+        {
+            return None;
+        }
+        self.was_ready.set(true);
+        Some(Ok(()))
+    }
+
+    fn receivers_ready(&self) -> bool {
+        let followers = self.followers.borrow();
+        followers
+            .as_ref()
+            .is_some_and(|f| !f.conns.is_empty() && f.conns.iter().all(|(_, owed)| *owed == 0))
+    }
+
+    /// Match the receivers to the masters and the client's connections (in `wire`, its
+    /// protocol and database) to the receivers; flush the client when the node may have
+    /// forgotten its tracking (a receiver or one of its connections lost, a master new).
+    pub(crate) fn follow(&self, worker: &Worker, wire: Wire) {
+        let topology = worker.topology();
+        let map = topology.current();
+        let mut flush = self.link.replaced.replace(false);
+        let mut open = self.opened.get() != Some(wire);
+        {
+            let mut followers = self.followers.borrow_mut();
+            let Some(f) = followers.as_mut() else {
+                return;
+            };
+            if let Some(followed) = f.follow(&map, None, topology) {
+                if followed.lost {
+                    // The connections naming a lost receiver track for nobody now.
+                    worker.close_tracker(self.tracker, false);
+                    flush = true;
+                }
+                let kept: Vec<Rc<str>> = f.conns.iter().map(|(c, _)| c.addr.clone()).collect();
+                self.link
+                    .ids
+                    .borrow_mut()
+                    .retain(|addr, _| kept.contains(addr));
+                f.open_resp3(worker, followed.missing, CLIENT_ID);
+                open = true;
+            }
+        }
+        for addr in self.learned.take() {
+            // Connections made before this receiver answered named none (and failed).
+            worker.close_tracker_to(self.tracker, &addr);
+            open = true;
+        }
+        for source in self.confirmed.take() {
+            self.owed.borrow_mut().retain(|s| *s != source);
+            if !self.link.bcast {
+                // The default mode: each connection tracks the keys read on it, and the
+                // node invalidates them on a slot's move too; one in another protocol or
+                // database keeps tracking what was read there.
+                continue;
+            }
+            // Tracking where none was (a master new to the client, a connection replaced):
+            // what changed before is unknown.
+            if !worker.retire_tracker_twins(self.tracker, source) && self.was_ready.get() {
+                flush = true;
+            }
+        }
+        if open && self.receivers_ready() {
+            self.open(worker, wire);
+        }
+        if flush {
+            self.flush();
+        }
+    }
+
+    /// A connection of the client's to every master, tracking from now on rather than
+    /// from its first request: the node must count another client's write before it.
+    fn open(&self, worker: &Worker, wire: Wire) {
+        let first = self.opened.replace(Some(wire)).is_none();
+        let ids = self.link.ids.borrow().clone();
+        for addr in ids.keys() {
+            let conn = worker.backend_for_addr(addr, wire);
+            if !conn.is_running() && first {
+                self.owed.borrow_mut().push(Rc::as_ptr(&conn) as usize);
+            }
+            conn.connect_now();
+        }
+    }
+
+    fn flush(&self) {
+        if let Some(cell) = self.cell.upgrade() {
+            cell.push_frame(HUB_FLUSH, Bytes::from_static(FLUSH_ALL));
+        }
+    }
+
+    /// A receiver's answer to CLIENT ID (`:id`), or its refusal.
+    fn learn(&self, source: usize, frame: &Bytes) {
+        let addr = {
+            let mut followers = self.followers.borrow_mut();
+            let Some((conn, owed)) = followers.as_mut().and_then(|f| f.find(source)) else {
+                return;
+            };
+            if *owed == 0 {
+                return;
+            }
+            *owed -= 1;
+            conn.addr.clone()
+        };
+        if frame.first() == Some(&b'-') {
+            self.refused.borrow_mut().get_or_insert(frame.clone());
+            return;
+        }
+        let id = frame
+            .strip_prefix(b":")
+            .and_then(|rest| resp::string2ll(rest.strip_suffix(b"\r\n")?))
+            .and_then(|id| u64::try_from(id).ok());
+        if let Some(id) = id {
+            self.link.ids.borrow_mut().insert(addr.clone(), id);
+            if self.was_ready.get() {
+                self.learned.borrow_mut().push(addr);
+            }
+        }
+    }
+}
+
+impl FollowTarget for OwnFeed {
+    /// Invalidations go to the session; CLIENT ID's answers are the feed's.
+    fn push_frame(&self, source: usize, frame: Bytes) {
+        if frame.first() == Some(&b'>') {
+            if let Some(cell) = self.cell.upgrade() {
+                cell.push_frame(source, frame);
+            }
+            return;
+        }
+        self.learn(source, &frame);
+        self.wake_up();
+    }
+
+    fn wake_up(&self) {
+        if let Some(cell) = self.cell.upgrade() {
+            cell.wake_up();
+        }
+    }
+}
+
+impl Drop for OwnFeed {
+    fn drop(&mut self) {
+        if let Some(f) = self.followers.get_mut().as_ref() {
+            f.close();
+        }
+    }
+}
