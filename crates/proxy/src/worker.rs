@@ -65,6 +65,8 @@ pub(crate) struct TrackerLink {
     pub replaced: Cell<bool>,
     /// BCAST (every key), else the default mode (the keys read on the connection).
     pub bcast: bool,
+    /// NOLOOP: the node leaves out what the connections write.
+    pub noloop: bool,
 }
 
 /// One database's shared connections.
@@ -428,7 +430,7 @@ impl Worker {
         retired
     }
 
-    /// `CLIENT TRACKING ON NOLOOP [BCAST] REDIRECT <id>`, naming the receiver of tracking
+    /// `CLIENT TRACKING ON [NOLOOP] [BCAST] REDIRECT <id>`, naming the receiver of tracking
     /// client `tracker` on `addr`; a receiver not known yet is named 0, which the node
     /// refuses (the connection fails rather than run untracked).
     fn tracking_setup(&self, tracker: u64, addr: &str) -> bytes::Bytes {
@@ -437,11 +439,14 @@ impl Worker {
             .get(&tracker)
             .and_then(|link| link.ids.borrow().get(addr).copied())
             .unwrap_or(0);
-        let bcast = trackers.get(&tracker).is_some_and(|link| link.bcast);
+        let link = trackers.get(&tracker);
         let mut out = bytes::BytesMut::new();
         let id = id.to_string();
-        let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"ON", b"NOLOOP"];
-        if bcast {
+        let mut args: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING", b"ON"];
+        if link.is_some_and(|link| link.noloop) {
+            args.push(b"NOLOOP");
+        }
+        if link.is_some_and(|link| link.bcast) {
             args.push(b"BCAST");
         }
         args.extend([&b"REDIRECT"[..], id.as_bytes()]);

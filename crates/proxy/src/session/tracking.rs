@@ -22,9 +22,12 @@
 //! keys hears of those only. NOLOOP gives the client connections of its own, which the
 //! nodes track for it, so they leave out its own writes (`tracking/own.rs`).
 
+use std::rc::Rc;
+
 use bytes::Bytes;
 use resp::Request;
 
+use crate::backend::Wire;
 use crate::context::registry::Recipient;
 use crate::reply::error;
 use crate::session::client::Client;
@@ -42,10 +45,12 @@ pub(crate) mod redirect;
 
 /// Where a session's invalidations come from.
 enum Feed {
-    /// The worker's tracking connections, shared by its tracking clients.
-    Hub(std::rc::Rc<TrackingHub>),
+    /// The worker's tracking connections, shared by its tracking clients; in the default
+    /// mode also the worker's feed for the keys their scripts read (`OwnFeed::
+    /// scripts_of_this_worker`), for a client whose user is not restricted.
+    Hub(Rc<TrackingHub>, Option<Rc<OwnFeed>>),
     /// Receivers of its own, for NOLOOP (`tracking/own.rs`).
-    Own(std::rc::Rc<OwnFeed>),
+    Own(Rc<OwnFeed>),
 }
 
 impl Feed {
@@ -55,20 +60,42 @@ impl Feed {
         let restricted = client.login.acting_setup(&client.worker.live()).is_some();
         if noloop && !restricted {
             let (worker, id) = (&client.worker, client.info.id);
-            return Feed::Own(OwnFeed::start(worker, id, &client.cell, bcast));
+            let own = OwnFeed::start(worker, id, bcast, true);
+            own.subscribe(&client.cell);
+            return Feed::Own(own);
         }
         let hub = TrackingHub::of_this_worker();
         hub.subscribe(&client.cell);
-        Feed::Hub(hub)
+        let scripts = (!bcast && !restricted).then(|| {
+            let scripts = OwnFeed::scripts_of_this_worker(&client.worker);
+            scripts.subscribe(&client.cell);
+            scripts
+        });
+        Feed::Hub(hub, scripts)
     }
 
     fn is_own(&self) -> bool {
         matches!(self, Feed::Own(_))
     }
 
+    /// Whether the client's scripts run on the worker's connections for them.
+    fn scripts_on_node(&self) -> bool {
+        matches!(self, Feed::Hub(_, Some(_)))
+    }
+
+    /// Whether `source` is one of the script feed's receivers.
+    fn is_script_source(&self, source: usize) -> bool {
+        matches!(self, Feed::Hub(_, Some(s)) if s.owns(source))
+    }
+
     fn stop(&self, client: &mut Client) {
         match self {
-            Feed::Hub(hub) => hub.unsubscribe(&client.cell),
+            Feed::Hub(hub, scripts) => {
+                hub.unsubscribe(&client.cell);
+                if let Some(scripts) = scripts {
+                    scripts.unsubscribe(&client.cell);
+                }
+            }
             Feed::Own(own) => {
                 own.stop(&client.worker);
                 client.info.noloop = false;
@@ -78,23 +105,41 @@ impl Feed {
 
     fn owns(&self, source: usize) -> bool {
         match self {
-            Feed::Hub(hub) => hub.owns(source),
+            Feed::Hub(hub, scripts) => {
+                hub.owns(source) || scripts.as_ref().is_some_and(|s| s.owns(source))
+            }
             Feed::Own(own) => own.owns(source),
         }
     }
 
     fn ready(&self) -> Option<Result<(), Bytes>> {
         match self {
-            Feed::Hub(hub) => hub.ready(),
+            Feed::Hub(hub, scripts) => {
+                let hub = hub.ready()?;
+                match scripts.as_ref().map(|s| s.ready()) {
+                    Some(None) => None,
+                    Some(Some(Err(refused))) => Some(Err(refused)),
+                    _ => Some(hub),
+                }
+            }
             Feed::Own(own) => own.ready(),
         }
     }
 
     fn follow(&self, client: &Client) {
         match self {
-            Feed::Hub(hub) => hub.follow(&client.worker),
+            Feed::Hub(hub, scripts) => {
+                hub.follow(&client.worker);
+                if let Some(scripts) = scripts {
+                    let wire = Wire {
+                        tracker: own::SCRIPTS,
+                        ..client.wire()
+                    };
+                    scripts.follow(&client.worker, wire);
+                }
+            }
             Feed::Own(own) => {
-                let wire = crate::backend::Wire {
+                let wire = Wire {
                     tracker: client.info.id,
                     ..client.wire()
                 };
@@ -410,9 +455,19 @@ impl ClientTracking {
     /// A login as another user: a restricted one keeps the shared feed (`tracking/own.rs`).
     pub(crate) fn user_changed(&mut self, client: &mut Client) {
         let restricted = client.login.acting_setup(&client.worker.live()).is_some();
-        let Some(t) = self.0.as_mut().filter(|t| t.feed.is_own() && restricted) else {
+        let Some(t) = self.0.as_mut().filter(|_| restricted) else {
             return;
         };
+        if let Feed::Hub(_, scripts) = &mut t.feed {
+            // Its scripts run as its mirror user now (`auth/mirror.rs`): what the node
+            // tracked for them is no longer heard.
+            if let Some(scripts) = scripts.take() {
+                scripts.unsubscribe(&client.cell);
+                let flush = Bytes::from_static(hub::FLUSH_ALL);
+                client.cell.push_frame(HUB_FLUSH, flush);
+            }
+            return;
+        }
         // Its requests leave its own connections now (they have no mirror user); the
         // receivers are heard until the shared feed is ready.
         client.info.noloop = false;
@@ -451,9 +506,12 @@ impl ClientTracking {
         if frame.first() != Some(&b'>') {
             return Some(false);
         }
+        let from_scripts = t.feed.is_script_source(source);
         let push = match t.keys.as_mut() {
             // The node tracks the keys the client read on its own connections.
             Some(keys) if t.feed.is_own() && keys.mode() == Mode::All => Some(frame.clone()),
+            // Or the keys the worker's clients' scripts read: those its scripts named.
+            Some(keys) if from_scripts => keys.filter_scripts(frame),
             Some(keys) => keys.filter(frame),
             None => {
                 // Sorted: BCAST without PREFIX (the empty prefix) comes first.
@@ -605,6 +663,19 @@ impl ClientTracking {
         client.reply_now(out.freeze());
     }
 
+    /// The connections a script or function call of the client runs on, when the node
+    /// tracks what it reads there (the default mode, `Feed::Hub`'s script feed).
+    pub(crate) fn script_wire(&self, client: &Client, req: &Request) -> Option<Wire> {
+        let t = self.0.as_ref()?;
+        if !t.feed.scripts_on_node() || !keys::runs_code_request(req) {
+            return None;
+        }
+        Some(Wire {
+            tracker: own::SCRIPTS,
+            ..client.wire()
+        })
+    }
+
     /// CLIENT CACHING yes|no, for the next command (OPTIN/OPTOUT).
     pub(crate) fn caching(&mut self, client: &Client, req: &Request) {
         let arg = if req.argc() == 3 { req.arg(2) } else { b"" };
@@ -625,10 +696,11 @@ impl ClientTracking {
             return;
         };
         let own = t.feed.is_own();
+        let on_node = !in_tx && t.feed.scripts_on_node();
         let Some(keys) = t.keys.as_mut().filter(|k| !(own && k.mode() == Mode::All)) else {
             return;
         };
-        let gone = keys.note_request(req, in_tx);
+        let gone = keys.note_request(req, in_tx, on_node);
         if !gone.is_empty() {
             client.cell.push(Entry::ready(keys::invalidation(&gone)));
         }

@@ -22,7 +22,7 @@ use resp::Request;
 pub(crate) mod parts;
 pub(crate) mod release;
 
-use crate::backend::{Backend, Outgoing, Owes};
+use crate::backend::{Backend, Outgoing, Owes, Wire};
 use crate::config::ReadPolicy;
 use crate::patience::Patience;
 use crate::session::client::Client;
@@ -36,11 +36,16 @@ const CHARGED_REQUEST: usize = 64 * 1024;
 
 /// Send to the master of `slot` (or any master).
 pub(crate) fn forward(client: &Client, req: Request, slot: Option<u16>) {
+    forward_on(client, req, slot, client.wire())
+}
+
+/// `forward`, on connections of `wire` (a tracking client's script: `tracking/own.rs`).
+pub(crate) fn forward_on(client: &Client, req: Request, slot: Option<u16>, wire: Wire) {
     let map = client.worker.topology().current();
     let stamp = map.stamp();
     let backend = match slot {
-        Some(slot) => client.worker.backend_for_slot(&map, slot, client.wire()),
-        None => client.worker.any_backend(&map, client.wire()),
+        Some(slot) => client.worker.backend_for_slot(&map, slot, wire),
+        None => client.worker.any_backend(&map, wire),
     };
     let Some(backend) = backend else {
         return client.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));

@@ -35,7 +35,7 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 
 use crate::backend::{ReplySink, Wire};
-use crate::session::follow::{FollowTarget, Followers};
+use crate::session::follow::{FollowTarget, Followers, Subscribers};
 use crate::session::queue::ClientCell;
 use crate::session::tracking::hub::{FLUSH_ALL, HUB_FLUSH};
 use crate::worker::{TrackerLink, Worker};
@@ -43,11 +43,24 @@ use crate::worker::{TrackerLink, Worker};
 /// A receiver's set-up: its id, for the REDIRECT of the client's connections.
 const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 
-/// One NOLOOP client's receivers and the link its own connections are made from.
+/// The id of the connections that run the scripts of a worker's tracking clients in the
+/// default mode (`Wire::tracker`): no client has it.
+pub(crate) const SCRIPTS: u64 = u64::MAX;
+
+thread_local! {
+    /// This worker thread's feed for its tracking clients' scripts, while one uses it.
+    static SCRIPTS_FEED: RefCell<Weak<OwnFeed>> = const { RefCell::new(Weak::new()) };
+}
+
+/// Receivers and the link connections of their own are made from: one NOLOOP client's, or
+/// the worker's for its tracking clients' scripts (`SCRIPTS`).
 pub(crate) struct OwnFeed {
     followers: RefCell<Option<Followers>>,
-    cell: Weak<ClientCell>,
-    /// The client's id, which keys its connections (`Wire::tracker`).
+    /// Who hears the invalidations: the NOLOOP client, or every tracking client that runs
+    /// scripts on the worker's connections for them.
+    subscribers: Subscribers,
+    worker: Weak<Worker>,
+    /// What keys its connections (`Wire::tracker`): the client's id, or `SCRIPTS`.
     tracker: u64,
     link: Rc<TrackerLink>,
     /// Every receiver answered once (the client's +OK is out): a receiver learned after
@@ -97,21 +110,24 @@ impl OwnFeed {
     /// Receivers for client `tracker`, whose session is `cell`; its connections are made
     /// from then on (`Worker::link_tracker`).
     /// `bcast`: the node tracks every key for it (BCAST), else the keys it reads.
+    /// `noloop`: the node leaves out what the connections write.
     pub(crate) fn start(
-        worker: &Worker,
+        worker: &Rc<Worker>,
         tracker: u64,
-        cell: &Rc<ClientCell>,
         bcast: bool,
+        noloop: bool,
     ) -> Rc<OwnFeed> {
         let feed = Rc::new_cyclic(|me: &Weak<OwnFeed>| OwnFeed {
             followers: RefCell::new(None),
-            cell: Rc::downgrade(cell),
+            subscribers: Subscribers::default(),
+            worker: Rc::downgrade(worker),
             tracker,
             link: Rc::new(TrackerLink {
                 ids: RefCell::default(),
                 sink: Rc::new(ConnSink { feed: me.clone() }),
                 replaced: Cell::new(false),
                 bcast,
+                noloop,
             }),
             was_ready: Cell::new(false),
             learned: RefCell::default(),
@@ -124,6 +140,30 @@ impl OwnFeed {
         *feed.followers.borrow_mut() = Some(Followers::new(target));
         worker.link_tracker(tracker, feed.link.clone());
         feed
+    }
+
+    /// The worker's feed for its tracking clients' scripts (the default mode tracks the keys
+    /// a script reads, which only the node sees): made on first use, kept while a session
+    /// holds it. The node tracks them on the connections the scripts run on, shared by the
+    /// worker's clients, so a key one client's script read is told to every client whose
+    /// script named it (one too many, safe).
+    pub(crate) fn scripts_of_this_worker(worker: &Rc<Worker>) -> Rc<OwnFeed> {
+        SCRIPTS_FEED.with(|feed| {
+            if let Some(live) = feed.borrow().upgrade() {
+                return live;
+            }
+            let new = OwnFeed::start(worker, SCRIPTS, false, false);
+            *feed.borrow_mut() = Rc::downgrade(&new);
+            new
+        })
+    }
+
+    pub(crate) fn subscribe(&self, cell: &Rc<ClientCell>) {
+        self.subscribers.add(cell);
+    }
+
+    pub(crate) fn unsubscribe(&self, cell: &Rc<ClientCell>) {
+        self.subscribers.remove(cell);
     }
 
     /// Close the receivers and the client's connections (tracking off, or the session's end).
@@ -149,8 +189,10 @@ impl OwnFeed {
         if let Some(refused) = self.refused.borrow().as_ref() {
             return Some(Err(refused.clone()));
         }
-        if !self.receivers_ready() || self.opened.get().is_none() || !self.owed.borrow().is_empty()
-        {
+        // BCAST tracks every key from the set-up on: the connections must be there before
+        // the client's +OK. The default mode tracks what is read there, from the first read.
+        let opened = self.opened.get().is_some() && self.owed.borrow().is_empty();
+        if !self.receivers_ready() || (self.link.bcast && !opened) {
             return None;
         }
         self.was_ready.set(true);
@@ -211,7 +253,7 @@ impl OwnFeed {
                 flush = true;
             }
         }
-        if open && self.receivers_ready() {
+        if open && self.link.bcast && self.receivers_ready() {
             self.open(worker, wire);
         }
         if flush {
@@ -234,9 +276,8 @@ impl OwnFeed {
     }
 
     fn flush(&self) {
-        if let Some(cell) = self.cell.upgrade() {
-            cell.push_frame(HUB_FLUSH, Bytes::from_static(FLUSH_ALL));
-        }
+        let flush = Bytes::from_static(FLUSH_ALL);
+        self.subscribers.push_frame(HUB_FLUSH, &flush);
     }
 
     /// A receiver's answer to CLIENT ID (`:id`), or its refusal.
@@ -273,19 +314,14 @@ impl FollowTarget for OwnFeed {
     /// Invalidations go to the session; CLIENT ID's answers are the feed's.
     fn push_frame(&self, source: usize, frame: Bytes) {
         if frame.first() == Some(&b'>') {
-            if let Some(cell) = self.cell.upgrade() {
-                cell.push_frame(source, frame);
-            }
-            return;
+            return self.subscribers.push_frame(source, &frame);
         }
         self.learn(source, &frame);
         self.wake_up();
     }
 
     fn wake_up(&self) {
-        if let Some(cell) = self.cell.upgrade() {
-            cell.wake_up();
-        }
+        self.subscribers.wake_all();
     }
 }
 
@@ -293,6 +329,9 @@ impl Drop for OwnFeed {
     fn drop(&mut self) {
         if let Some(f) = self.followers.get_mut().as_ref() {
             f.close();
+        }
+        if let Some(worker) = self.worker.upgrade() {
+            worker.close_tracker(self.tracker, true);
         }
     }
 }
