@@ -52,6 +52,10 @@ pub(crate) struct Worker {
     trackers: RefCell<HashMap<u64, Rc<TrackerLink>>>,
 }
 
+/// The id of the connections the worker's tracking clients in the default mode use
+/// (`Wire::tracker`), which the nodes track (`session/tracking/own.rs`): no client has it.
+pub(crate) const READS: u64 = u64::MAX;
+
 /// What a NOLOOP tracking client's own connections need from its tracking
 /// (`session/tracking/own.rs`): each master's receiver, whose id their set-up names in
 /// `CLIENT TRACKING ON BCAST NOLOOP REDIRECT <id>`, and where their pushes and breaks go.
@@ -293,7 +297,7 @@ impl Worker {
         }
         let backend = crate::backend::open(addr, settings, self.shared.topology.clone());
         if let Some(link) = self.trackers.borrow().get(&wire.tracker) {
-            backend.report_to(link.sink.clone());
+            backend.report_to(link.sink.clone(), false);
         }
         pool.backends
             .borrow_mut()
@@ -341,7 +345,7 @@ impl Worker {
         wire: Wire,
         acting: Option<bytes::Bytes>,
     ) -> Rc<Backend> {
-        if wire.tracker != 0 {
+        if wire.tracker != 0 && wire.tracker != READS {
             // A NOLOOP tracking client has one connection per node, which the node tracks
             // for it: its blocking commands and transactions run there too, or the node
             // would count their writes as another client's (`tracking/own.rs`). Such a

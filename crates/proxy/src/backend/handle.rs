@@ -86,9 +86,11 @@ pub(crate) struct Backend {
     /// Stream mode (a session's pub/sub connection): every frame the node sends is handed to
     /// this client as it comes, with no request/reply pairing.
     pub(super) sink: RefCell<Option<Rc<dyn ReplySink>>>,
-    /// A NOLOOP tracking client's own connection (`Wire::tracker`): its tracking feed, told
-    /// of the pushes that answer no request and of a break (the node forgot the tracking).
+    /// A connection the nodes track a client on (`Wire::tracker`): its tracking feed, told
+    /// of the pushes that answer no request and of a break (the node forgot the tracking),
+    /// and (`feed_on_close`) of the connection's close too.
     pub(super) feed: RefCell<Option<Rc<dyn ReplySink>>>,
+    pub(super) feed_on_close: Cell<bool>,
     /// This worker's counters for the node.
     pub node: Arc<NodeStats>,
     /// Whether the set-up asks the node's id for the connection (`Settings::learn_id`),
@@ -170,6 +172,7 @@ impl Backend {
             tls,
             sink: RefCell::new(None),
             feed: RefCell::new(None),
+            feed_on_close: Cell::new(false),
             node,
             quantum,
             replica,
@@ -308,9 +311,11 @@ impl Backend {
         *self.sink.borrow_mut() = Some(client);
     }
 
-    /// Report this connection's breaks and stray pushes to `feed` (`Backend::feed`).
-    pub(crate) fn report_to(&self, feed: Rc<dyn ReplySink>) {
+    /// Report this connection's breaks and stray pushes to `feed` (`Backend::feed`), and
+    /// (`on_close`) its close: what the node tracked on it is gone either way.
+    pub(crate) fn report_to(&self, feed: Rc<dyn ReplySink>, on_close: bool) {
         *self.feed.borrow_mut() = Some(feed);
+        self.feed_on_close.set(on_close);
     }
 
     /// Whether `close` was called: the connection ended, or ends at its next turn.
@@ -321,7 +326,11 @@ impl Backend {
     /// End the connection (a session's dedicated connection when the session ends): the
     /// node sees the socket close, which also releases a client blocked there.
     pub(crate) fn close(&self) {
-        self.closed.set(true);
+        if !self.closed.replace(true) && self.feed_on_close.get() {
+            if let Some(feed) = self.feed.borrow().as_ref() {
+                feed.stream_lost();
+            }
+        }
         if let Some(w) = self.waker.borrow().as_ref() {
             w.wake_by_ref();
         }

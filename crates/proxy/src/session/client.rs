@@ -14,7 +14,7 @@ use crate::session::login::Login;
 use crate::session::queue::{Called, ClientCell, Entry};
 use crate::session::slowlog::Tracker;
 use crate::session::wait::Written;
-use crate::worker::Worker;
+use crate::worker::{Worker, READS};
 
 pub(crate) struct Client {
     pub(crate) worker: Rc<Worker>,
@@ -49,7 +49,7 @@ impl Client {
             db: self.info.db,
             no_touch: self.info.no_touch,
             import_source: self.info.import_source,
-            tracker: if self.info.noloop { self.info.id } else { 0 },
+            tracker: self.info.tracker,
         }
     }
 
@@ -62,7 +62,7 @@ impl Client {
     /// node) as needed.
     pub(crate) fn dedicated_for(&mut self, addr: &str) -> Rc<Backend> {
         let wire = self.wire();
-        if wire.tracker != 0 {
+        if wire.tracker != 0 && wire.tracker != READS {
             // A NOLOOP tracking client's connections are all its own already, and must stay
             // open while it tracks (`tracking/own.rs`): kept in the worker's pool for it.
             return self.worker.backend_for_addr(addr, wire);
@@ -74,15 +74,31 @@ impl Client {
             d.close();
         }
         let acting = self.login.acting_setup(&self.worker.live());
-        let backend = self.worker.new_backend_as(addr, wire, acting);
+        let backend = self.new_backend_as(addr, wire, acting);
         self.dedicated = Some(backend.clone());
+        backend
+    }
+
+    /// A connection of this client's own (`Worker::new_backend_as`). In the default mode of
+    /// tracking the node tracks what it reads there: its break or close flushes the
+    /// client's cache (`tracking/own.rs`).
+    pub(crate) fn new_backend_as(
+        &self,
+        addr: &str,
+        wire: Wire,
+        acting: Option<Bytes>,
+    ) -> Rc<Backend> {
+        let backend = self.worker.new_backend_as(addr, wire, acting);
+        if wire.tracker == READS {
+            backend.report_to(crate::session::tracking::flush_sink(&self.cell), true);
+        }
         backend
     }
 
     /// Make `conn` the dedicated connection (closing another): one a transaction held its
     /// MULTI on, now that EXEC goes there.
     pub(crate) fn use_dedicated(&mut self, conn: Rc<Backend>) {
-        if conn.wire().tracker != 0 {
+        if conn.wire().tracker != 0 && conn.wire().tracker != READS {
             // Its own pool keeps it (`dedicated_for`).
             return self.drop_dedicated();
         }

@@ -49,9 +49,10 @@ pub(crate) struct SessionInfo {
     pub import_source: bool,
     /// CLIENT CAPA REDIRECT was sent (CLIENT LIST's `capa=r`).
     pub capa_redirect: bool,
-    /// CLIENT TRACKING … NOLOOP, once its receivers answered: its requests go to
-    /// connections of its own, which the nodes track for it (`tracking/own.rs`).
-    pub noloop: bool,
+    /// The connections CLIENT TRACKING moved its requests to, once ready (`Wire::tracker`,
+    /// `tracking/own.rs`): its own (NOLOOP: its id), the worker's that the nodes track in
+    /// the default mode (`READS`), or the shared ones (0).
+    pub tracker: u64,
 }
 
 impl SessionInfo {
@@ -66,7 +67,7 @@ impl SessionInfo {
             no_touch: false,
             import_source: false,
             capa_redirect: false,
-            noloop: false,
+            tracker: 0,
         }
     }
 }

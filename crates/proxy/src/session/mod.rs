@@ -481,18 +481,6 @@ impl Session {
         if let Some(slot) = mirror {
             return self.hold(Held::script(req, slot));
         }
-        if self.tracking.is_on() {
-            // A tracking client's script runs where the node tracks what it reads.
-            let slot = match route {
-                Route::Slot(slot) | Route::Read(slot) => Some(Some(slot)),
-                Route::AnyNode => Some(None),
-                _ => None,
-            };
-            let wire = slot.and(self.tracking.script_wire(&self.client, &req));
-            if let (Some(slot), Some(wire)) = (slot, wire) {
-                return send::forward_on(&self.client, req, slot, wire);
-            }
-        }
         let shared = &self.client.worker.shared;
         if let Some(copies) = &shared.traffic_mirror {
             if matches!(route, Route::Slot(_) | Route::Read(_)) {

@@ -2,8 +2,8 @@
 //! with OPTIN/OPTOUT (`tracking/keys.rs`).
 //!
 //! The worker's tracking hub (`tracking/hub.rs`) keeps one connection per master tracking
-//! every key (BCAST, no prefix), shared by all of the worker's tracking clients; each
-//! session keeps what its client asked for and passes on only the invalidations it is owed:
+//! every key (BCAST, no prefix), shared by all of the worker's BCAST clients; each session
+//! keeps what its client asked for and passes on only the invalidations it is owed:
 //!
 //! ```text
 //!   CLIENT TRACKING ON BCAST [PREFIX p…] ─▶ prefixes checked as Redis checks them
@@ -14,10 +14,11 @@
 //!        connection, once it answers +OK ─▶ another flush (what changed in the gap)
 //! ```
 //!
-//! The default mode tracks the keys the client read. Its reads run on shared connections,
-//! which the nodes cannot tell apart, so the session keeps the client's keys itself,
-//! passing on only their invalidations, queued behind the replies owed
-//! (`tracking/keys.rs`). REDIRECT hands them to another client, on any worker
+//! The default mode tracks the keys the client read. Its requests go to the worker's
+//! connections that the nodes track (`READS`, `tracking/own.rs`), shared by its
+//! default-mode clients, so a node tells of a key some client read there (a script's reads
+//! included); the session keeps the keys its client read and passes on only theirs, queued
+//! behind the replies owed (`tracking/keys.rs`). REDIRECT hands them to another client, on any worker
 //! (`tracking/redirect.rs`): that is how a RESP2 client tracks. A user confined to some
 //! keys hears of those only. NOLOOP gives the client connections of its own, which the
 //! nodes track for it, so they leave out its own writes (`tracking/own.rs`).
@@ -37,25 +38,29 @@ use crate::session::tracking::hub::{TrackingHub, HUB_FLUSH};
 use crate::session::tracking::keys::{KeyTable, Mode};
 use crate::session::tracking::own::OwnFeed;
 use crate::session::tracking::redirect::NO_SUCH_CLIENT;
+use crate::worker::READS;
 
 mod hub;
 mod keys;
 mod own;
+pub(crate) use own::flush_sink;
 pub(crate) mod redirect;
 
-/// Where a session's invalidations come from.
+/// Where a session's invalidations come from, and the connections its requests go to.
 enum Feed {
-    /// The worker's tracking connections, shared by its tracking clients; in the default
-    /// mode also the worker's feed for the keys their scripts read (`OwnFeed::
-    /// scripts_of_this_worker`), for a client whose user is not restricted.
-    Hub(Rc<TrackingHub>, Option<Rc<OwnFeed>>),
-    /// Receivers of its own, for NOLOOP (`tracking/own.rs`).
+    /// BCAST: the worker's tracking connections, shared by its BCAST clients, tracking every
+    /// key (`tracking/hub.rs`); requests go to the shared connections.
+    Hub(Rc<TrackingHub>),
+    /// The default mode: the worker's connections the nodes track (`READS`), shared by its
+    /// tracking clients in that mode, which their requests go to (`tracking/own.rs`).
+    Reads(Rc<OwnFeed>),
+    /// NOLOOP: receivers and connections of its own (`tracking/own.rs`).
     Own(Rc<OwnFeed>),
 }
 
 impl Feed {
-    /// The hub, or (`noloop`, for a client whose user is not restricted) receivers of its
-    /// own.
+    /// NOLOOP (for a client whose user is not restricted) on connections of its own; else
+    /// the default mode on the worker's tracked connections, or BCAST on the hub.
     fn start(client: &Client, noloop: bool, bcast: bool) -> Feed {
         let restricted = client.login.acting_setup(&client.worker.live()).is_some();
         if noloop && !restricted {
@@ -64,83 +69,58 @@ impl Feed {
             own.subscribe(&client.cell);
             return Feed::Own(own);
         }
+        if !bcast {
+            let reads = OwnFeed::reads_of_this_worker(&client.worker);
+            reads.subscribe(&client.cell);
+            return Feed::Reads(reads);
+        }
         let hub = TrackingHub::of_this_worker();
         hub.subscribe(&client.cell);
-        let scripts = (!bcast && !restricted).then(|| {
-            let scripts = OwnFeed::scripts_of_this_worker(&client.worker);
-            scripts.subscribe(&client.cell);
-            scripts
-        });
-        Feed::Hub(hub, scripts)
+        Feed::Hub(hub)
     }
 
     fn is_own(&self) -> bool {
         matches!(self, Feed::Own(_))
     }
 
-    /// Whether the client's scripts run on the worker's connections for them.
-    fn scripts_on_node(&self) -> bool {
-        matches!(self, Feed::Hub(_, Some(_)))
-    }
-
-    /// Whether `source` is one of the script feed's receivers.
-    fn is_script_source(&self, source: usize) -> bool {
-        matches!(self, Feed::Hub(_, Some(s)) if s.owns(source))
+    /// The connections the client's requests go to while this feed serves it
+    /// (`SessionInfo::tracker`).
+    fn tracker(&self, client: &Client) -> u64 {
+        match self {
+            Feed::Hub(_) => 0,
+            Feed::Reads(_) => READS,
+            Feed::Own(_) => client.info.id,
+        }
     }
 
     fn stop(&self, client: &mut Client) {
         match self {
-            Feed::Hub(hub, scripts) => {
-                hub.unsubscribe(&client.cell);
-                if let Some(scripts) = scripts {
-                    scripts.unsubscribe(&client.cell);
-                }
-            }
-            Feed::Own(own) => {
-                own.stop(&client.worker);
-                client.info.noloop = false;
-            }
+            Feed::Hub(hub) => hub.unsubscribe(&client.cell),
+            Feed::Reads(reads) => reads.unsubscribe(&client.cell),
+            Feed::Own(own) => own.stop(&client.worker),
         }
     }
 
     fn owns(&self, source: usize) -> bool {
         match self {
-            Feed::Hub(hub, scripts) => {
-                hub.owns(source) || scripts.as_ref().is_some_and(|s| s.owns(source))
-            }
-            Feed::Own(own) => own.owns(source),
+            Feed::Hub(hub) => hub.owns(source),
+            Feed::Reads(own) | Feed::Own(own) => own.owns(source),
         }
     }
 
     fn ready(&self) -> Option<Result<(), Bytes>> {
         match self {
-            Feed::Hub(hub, scripts) => {
-                let hub = hub.ready()?;
-                match scripts.as_ref().map(|s| s.ready()) {
-                    Some(None) => None,
-                    Some(Some(Err(refused))) => Some(Err(refused)),
-                    _ => Some(hub),
-                }
-            }
-            Feed::Own(own) => own.ready(),
+            Feed::Hub(hub) => hub.ready(),
+            Feed::Reads(own) | Feed::Own(own) => own.ready(),
         }
     }
 
     fn follow(&self, client: &Client) {
         match self {
-            Feed::Hub(hub, scripts) => {
-                hub.follow(&client.worker);
-                if let Some(scripts) = scripts {
-                    let wire = Wire {
-                        tracker: own::SCRIPTS,
-                        ..client.wire()
-                    };
-                    scripts.follow(&client.worker, wire);
-                }
-            }
-            Feed::Own(own) => {
+            Feed::Hub(hub) => hub.follow(&client.worker),
+            Feed::Reads(own) | Feed::Own(own) => {
                 let wire = Wire {
-                    tracker: client.info.id,
+                    tracker: self.tracker(client),
                     ..client.wire()
                 };
                 own.follow(&client.worker, wire)
@@ -446,6 +426,7 @@ impl ClientTracking {
     pub(crate) fn off(&mut self, client: &mut Client) {
         if let Some(t) = self.0.take() {
             t.feed.stop(client);
+            client.info.tracker = 0;
             if let Some(next) = t.next {
                 next.stop(client);
             }
@@ -458,19 +439,12 @@ impl ClientTracking {
         let Some(t) = self.0.as_mut().filter(|_| restricted) else {
             return;
         };
-        if let Feed::Hub(_, scripts) = &mut t.feed {
-            // Its scripts run as its mirror user now (`auth/mirror.rs`): what the node
-            // tracked for them is no longer heard.
-            if let Some(scripts) = scripts.take() {
-                scripts.unsubscribe(&client.cell);
-                let flush = Bytes::from_static(hub::FLUSH_ALL);
-                client.cell.push_frame(HUB_FLUSH, flush);
-            }
+        if !t.feed.is_own() {
             return;
         }
         // Its requests leave its own connections now (they have no mirror user); the
-        // receivers are heard until the shared feed is ready.
-        client.info.noloop = false;
+        // receivers are heard until the shared feed is ready, and its cache is flushed then.
+        client.info.tracker = 0;
         t.next = Some(Feed::start(client, false, t.keys.is_none()));
         self.follow(client);
     }
@@ -506,12 +480,10 @@ impl ClientTracking {
         if frame.first() != Some(&b'>') {
             return Some(false);
         }
-        let from_scripts = t.feed.is_script_source(source);
         let push = match t.keys.as_mut() {
             // The node tracks the keys the client read on its own connections.
             Some(keys) if t.feed.is_own() && keys.mode() == Mode::All => Some(frame.clone()),
-            // Or the keys the worker's clients' scripts read: those its scripts named.
-            Some(keys) if from_scripts => keys.filter_scripts(frame),
+            // Or the keys the worker's tracking clients read: those this one read.
             Some(keys) => keys.filter(frame),
             None => {
                 // Sorted: BCAST without PREFIX (the empty prefix) comes first.
@@ -585,7 +557,7 @@ impl ClientTracking {
                     refused
                 }
             };
-            client.info.noloop = t.feed.is_own();
+            client.info.tracker = t.feed.tracker(client);
             if let Some(seq) = t.reply_seq.take() {
                 client.cell.deliver_local(seq, reply);
             }
@@ -598,7 +570,10 @@ impl ClientTracking {
             return;
         };
         t.reply_seq = None;
-        client.info.noloop = ready.is_ok() && t.feed.is_own();
+        client.info.tracker = match ready.is_ok() {
+            true => t.feed.tracker(client),
+            false => 0,
+        };
         let reply = match ready {
             Ok(()) => Bytes::from_static(b"+OK\r\n"),
             Err(refused) => {
@@ -663,19 +638,6 @@ impl ClientTracking {
         client.reply_now(out.freeze());
     }
 
-    /// The connections a script or function call of the client runs on, when the node
-    /// tracks what it reads there (the default mode, `Feed::Hub`'s script feed).
-    pub(crate) fn script_wire(&self, client: &Client, req: &Request) -> Option<Wire> {
-        let t = self.0.as_ref()?;
-        if !t.feed.scripts_on_node() || !keys::runs_code_request(req) {
-            return None;
-        }
-        Some(Wire {
-            tracker: own::SCRIPTS,
-            ..client.wire()
-        })
-    }
-
     /// CLIENT CACHING yes|no, for the next command (OPTIN/OPTOUT).
     pub(crate) fn caching(&mut self, client: &Client, req: &Request) {
         let arg = if req.argc() == 3 { req.arg(2) } else { b"" };
@@ -696,11 +658,10 @@ impl ClientTracking {
             return;
         };
         let own = t.feed.is_own();
-        let on_node = !in_tx && t.feed.scripts_on_node();
         let Some(keys) = t.keys.as_mut().filter(|k| !(own && k.mode() == Mode::All)) else {
             return;
         };
-        let gone = keys.note_request(req, in_tx, on_node);
+        let gone = keys.note_request(req, in_tx);
         if !gone.is_empty() {
             client.cell.push(Entry::ready(keys::invalidation(&gone)));
         }

@@ -577,7 +577,7 @@ impl Transactions {
             Some(d) if &*d.addr == addr && d.wire() == wire => d,
             other => {
                 client.dedicated = other;
-                client.worker.new_backend_as(addr, wire, acting)
+                client.new_backend_as(addr, wire, acting)
             }
         };
         conn.keep_state();
@@ -688,7 +688,7 @@ fn go_live(tx: &Transaction, watch: Option<&Watch>, client: &mut Client) -> Opti
                 d.close();
             }
             let acting = client.login.acting_setup(&client.worker.live());
-            client.worker.new_backend_as(&addr, wire, acting)
+            client.new_backend_as(&addr, wire, acting)
         }
     };
     // Queued on a new connection after a break, a command would run outside the

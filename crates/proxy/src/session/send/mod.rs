@@ -22,7 +22,7 @@ use resp::Request;
 pub(crate) mod parts;
 pub(crate) mod release;
 
-use crate::backend::{Backend, Outgoing, Owes, Wire};
+use crate::backend::{Backend, Outgoing, Owes};
 use crate::config::ReadPolicy;
 use crate::patience::Patience;
 use crate::session::client::Client;
@@ -36,11 +36,7 @@ const CHARGED_REQUEST: usize = 64 * 1024;
 
 /// Send to the master of `slot` (or any master).
 pub(crate) fn forward(client: &Client, req: Request, slot: Option<u16>) {
-    forward_on(client, req, slot, client.wire())
-}
-
-/// `forward`, on connections of `wire` (a tracking client's script: `tracking/own.rs`).
-pub(crate) fn forward_on(client: &Client, req: Request, slot: Option<u16>, wire: Wire) {
+    let wire = client.wire();
     let map = client.worker.topology().current();
     let stamp = map.stamp();
     let backend = match slot {
@@ -57,7 +53,9 @@ pub(crate) fn forward_on(client: &Client, req: Request, slot: Option<u16>, wire:
 /// `watching`: the client holds a WATCH, so it reads from masters.
 pub(crate) fn forward_read(client: &Client, req: Request, slot: u16, watching: bool) {
     let policy = read_policy(client, watching);
-    if policy == ReadPolicy::Master {
+    // A tracking client in the default mode or NOLOOP reads where the node tracks its
+    // reads (`tracking/own.rs`): a master.
+    if policy == ReadPolicy::Master || client.info.tracker != 0 {
         return forward(client, req, Some(slot));
     }
     let map = client.worker.topology().current();

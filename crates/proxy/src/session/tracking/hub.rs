@@ -1,5 +1,6 @@
 //! One set of tracking connections per worker, shared by every client of the worker that
-//! has CLIENT TRACKING on (review S11).
+//! has CLIENT TRACKING on in BCAST mode (review S11; the default mode shares the worker's
+//! `READS` connections the same way: `own.rs`).
 //!
 //! Why: with a connection per master for each tracking client, a few thousand clients with
 //! client-side caching fill the nodes' `maxclients`, and then the proxy's own reconnects and

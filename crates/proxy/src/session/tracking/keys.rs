@@ -47,9 +47,6 @@ pub(crate) enum Mode {
 /// One client's tracked keys.
 pub(crate) struct KeyTable {
     keys: HashSet<Bytes>,
-    /// The keys its scripts named, run where the node tracks what they read (`own.rs`'s
-    /// `SCRIPTS`): only the invalidations from there are matched against them.
-    scripts: HashSet<Bytes>,
     mode: Mode,
     /// What `CLIENT CACHING` said for the next command, until that command is sent.
     next: Option<bool>,
@@ -59,7 +56,6 @@ impl KeyTable {
     pub(crate) fn new(mode: Mode) -> KeyTable {
         KeyTable {
             keys: HashSet::new(),
-            scripts: HashSet::new(),
             mode,
             next: None,
         }
@@ -108,13 +104,7 @@ impl KeyTable {
 
     /// A request being sent: remember its keys if it reads and the mode says so. Returns
     /// the keys forgotten to stay under `MAX_KEYS` (the client must be told).
-    /// `scripts_on_node`: a script or function call runs where the node tracks its reads.
-    pub(crate) fn note_request(
-        &mut self,
-        req: &Request,
-        in_tx: bool,
-        scripts_on_node: bool,
-    ) -> Vec<Bytes> {
+    pub(crate) fn note_request(&mut self, req: &Request, in_tx: bool) -> Vec<Bytes> {
         let spec = cluster::lookup(req.arg(0)).map(|s| s.resolve(req.argc(), |i| req.arg(i)));
         if spec.is_some_and(|s| s.name.starts_with("client|")) {
             // As Redis: a CLIENT command (CACHING, TRACKINGINFO…) leaves CACHING's word
@@ -139,41 +129,24 @@ impl KeyTable {
         let Ok(positions) = spec.key_positions(req.argc(), |i| req.arg(i)) else {
             return Vec::new();
         };
-        let table = match scripts_on_node && runs_code(spec.name) {
-            true => &mut self.scripts,
-            false => &mut self.keys,
-        };
         for i in positions.iter() {
             // A copy: a slice of the read buffer would keep the whole chunk it came in
             // alive for as long as the key is tracked (review S9).
             let key = req.arg(i);
-            if !table.contains(key) {
-                table.insert(Bytes::copy_from_slice(key));
+            if !self.keys.contains(key) {
+                self.keys.insert(Bytes::copy_from_slice(key));
             }
         }
         self.evict()
     }
 
     fn evict(&mut self) -> Vec<Bytes> {
-        let mut gone = Vec::new();
-        for table in [&mut self.keys, &mut self.scripts] {
-            let over = table.len().saturating_sub(MAX_KEYS);
-            let some: Vec<Bytes> = table.iter().take(over).cloned().collect();
-            some.iter().for_each(|k| {
-                table.remove(k);
-            });
-            gone.extend(some);
-        }
+        let over = self.keys.len().saturating_sub(MAX_KEYS);
+        let gone: Vec<Bytes> = self.keys.iter().take(over).cloned().collect();
+        gone.iter().for_each(|k| {
+            self.keys.remove(k);
+        });
         gone
-    }
-
-    /// An `invalidate` push from the node's tracking of the worker's scripts: the keys
-    /// this client's scripts named.
-    pub(crate) fn filter_scripts(&mut self, frame: &Bytes) -> Option<Bytes> {
-        std::mem::swap(&mut self.keys, &mut self.scripts);
-        let push = self.filter(frame);
-        std::mem::swap(&mut self.keys, &mut self.scripts);
-        push
     }
 
     /// An `invalidate` push from a master: the one the client gets, if any. A flush (null)
@@ -186,7 +159,6 @@ impl KeyTable {
             [Value::BulkString(kind), Value::Array(keys)] if &kind[..] == b"invalidate" => keys,
             _ => {
                 self.keys.clear();
-                self.scripts.clear();
                 return Some(frame.clone());
             }
         };
@@ -201,16 +173,9 @@ impl KeyTable {
     }
 }
 
-/// Whether `req` calls a script or function (`runs_code`).
-pub(crate) fn runs_code_request(req: &Request) -> bool {
-    cluster::lookup(req.arg(0)).is_some_and(|s| runs_code(s.name))
-}
-
-/// A script or function call: Redis tracks the keys its code reads. Where it runs on the
-/// worker's connections for scripts, the node tracks them (`own.rs`); elsewhere (in a
-/// transaction, as a restricted user's mirror) the proxy cannot see inside it, so it
-/// tracks every key the call declares (one invalidation too many is safe; a key read and
-/// never told of is not).
+/// A script or function call: Redis tracks the keys its code reads. The table keeps every
+/// key the call declares; the node, which sees what the code read, tells only of those
+/// (the default mode's connections are tracked by the nodes: `own.rs`).
 fn runs_code(name: &str) -> bool {
     matches!(
         name,
@@ -303,9 +268,9 @@ mod tests {
     #[test]
     fn only_keys_read_are_invalidated_once() {
         let mut t = KeyTable::new(Mode::All);
-        t.note_request(&req(&["GET", "a"]), false, false);
-        t.note_request(&req(&["SET", "b", "1"]), false, false);
-        t.note_request(&req(&["MGET", "c", "d"]), false, false);
+        t.note_request(&req(&["GET", "a"]), false);
+        t.note_request(&req(&["SET", "b", "1"]), false);
+        t.note_request(&req(&["MGET", "c", "d"]), false);
         assert_eq!(t.filter(&push(&["a", "b", "x"])), Some(push(&["a"])));
         assert_eq!(t.filter(&push(&["a"])), None, "forgotten once invalidated");
         assert_eq!(t.filter(&push(&["d", "c"])), Some(push(&["d", "c"])));
@@ -314,7 +279,7 @@ mod tests {
     #[test]
     fn a_flush_empties_the_table_and_passes() {
         let mut t = KeyTable::new(Mode::All);
-        t.note_request(&req(&["GET", "a"]), false, false);
+        t.note_request(&req(&["GET", "a"]), false);
         let flush = Bytes::from_static(b">2\r\n$10\r\ninvalidate\r\n_\r\n");
         assert_eq!(t.filter(&flush), Some(flush.clone()));
         assert_eq!(t.filter(&push(&["a"])), None);
@@ -323,20 +288,20 @@ mod tests {
     #[test]
     fn optin_and_optout_follow_client_caching() {
         let mut t = KeyTable::new(Mode::OptIn);
-        t.note_request(&req(&["GET", "a"]), false, false);
+        t.note_request(&req(&["GET", "a"]), false);
         assert!(t.caching(b"yes").is_ok());
-        t.note_request(&req(&["CLIENT", "CACHING", "yes"]), false, false);
-        t.note_request(&req(&["GET", "b"]), false, false);
-        t.note_request(&req(&["GET", "c"]), false, false);
+        t.note_request(&req(&["CLIENT", "CACHING", "yes"]), false);
+        t.note_request(&req(&["GET", "b"]), false);
+        t.note_request(&req(&["GET", "c"]), false);
         assert_eq!(t.filter(&push(&["a", "b", "c"])), Some(push(&["b"])));
         assert!(t.caching(b"no").is_err());
 
         let mut t = KeyTable::new(Mode::OptOut);
         assert!(t.caching(b"no").is_ok());
-        t.note_request(&req(&["MULTI"]), true, false);
-        t.note_request(&req(&["GET", "a"]), true, false);
-        t.note_request(&req(&["EXEC"]), true, false);
-        t.note_request(&req(&["GET", "b"]), false, false);
+        t.note_request(&req(&["MULTI"]), true);
+        t.note_request(&req(&["GET", "a"]), true);
+        t.note_request(&req(&["EXEC"]), true);
+        t.note_request(&req(&["GET", "b"]), false);
         assert_eq!(t.filter(&push(&["a", "b"])), Some(push(&["b"])));
         assert!(KeyTable::new(Mode::All).caching(b"yes").is_err());
     }
@@ -347,32 +312,9 @@ mod tests {
         let mut gone = 0;
         for i in 0..MAX_KEYS + 10 {
             gone += t
-                .note_request(&req(&["GET", &format!("k{i}")]), false, false)
+                .note_request(&req(&["GET", &format!("k{i}")]), false)
                 .len();
         }
         assert_eq!((t.keys.len(), gone), (MAX_KEYS, 10));
-    }
-
-    #[test]
-    fn a_scripts_keys_are_matched_only_against_the_script_feed() {
-        let mut t = KeyTable::new(Mode::All);
-        let eval = req(&["EVAL", "return 1", "2", "a", "b"]);
-        t.note_request(&eval, false, true);
-        let push = |k: &str| {
-            Bytes::from(format!(
-                ">2\r\n$10\r\ninvalidate\r\n*1\r\n${}\r\n{k}\r\n",
-                k.len()
-            ))
-        };
-        assert!(
-            t.filter(&push("a")).is_none(),
-            "the shared feed does not tell it"
-        );
-        assert!(t.filter_scripts(&push("a")).is_some());
-        assert!(t.filter_scripts(&push("a")).is_none(), "told once");
-        // Elsewhere (in a transaction) the node does not track it: the declared keys are
-        // the table's.
-        t.note_request(&eval, true, false);
-        assert!(t.filter(&push("b")).is_some());
     }
 }

@@ -38,29 +38,26 @@ use crate::backend::{ReplySink, Wire};
 use crate::session::follow::{FollowTarget, Followers, Subscribers};
 use crate::session::queue::ClientCell;
 use crate::session::tracking::hub::{FLUSH_ALL, HUB_FLUSH};
-use crate::worker::{TrackerLink, Worker};
+use crate::worker::{TrackerLink, Worker, READS};
 
 /// A receiver's set-up: its id, for the REDIRECT of the client's connections.
 const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 
-/// The id of the connections that run the scripts of a worker's tracking clients in the
-/// default mode (`Wire::tracker`): no client has it.
-pub(crate) const SCRIPTS: u64 = u64::MAX;
-
 thread_local! {
-    /// This worker thread's feed for its tracking clients' scripts, while one uses it.
-    static SCRIPTS_FEED: RefCell<Weak<OwnFeed>> = const { RefCell::new(Weak::new()) };
+    /// This worker thread's feed for its tracking clients in the default mode, while one
+    /// tracks.
+    static READS_FEED: RefCell<Weak<OwnFeed>> = const { RefCell::new(Weak::new()) };
 }
 
-/// Receivers and the link connections of their own are made from: one NOLOOP client's, or
-/// the worker's for its tracking clients' scripts (`SCRIPTS`).
+/// Receivers and the link connections are made from: one NOLOOP client's own, or the
+/// worker's for its tracking clients in the default mode (`READS`).
 pub(crate) struct OwnFeed {
     followers: RefCell<Option<Followers>>,
-    /// Who hears the invalidations: the NOLOOP client, or every tracking client that runs
-    /// scripts on the worker's connections for them.
+    /// Who hears the invalidations: the NOLOOP client, or every tracking client of the
+    /// worker in the default mode.
     subscribers: Subscribers,
     worker: Weak<Worker>,
-    /// What keys its connections (`Wire::tracker`): the client's id, or `SCRIPTS`.
+    /// What keys its connections (`Wire::tracker`): the client's id, or `READS`.
     tracker: u64,
     link: Rc<TrackerLink>,
     /// Every receiver answered once (the client's +OK is out): a receiver learned after
@@ -142,17 +139,17 @@ impl OwnFeed {
         feed
     }
 
-    /// The worker's feed for its tracking clients' scripts (the default mode tracks the keys
-    /// a script reads, which only the node sees): made on first use, kept while a session
-    /// holds it. The node tracks them on the connections the scripts run on, shared by the
-    /// worker's clients, so a key one client's script read is told to every client whose
-    /// script named it (one too many, safe).
-    pub(crate) fn scripts_of_this_worker(worker: &Rc<Worker>) -> Rc<OwnFeed> {
-        SCRIPTS_FEED.with(|feed| {
+    /// The worker's feed for its tracking clients in the default mode: made on first use,
+    /// kept while a session holds it. Their requests go to the worker's `READS`
+    /// connections, which the nodes track (`CLIENT TRACKING ON REDIRECT <receiver>`): a
+    /// node tells of a key once some client read it there (a script's reads included), and
+    /// each session passes on those its client read (`keys.rs`).
+    pub(crate) fn reads_of_this_worker(worker: &Rc<Worker>) -> Rc<OwnFeed> {
+        READS_FEED.with(|feed| {
             if let Some(live) = feed.borrow().upgrade() {
                 return live;
             }
-            let new = OwnFeed::start(worker, SCRIPTS, false, false);
+            let new = OwnFeed::start(worker, READS, false, false);
             *feed.borrow_mut() = Rc::downgrade(&new);
             new
         })
@@ -334,4 +331,29 @@ impl Drop for OwnFeed {
             worker.close_tracker(self.tracker, true);
         }
     }
+}
+
+/// Where a client's own connection in the default mode reports (`Client::new_backend_as`):
+/// its break or close loses what the node tracked there, so the client's cache is flushed.
+struct FlushSink(Weak<ClientCell>);
+
+impl ReplySink for FlushSink {
+    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
+        false
+    }
+    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
+    fn push_frame(&self, _source: usize, _frame: Bytes) {}
+    fn stream_lost(&self) {
+        if let Some(cell) = self.0.upgrade() {
+            cell.push_frame(HUB_FLUSH, Bytes::from_static(FLUSH_ALL));
+            cell.wake_up();
+        }
+    }
+}
+
+/// The sink of `cell`'s own connections in the default mode.
+pub(crate) fn flush_sink(cell: &Rc<ClientCell>) -> Rc<dyn ReplySink> {
+    Rc::new(FlushSink(Rc::downgrade(cell)))
 }
