@@ -504,3 +504,48 @@ fn noloop_leaves_out_the_clients_own_writes() {
     let ceiling = std::time::Duration::from_secs(20);
     common::wait_until(ceiling, || count_clients(&h) <= before + 3);
 }
+
+/// The default mode, as Redis tracks it: the nodes track what the client read on the
+/// worker's tracked connections, so what a script or a transaction read is told as a node
+/// tells its own client (Redis 7.0 tracks every key a script declares, later versions only
+/// those its code read), and a transaction's own writes before its read are not told.
+#[test]
+fn the_nodes_track_what_scripts_and_transactions_read() {
+    let h = Harness::start(3, 0);
+    let owner = h.cluster.owner_of(b"{t}").unwrap();
+    let told = |c: &mut Client, p: &str| -> BTreeSet<String> {
+        let mut writer = Client::connect(owner);
+        let k = |n: &str| format!("{p}{n}{{t}}");
+        let (a, b, cc) = (k("a"), k("b"), k("c"));
+        let mut seen = BTreeSet::new();
+        let mut call =
+            |args: &[&str], seen: &mut BTreeSet<String>| text(&call_noting(c, args, seen));
+        assert_eq!(call(&["CLIENT", "TRACKING", "ON"], &mut seen), "OK");
+        // A script that reads nothing, then one that reads one of its keys.
+        let set = "redis.call('set', KEYS[1], 'bar')";
+        assert_eq!(call(&["EVAL", set, "2", &a, &b], &mut seen), "(nil)");
+        assert_eq!(text(&writer.call(&["MSET", &a, "1", &b, "1"])), "OK");
+        let get = "redis.call('get', KEYS[2])";
+        assert_eq!(call(&["EVAL", get, "2", &a, &b], &mut seen), "(nil)");
+        // A transaction that writes a key and then reads it: tracked after its own write.
+        assert_eq!(call(&["MULTI"], &mut seen), "OK");
+        assert_eq!(call(&["SET", &cc, "1"], &mut seen), "QUEUED");
+        assert_eq!(call(&["GET", &cc], &mut seen), "QUEUED");
+        assert!(call(&["EXEC"], &mut seen).starts_with("Array"));
+        assert_eq!(call(&["PING"], &mut seen), "PONG");
+        for key in [&a, &b, &cc] {
+            assert_eq!(text(&writer.call(&["SET", key, "2"])), "OK");
+        }
+        read_until_marks(c, &[&b, &cc], &mut seen);
+        // Anything more would come before this PING's reply.
+        assert_eq!(text(&call_noting(c, &["PING"], &mut seen)), "PONG");
+        seen.iter()
+            .map(|k| k.trim_start_matches(p).to_string())
+            .collect()
+    };
+    let mut direct = Client::connect(owner);
+    assert!(matches!(direct.call(&["HELLO", "3"]), Value::Map(_)));
+    let want = told(&mut direct, "sd:");
+    let got = told(&mut resp3(&h), "sp:");
+    assert_eq!(got, want);
+}

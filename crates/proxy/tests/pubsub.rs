@@ -297,3 +297,38 @@ fn messages_published_before_ping_or_quit_arrive_first() {
         );
     }
 }
+
+/// A RESP3 subscriber that publishes to itself inside MULTI or a script gets the reply
+/// first and the messages after it, as from one Redis, though the messages come on the
+/// subscription connection and the reply on another.
+#[test]
+fn publishing_to_itself_in_a_transaction_or_script_gets_the_reply_first() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    assert!(matches!(c.call(&["HELLO", "3"]), Value::Map(_)));
+    assert!(matches!(c.call(&["SUBSCRIBE", "self"]), Value::Push(_)));
+    let message = |c: &mut Client, m: &str| {
+        let frame = c.read().expect("a message");
+        assert_eq!(
+            format!("{frame:?}"),
+            format!(
+                "{:?}",
+                Value::Push(vec![
+                    Value::BulkString("message".into()),
+                    Value::BulkString("self".into()),
+                    Value::BulkString(m.to_string().into()),
+                ])
+            )
+        );
+    };
+    for _ in 0..20 {
+        assert_eq!(text(&c.call(&["MULTI"])), "OK");
+        assert_eq!(text(&c.call(&["PUBLISH", "self", "a"])), "QUEUED");
+        assert_eq!(text(&c.call(&["PING", "x"])), "QUEUED");
+        assert!(matches!(c.call(&["EXEC"]), Value::Array(_)));
+        message(&mut c, "a");
+        let script = "redis.call('publish', 'self', 'b'); return 'done'";
+        assert_eq!(text(&c.call(&["EVAL", script, "0"])), "done");
+        message(&mut c, "b");
+    }
+}

@@ -22,6 +22,7 @@ use crate::context::WorkerStats;
 use crate::session::held::Intake;
 use crate::session::io::READ_CHUNK;
 use crate::session::limits::TimerKind;
+use crate::session::queue::Entry;
 use crate::session::redirect;
 use crate::session::upload::{Start, Step};
 
@@ -375,6 +376,18 @@ impl Session {
                 },
             };
             let frame = self.pubsub.in_client_protocol(&self.client, source, frame);
+            if self.client.resp3()
+                && self.client.cell.in_flight() > 0
+                && !matches!(self.intake, Intake::Blocked)
+                && is_message_push(&frame)
+            {
+                // A message while replies are owed waits behind them: one Redis delivers a
+                // message its client's own EXEC or script published after that reply, and
+                // here the reply and the message travel on different connections. (A
+                // blocked client gets its messages meanwhile, as from Redis.)
+                self.client.cell.push(Entry::ready(frame));
+                continue;
+            }
             bytes += frame.len();
             self.io.out.push_back(frame);
         }
@@ -382,4 +395,15 @@ impl Session {
         self.pubsub.leave_if_done(&self.client);
         bytes
     }
+}
+
+/// A RESP3 `message`, `pmessage` or `smessage` push.
+fn is_message_push(frame: &[u8]) -> bool {
+    [
+        &b">3\r\n$7\r\nmessage\r\n"[..],
+        b">4\r\n$8\r\npmessage\r\n",
+        b">3\r\n$8\r\nsmessage\r\n",
+    ]
+    .iter()
+    .any(|head| frame.starts_with(head))
 }
