@@ -549,3 +549,57 @@ fn the_nodes_track_what_scripts_and_transactions_read() {
     let got = told(&mut resp3(&h), "sp:");
     assert_eq!(got, want);
 }
+
+/// NOLOOP connections are bounded: each NOLOOP client costs every master two connections
+/// and a client chooses how many it opens, so past 128 per worker a NOLOOP client is
+/// tracked on the shared feed and hears of its own writes too (safe); a place freed is
+/// taken by the next one.
+#[test]
+fn noloop_clients_with_connections_of_their_own_are_bounded_per_worker() {
+    let cluster = devcluster::Cluster::start(&devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: common::tempdir("noloop-bound"),
+        ..Default::default()
+    })
+    .expect("cluster starts");
+    let proxy = common::start_proxy(&cluster, |c| c.proxy.threads = 1);
+    let on = [
+        "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "nl:", "NOLOOP",
+    ];
+    let start = || {
+        let mut c = Client::connect(proxy.local_addr());
+        assert!(matches!(c.call(&["HELLO", "3"]), Value::Map(_)));
+        assert_eq!(text(&c.call(&on)), "OK");
+        c
+    };
+    // Whether the client hears of its own write (the node would tell it before its marker).
+    let hears_itself = |c: &mut Client, n: usize| {
+        let (own, mark) = (format!("nl:own{n}"), format!("nl:mark{n}"));
+        let mut seen = BTreeSet::new();
+        assert_eq!(text(&call_noting(c, &["SET", &own, "1"], &mut seen)), "OK");
+        let mut other = Client::connect(proxy.local_addr());
+        assert_eq!(text(&other.call(&["SET", &mark, "1"])), "OK");
+        read_until_marks(c, &[&mark], &mut seen);
+        seen.contains(&own)
+    };
+    let mut clients: Vec<Client> = (0..128).map(|_| start()).collect();
+    assert!(!hears_itself(&mut clients[0], 0));
+    let mut extra = start();
+    assert!(
+        hears_itself(&mut extra, 1),
+        "past the bound: the shared feed"
+    );
+    let info = format!("{:?}", extra.call(&["CLIENT", "TRACKINGINFO"]));
+    assert!(info.contains("noloop"), "NOLOOP still asked for: {info}");
+    drop(clients.pop());
+    // The freed place goes to the next client once the proxy saw the close.
+    let ceiling = std::time::Duration::from_secs(20);
+    let mut n = 2;
+    common::wait_until(ceiling, || {
+        let mut next = start();
+        n += 1;
+        !hears_itself(&mut next, n)
+    });
+    proxy.shutdown();
+}

@@ -90,7 +90,7 @@ impl Client {
     ) -> Rc<Backend> {
         let backend = self.worker.new_backend_as(addr, wire, acting);
         if wire.tracker == READS {
-            backend.report_to(crate::session::tracking::flush_sink(&self.cell), true);
+            backend.report_to(crate::session::follow::flush_sink(&self.cell), true);
         }
         backend
     }

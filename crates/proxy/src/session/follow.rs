@@ -19,6 +19,12 @@ use crate::session::queue::ClientCell;
 use crate::topology::Topology;
 use crate::worker::Worker;
 
+/// The RESP3 flush-everything invalidation Redis sends after FLUSHALL.
+pub(crate) const FLUSH_ALL: &[u8] = b">2\r\n$10\r\ninvalidate\r\n_\r\n";
+/// The source the tracking feeds' own flushes come from (a lost connection has none); no
+/// connection's address is 1.
+pub(crate) const HUB_FLUSH: usize = 1;
+
 /// How often a session with such connections matches them to the map.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
@@ -242,4 +248,30 @@ impl Followers {
             .collect();
         Some(Followed { missing, lost })
     }
+}
+
+/// Where a tracking client's own connection in the default mode reports
+/// (`Client::new_backend_as`): its break or close loses what the node tracked on it, so the
+/// client's cache is flushed (`tracking/own.rs`).
+struct FlushSink(Weak<ClientCell>);
+
+impl ReplySink for FlushSink {
+    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
+        false
+    }
+    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
+    fn push_frame(&self, _source: usize, _frame: Bytes) {}
+    fn stream_lost(&self) {
+        if let Some(cell) = self.0.upgrade() {
+            cell.push_frame(HUB_FLUSH, Bytes::from_static(FLUSH_ALL));
+            cell.wake_up();
+        }
+    }
+}
+
+/// The sink of `cell`'s own tracked connections.
+pub(crate) fn flush_sink(cell: &Rc<ClientCell>) -> Rc<dyn ReplySink> {
+    Rc::new(FlushSink(Rc::downgrade(cell)))
 }

@@ -43,7 +43,6 @@ use crate::worker::READS;
 mod hub;
 mod keys;
 mod own;
-pub(crate) use own::flush_sink;
 pub(crate) mod redirect;
 
 /// Where a session's invalidations come from, and the connections its requests go to.
@@ -59,11 +58,12 @@ enum Feed {
 }
 
 impl Feed {
-    /// NOLOOP (for a client whose user is not restricted) on connections of its own; else
-    /// the default mode on the worker's tracked connections, or BCAST on the hub.
+    /// NOLOOP (for a client whose user is not restricted, while the worker has room:
+    /// `own::MAX_OWN_PER_WORKER`) on connections of its own; else the default mode on the
+    /// worker's tracked connections, or BCAST on the hub.
     fn start(client: &Client, noloop: bool, bcast: bool) -> Feed {
         let restricted = client.login.acting_setup(&client.worker.live()).is_some();
-        if noloop && !restricted {
+        if noloop && !restricted && own::room_for_own() {
             let (worker, id) = (&client.worker, client.info.id);
             let own = OwnFeed::start(worker, id, bcast, true);
             own.subscribe(&client.cell);
@@ -411,7 +411,8 @@ impl ClientTracking {
             keys.set_mode(mode);
         }
         let restricted = client.login.acting_setup(&client.worker.live()).is_some();
-        if t.feed.is_own() == (noloop && !restricted) {
+        let own = noloop && !restricted && (t.feed.is_own() || own::room_for_own());
+        if t.feed.is_own() == own {
             return client.reply_now(Bytes::from_static(b"+OK\r\n"));
         }
         // NOLOOP on or off: another feed, answered once it is ready (`answer`).

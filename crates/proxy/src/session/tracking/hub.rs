@@ -33,11 +33,7 @@ use crate::worker::Worker;
 
 /// What each master's connection is told once: track every key, push invalidations.
 const TRACK_ALL: &[u8] = b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n";
-/// The RESP3 flush-everything invalidation Redis sends after FLUSHALL.
-pub(crate) const FLUSH_ALL: &[u8] = b">2\r\n$10\r\ninvalidate\r\n_\r\n";
-/// The source the hub's own flushes come from (a lost connection has none); no
-/// connection's address is 1.
-pub(crate) const HUB_FLUSH: usize = 1;
+pub(crate) use crate::session::follow::{FLUSH_ALL, HUB_FLUSH};
 
 thread_local! {
     /// This worker thread's hub, while some session tracks.

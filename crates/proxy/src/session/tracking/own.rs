@@ -43,10 +43,22 @@ use crate::worker::{TrackerLink, Worker, READS};
 /// A receiver's set-up: its id, for the REDIRECT of the client's connections.
 const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 
+/// NOLOOP clients with connections of their own, per worker: each costs every master two
+/// connections, and a client chooses how many it opens, so past this many a NOLOOP client
+/// keeps the shared feed (and hears of its own writes too: one too many, safe).
+pub(crate) const MAX_OWN_PER_WORKER: usize = 128;
+
 thread_local! {
     /// This worker thread's feed for its tracking clients in the default mode, while one
     /// tracks.
     static READS_FEED: RefCell<Weak<OwnFeed>> = const { RefCell::new(Weak::new()) };
+    /// This worker thread's NOLOOP clients with connections of their own.
+    static OWN_FEEDS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether another NOLOOP client of this worker may have connections of its own.
+pub(crate) fn room_for_own() -> bool {
+    OWN_FEEDS.with(|n| n.get() < MAX_OWN_PER_WORKER)
 }
 
 /// Receivers and the link connections are made from: one NOLOOP client's own, or the
@@ -136,6 +148,9 @@ impl OwnFeed {
         let target: Weak<dyn FollowTarget> = Rc::downgrade(&feed) as Weak<OwnFeed>;
         *feed.followers.borrow_mut() = Some(Followers::new(target));
         worker.link_tracker(tracker, feed.link.clone());
+        if tracker != READS {
+            OWN_FEEDS.with(|n| n.set(n.get() + 1));
+        }
         feed
     }
 
@@ -324,6 +339,9 @@ impl FollowTarget for OwnFeed {
 
 impl Drop for OwnFeed {
     fn drop(&mut self) {
+        if self.tracker != READS {
+            OWN_FEEDS.with(|n| n.set(n.get().saturating_sub(1)));
+        }
         if let Some(f) = self.followers.get_mut().as_ref() {
             f.close();
         }
@@ -331,29 +349,4 @@ impl Drop for OwnFeed {
             worker.close_tracker(self.tracker, true);
         }
     }
-}
-
-/// Where a client's own connection in the default mode reports (`Client::new_backend_as`):
-/// its break or close loses what the node tracked there, so the client's cache is flushed.
-struct FlushSink(Weak<ClientCell>);
-
-impl ReplySink for FlushSink {
-    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
-        false
-    }
-    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
-    fn push_frame(&self, _source: usize, _frame: Bytes) {}
-    fn stream_lost(&self) {
-        if let Some(cell) = self.0.upgrade() {
-            cell.push_frame(HUB_FLUSH, Bytes::from_static(FLUSH_ALL));
-            cell.wake_up();
-        }
-    }
-}
-
-/// The sink of `cell`'s own connections in the default mode.
-pub(crate) fn flush_sink(cell: &Rc<ClientCell>) -> Rc<dyn ReplySink> {
-    Rc::new(FlushSink(Rc::downgrade(cell)))
 }
