@@ -332,3 +332,36 @@ fn publishing_to_itself_in_a_transaction_or_script_gets_the_reply_first() {
         message(&mut c, "b");
     }
 }
+
+/// CLIENT REPLY OFF silences replies, not pushes (Redis delivers pushes whatever the reply
+/// mode): a message that waits behind a silenced reply still comes.
+#[test]
+fn client_reply_off_does_not_silence_messages() {
+    let h = Harness::start(3, 0);
+    let mut c = h.client();
+    assert!(matches!(c.call(&["HELLO", "3"]), Value::Map(_)));
+    let id = text(&c.call(&["CLIENT", "ID"]));
+    let id = id.trim_start_matches(':').to_string();
+    assert!(matches!(c.call(&["SUBSCRIBE", "quiet"]), Value::Push(_)));
+    // A key away from the subscription's node (the master of slot 0): its script runs
+    // while the message comes.
+    let home = h.cluster.owner_of(b"").unwrap();
+    let key = (0..)
+        .map(|i| format!("busy{i}"))
+        .find(|k| h.cluster.owner_of(k.as_bytes()).unwrap() != home)
+        .unwrap();
+    c.send(&[b"CLIENT", b"REPLY", b"OFF"]);
+    let busy: &[u8] = b"local t0 = redis.call('time') repeat local t = redis.call('time') \
+        until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 300000 return 1";
+    c.send(&[b"EVAL", busy, b"1", key.as_bytes()]);
+    let mut other = h.client();
+    wait_until(CEILING, || {
+        let list = text(&other.call(&["CLIENT", "LIST", "ID", &id]));
+        list.contains("cmd=eval")
+    });
+    assert_eq!(other.call(&["PUBLISH", "quiet", "m"]), Value::Integer(1));
+    let frame = c.read().expect("the message");
+    assert!(format!("{frame:?}").contains("quiet"), "{frame:?}");
+    c.send(&[b"CLIENT", b"REPLY", b"ON"]);
+    assert_eq!(text(&c.read().expect("+OK")), "OK");
+}

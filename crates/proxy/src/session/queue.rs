@@ -342,6 +342,25 @@ impl ClientCell {
         }
         entry.command = self.next_command.take();
         entry.written = self.next_write.take();
+        let seq = self.append(entry);
+        if let Some(key) = key {
+            self.sample_keys.borrow_mut().push_back((seq, key));
+        }
+        if let Some(mark) = self.next_slow.take() {
+            self.slow_marks.borrow_mut().push_back((seq, mark));
+        }
+        seq
+    }
+
+    /// Queue a push the proxy passes on (a pub/sub message, an invalidation) behind the
+    /// replies owed: never silenced by CLIENT REPLY OFF or SKIP, as Redis delivers pushes
+    /// whatever the reply mode, and leaving the marks armed for the next request alone.
+    pub(crate) fn push_out_of_band(&self, frame: Bytes) -> u64 {
+        self.append(Entry::ready(frame))
+    }
+
+    /// Charge `entry` and queue it; its sequence number.
+    fn append(&self, entry: Entry) -> u64 {
         let mut q = self.queue.borrow_mut();
         let charge = match &entry.reply {
             Some(reply) => {
@@ -355,14 +374,7 @@ impl ClientCell {
         self.budget.add(charge);
         self.budget.count_requests(1, 0);
         q.entries.push_back(entry);
-        let seq = q.head_seq + q.entries.len() as u64 - 1;
-        if let Some(key) = key {
-            self.sample_keys.borrow_mut().push_back((seq, key));
-        }
-        if let Some(mark) = self.next_slow.take() {
-            self.slow_marks.borrow_mut().push_back((seq, mark));
-        }
-        seq
+        q.head_seq + q.entries.len() as u64 - 1
     }
 
     /// Append an entry whose reply is already known.

@@ -664,7 +664,7 @@ impl ClientTracking {
         };
         let gone = keys.note_request(req, in_tx);
         if !gone.is_empty() {
-            client.cell.push(Entry::ready(keys::invalidation(&gone)));
+            client.cell.push_out_of_band(keys::invalidation(&gone));
         }
     }
 }

@@ -22,7 +22,6 @@ use crate::context::WorkerStats;
 use crate::session::held::Intake;
 use crate::session::io::READ_CHUNK;
 use crate::session::limits::TimerKind;
-use crate::session::queue::Entry;
 use crate::session::redirect;
 use crate::session::upload::{Start, Step};
 
@@ -385,7 +384,7 @@ impl Session {
                 // message its client's own EXEC or script published after that reply, and
                 // here the reply and the message travel on different connections. (A
                 // blocked client gets its messages meanwhile, as from Redis.)
-                self.client.cell.push(Entry::ready(frame));
+                self.client.cell.push_out_of_band(frame);
                 continue;
             }
             bytes += frame.len();

@@ -12,7 +12,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::context::registry::{ClientHandle, Mail, Recipient};
 use crate::context::Shared;
-use crate::session::queue::{ClientCell, Entry};
+use crate::session::queue::ClientCell;
 
 /// Redis's answer to REDIRECT naming no connected client.
 pub(crate) const NO_SUCH_CLIENT: &str = "The client ID you want redirect to does not exist";
@@ -40,14 +40,14 @@ pub(crate) fn deliver(
 ) -> bool {
     let Some(to) = redirect else {
         if resp3 {
-            cell.push(Entry::ready(push));
+            cell.push_out_of_band(push);
         }
         return true;
     };
     let delivered = to.post(mail_of(&push));
     if !delivered && resp3 {
         let broken = format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{}\r\n", to.id);
-        cell.push(Entry::ready(Bytes::from(broken)));
+        cell.push_out_of_band(Bytes::from(broken));
     }
     delivered
 }
