@@ -1125,11 +1125,12 @@ def errors(g, env):
                  ("OBJECT", "NOSUCHSUB"), ("SCRIPT", "NOSUCHSUB"), ("XINFO", "NOSUCHSUB"),
                  ("PING", "a", "b"), ("FCALL", "nosuchfn", "x"),
                  ("CLUSTER", "NOSUCHSUB"), ("CLIENT", "NOSUCHSUB"),
-                 ("CLIENT", "UNBLOCK", "123456789"), ("CLIENT", "UNBLOCK", "x")):
+                 ("CLIENT", "UNBLOCK", "123456789"), ("CLIENT", "UNBLOCK", "x"),
+                 ("CLIENT", "GETREDIR"), ("CLIENT", "TRACKINGINFO")):
         want = outcome(lambda args=args: m.execute_command(*args))
         g.eq(" ".join(args), outcome(lambda args=args: p.execute_command(*args)), want)
     for args in (("CONFIG", "SET", "maxmemory", "0"), ("CONFIG", "GET", "maxmemory"),
-                 ("DEBUG", "SLEEP", "0"), ("CLIENT", "GETREDIR")):
+                 ("DEBUG", "SLEEP", "0")):
         e = errtext(lambda args=args: p.execute_command(*args))
         g.check(e is not None and e[2].startswith("slotgate:"),
                 f"{' '.join(args)} not refused with 'slotgate:': {short(e)}")

@@ -71,6 +71,9 @@ pub(crate) struct TrackerLink {
     pub bcast: bool,
     /// NOLOOP: the node leaves out what the connections write.
     pub noloop: bool,
+    /// The clients' own connections that name these receivers too (a default-mode
+    /// client's transactions and blocking commands): closed with the shared ones.
+    pub own: RefCell<Vec<std::rc::Weak<Backend>>>,
 }
 
 /// One database's shared connections.
@@ -326,6 +329,12 @@ impl Worker {
             }
             false
         });
+        if let Some(link) = self.trackers.borrow().get(&id) {
+            let own = std::mem::take(&mut *link.own.borrow_mut());
+            own.iter()
+                .filter_map(std::rc::Weak::upgrade)
+                .for_each(|b| b.close());
+        }
     }
 
     /// A new connection to `addr` not shared with anyone (a session's pub/sub one, a hub's
@@ -355,7 +364,14 @@ impl Worker {
         let mut settings = self.settings(addr, wire);
         settings.acting = acting;
         settings.learn_id = true;
-        crate::backend::open(addr, settings, self.shared.topology.clone())
+        let backend = crate::backend::open(addr, settings, self.shared.topology.clone());
+        if let Some(link) = self.trackers.borrow().get(&wire.tracker) {
+            // It names the worker's receivers: a lost one closes it too (`close_tracker`).
+            let mut own = link.own.borrow_mut();
+            own.retain(|b| b.strong_count() > 0);
+            own.push(Rc::downgrade(&backend));
+        }
+        backend
     }
 
     fn settings(&self, addr: &str, wire: Wire) -> Settings {
@@ -386,6 +402,13 @@ impl Worker {
     /// Close NOLOOP tracking client `id`'s own connections to `addr` (they named no
     /// receiver there, or an old one).
     pub(crate) fn close_tracker_to(&self, id: u64, addr: &str) {
+        if let Some(link) = self.trackers.borrow().get(&id) {
+            let own = link.own.borrow();
+            own.iter()
+                .filter_map(std::rc::Weak::upgrade)
+                .filter(|b| &*b.addr == addr)
+                .for_each(|b| b.close());
+        }
         for (wire, pools) in self.numbered.borrow().iter() {
             if wire.tracker == id {
                 for pool in &pools.pools {

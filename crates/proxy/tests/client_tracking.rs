@@ -603,3 +603,48 @@ fn noloop_clients_with_connections_of_their_own_are_bounded_per_worker() {
     });
     proxy.shutdown();
 }
+
+/// A worker's receiver lost (the node closed it): every connection naming it closes, the
+/// client's own ones (a transaction's) too, and the client is flushed; the next
+/// transaction's read is tracked again, through the receiver that replaces it.
+#[test]
+fn a_lost_receiver_closes_every_connection_that_names_it() {
+    let h = Harness::start(3, 0);
+    let mut c = resp3(&h);
+    let mut writer = h.client();
+    let owner = h.cluster.owner_of(b"lr:k").unwrap();
+    let mut node = Client::connect(owner);
+    let mut seen = BTreeSet::new();
+    assert_eq!(text(&c.call(&["CLIENT", "TRACKING", "ON"])), "OK");
+    let read_in_transaction = |c: &mut Client, seen: &mut BTreeSet<String>| {
+        let mut call = |args: &[&str]| text(&call_noting(c, args, seen));
+        if call(&["MULTI"]) != "OK" {
+            return false;
+        }
+        call(&["GET", "lr:k"]);
+        call(&["EXEC"]).starts_with("Array")
+    };
+    assert!(read_in_transaction(&mut c, &mut seen));
+    // The receivers are the connections the others name in `redir=`.
+    let list = text(&node.call(&["CLIENT", "LIST"]));
+    let redirs: BTreeSet<String> = list
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix("redir="))
+        .filter(|r| *r != "-1")
+        .map(str::to_string)
+        .collect();
+    assert!(!redirs.is_empty(), "{list}");
+    for id in &redirs {
+        node.call(&["CLIENT", "KILL", "ID", id]);
+    }
+    // The flush comes; then, once a new receiver answers, a transaction's read is tracked.
+    let ceiling = std::time::Duration::from_secs(20);
+    common::wait_until(ceiling, || {
+        call_noting(&mut c, &["PING"], &mut seen);
+        seen.contains("(flush)")
+    });
+    common::wait_until(ceiling, || read_in_transaction(&mut c, &mut seen));
+    seen.clear();
+    assert_eq!(text(&writer.call(&["SET", "lr:k", "1"])), "OK");
+    read_until_marks(&mut c, &["lr:k"], &mut seen);
+}

@@ -137,6 +137,7 @@ impl OwnFeed {
                 replaced: Cell::new(false),
                 bcast,
                 noloop,
+                own: RefCell::default(),
             }),
             was_ready: Cell::new(false),
             learned: RefCell::default(),
