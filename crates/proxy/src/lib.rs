@@ -305,6 +305,7 @@ fn build_shared(
         history: Default::default(),
         hotkeys_run: Default::default(),
         code_flags: Default::default(),
+        tracking_prefixes: Default::default(),
         side_calls: Default::default(),
         tls_acceptor: tls.acceptor,
         backend_tls: tls.backend,

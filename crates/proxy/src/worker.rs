@@ -364,6 +364,10 @@ impl Worker {
         let mut settings = self.settings(addr, wire);
         settings.acting = acting;
         settings.learn_id = true;
+        if wire.tracker == READS {
+            // Its flush sink hears no invalidation: they go to the worker's receivers.
+            settings.tracking = Some(self.tracking_setup(READS, addr, false));
+        }
         let backend = crate::backend::open(addr, settings, self.shared.topology.clone());
         if let Some(link) = self.trackers.borrow().get(&wire.tracker) {
             // It names the worker's receivers: a lost one closes it too (`close_tracker`).
@@ -390,7 +394,10 @@ impl Worker {
             learn_id: wire.tracker != 0,
             auth: self.shared.backend_auth.clone(),
             acting: None,
-            tracking: (wire.tracker != 0).then(|| self.tracking_setup(wire.tracker, addr)),
+            tracking: (wire.tracker != 0).then(|| {
+                let in_band = wire.tracker == READS && wire.resp3;
+                self.tracking_setup(wire.tracker, addr, in_band)
+            }),
             tls: self.shared.backend_tls.clone(),
             node: self.stats.nodes.node(addr),
             quantum: self.turn_quantum,
@@ -459,8 +466,9 @@ impl Worker {
 
     /// `CLIENT TRACKING ON [NOLOOP] [BCAST] REDIRECT <id>`, naming the receiver of tracking
     /// client `tracker` on `addr`; a receiver not known yet is named 0, which the node
-    /// refuses (the connection fails rather than run untracked).
-    fn tracking_setup(&self, tracker: u64, addr: &str) -> bytes::Bytes {
+    /// refuses (the connection fails rather than run untracked). `in_band`: no REDIRECT,
+    /// the connection carries its invalidations itself (a shared `READS` one in RESP3).
+    fn tracking_setup(&self, tracker: u64, addr: &str, in_band: bool) -> bytes::Bytes {
         let trackers = self.trackers.borrow();
         let id = trackers
             .get(&tracker)
@@ -476,7 +484,9 @@ impl Worker {
         if link.is_some_and(|link| link.bcast) {
             args.push(b"BCAST");
         }
-        args.extend([&b"REDIRECT"[..], id.as_bytes()]);
+        if !in_band {
+            args.extend([&b"REDIRECT"[..], id.as_bytes()]);
+        }
         resp::encode_command(&mut out, &args);
         out.freeze()
     }

@@ -117,7 +117,11 @@ fn tracking_options_are_checked_as_redis_checks_them() {
     assert!(direct.starts_with("-ERR Prefix"), "{direct}");
     assert_eq!(text(&c.call(&overlap)), direct);
     for args in [
-        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "ab"][..],
+        // A PREFIX "" given is checked like any other (BCAST without PREFIX is not).
+        &[
+            "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "", "PREFIX", "foo",
+        ][..],
+        &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "ab"],
         &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a"],
         &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "abc"],
         &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "b"],
@@ -647,4 +651,96 @@ fn a_lost_receiver_closes_every_connection_that_names_it() {
     seen.clear();
     assert_eq!(text(&writer.call(&["SET", "lr:k", "1"])), "OK");
     read_until_marks(&mut c, &["lr:k"], &mut seen);
+}
+
+/// Invalidations come around replies where a node puts them for its own client: a key the
+/// node evicts to make room for the client's command is told before that command's reply,
+/// a key the command itself changes after it (`session/tracking/owed.rs`). Here the reply
+/// and the invalidation travel the same connection (`IN_BAND`), so the order is the node's
+/// every time. INFO counts the BCAST prefixes as a node counts them.
+#[test]
+fn invalidations_come_before_or_after_a_reply_as_from_a_node() {
+    let h = Harness::start(1, 0);
+    let master = h.cluster.masters()[0];
+    let order = |c: &mut Client, p: &str| -> Vec<String> {
+        let mut admin = Client::connect(master);
+        let (hash, volatile, big) = (format!("{p}h"), format!("{p}v"), format!("{p}big"));
+        let mut seen = Vec::new();
+        let mut two = |c: &mut Client, args: &[&str]| {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            c.send(&args);
+            for _ in 0..2 {
+                let frame = c.read().expect("a frame");
+                seen.push(match invalidated(&frame) {
+                    Some(keys) => format!("invalidate {}", keys.join(" ")),
+                    None => text(&frame),
+                });
+            }
+        };
+        assert_eq!(text(&c.call(&["CLIENT", "TRACKING", "ON"])), "OK");
+        assert_eq!(text(&c.call(&["HSET", &hash, "f", "1"])), ":1");
+        assert_eq!(text(&c.call(&["HGET", &hash, "f"])), "1");
+        two(c, &["HDEL", &hash, "f"]);
+        let info = text(&admin.call(&["INFO", "memory"]));
+        let field = |name: &str| -> u64 {
+            let line = info.lines().find(|l| l.starts_with(&format!("{name}:")));
+            line.and_then(|l| l.split(':').nth(1)?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {info}"))
+        };
+        let limit = field("used_memory") - field("mem_not_counted_for_evict") + 100 * 1024;
+        let limit = limit.to_string();
+        assert_eq!(
+            text(&admin.call(&["CONFIG", "SET", "maxmemory", &limit])),
+            "OK"
+        );
+        let policy = ["CONFIG", "SET", "maxmemory-policy", "volatile-random"];
+        assert_eq!(text(&admin.call(&policy)), "OK");
+        assert_eq!(text(&c.call(&["SETEX", &volatile, "10000", "x"])), "OK");
+        assert_eq!(text(&c.call(&["GET", &volatile])), "x");
+        assert_eq!(text(&c.call(&["SETBIT", &big, "1600000", "0"])), ":0");
+        two(c, &["GETBIT", &big, "0"]);
+        assert_eq!(
+            text(&admin.call(&["CONFIG", "SET", "maxmemory", "0"])),
+            "OK"
+        );
+        let policy = ["CONFIG", "SET", "maxmemory-policy", "noeviction"];
+        assert_eq!(text(&admin.call(&policy)), "OK");
+        assert_eq!(text(&c.call(&["CLIENT", "TRACKING", "OFF"])), "OK");
+        assert_eq!(text(&c.call(&["DEL", &big])), ":1");
+        seen.iter().map(|s| s.replace(p, "")).collect()
+    };
+    let mut direct = Client::connect(master);
+    assert!(matches!(direct.call(&["HELLO", "3"]), Value::Map(_)));
+    let want = order(&mut direct, "od:");
+    assert_eq!(want, [":1", "invalidate h", "invalidate v", ":0"]);
+    for round in 0..5 {
+        assert_eq!(
+            order(&mut resp3(&h), &format!("op{round}:")),
+            want,
+            "round {round}"
+        );
+    }
+    // Distinct prefixes, whichever client holds them; the empty prefix given counts as any.
+    let prefixes = |c: &mut Client| {
+        let info = text(&c.call(&["INFO", "stats"]));
+        let line = info
+            .lines()
+            .find(|l| l.starts_with("tracking_total_prefixes:"));
+        line.map(|l| l.trim().to_string())
+            .expect("tracking_total_prefixes")
+    };
+    let (mut a, mut b) = (resp3(&h), resp3(&h));
+    for c in [&mut a, &mut b] {
+        let args = [
+            "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "pa:", "PREFIX", "pb:",
+        ];
+        assert_eq!(text(&c.call(&args)), "OK");
+    }
+    assert_eq!(prefixes(&mut a), "tracking_total_prefixes:2");
+    drop(b);
+    assert_eq!(text(&a.call(&["CLIENT", "TRACKING", "OFF"])), "OK");
+    let mut c = resp3(&h);
+    common::wait_until(std::time::Duration::from_secs(10), || {
+        prefixes(&mut c) == "tracking_total_prefixes:0"
+    });
 }

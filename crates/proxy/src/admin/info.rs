@@ -271,6 +271,12 @@ fn stats(shared: &Shared, out: &mut String) {
         "config_reload_failures",
         shared.reload_failures.load(Ordering::Relaxed),
     );
+    // The proxy's clients' prefixes; the keys tracked are the nodes' (at the section's end).
+    line(
+        out,
+        "tracking_total_prefixes",
+        shared.tracking_prefixes.count(),
+    );
     let errors: u64 = shared.workers.iter().map(|w| w.errors.total()).sum();
     line(out, "total_error_replies", errors);
     line(out, "client_limit_disconnections", t.limit_disconnects);

@@ -52,7 +52,7 @@ pub(crate) use handle::{Backend, Wire};
 pub(crate) use refusal::is_redirect;
 pub(crate) use requests::{Outgoing, Owes};
 pub(crate) use settings::Settings;
-pub(crate) use sink::ReplySink;
+pub(crate) use sink::{ReplySink, StreamSink};
 pub(crate) use writev::{advance, fill_slices, room};
 
 /// A connection to the node at `addr`; its task starts with the first request.

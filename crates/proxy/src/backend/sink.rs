@@ -24,3 +24,27 @@ pub(crate) trait ReplySink {
     /// A stream connection broke or a streamed reply was cut: the client must be closed.
     fn stream_lost(&self);
 }
+
+/// A sink that is owed nothing by sequence number: a stream connection's (pub/sub, tracking
+/// receivers) or a connection's watcher, which hears only its frames and its loss.
+pub(crate) trait StreamSink {
+    /// A frame from the connection; `source` identifies it.
+    fn push_frame(&self, source: usize, frame: Bytes);
+    /// The connection broke (or was closed, for a watcher told of that too).
+    fn stream_lost(&self);
+}
+
+impl<T: StreamSink> ReplySink for T {
+    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
+    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
+        false
+    }
+    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
+    fn push_frame(&self, source: usize, frame: Bytes) {
+        StreamSink::push_frame(self, source, frame)
+    }
+    fn stream_lost(&self) {
+        StreamSink::stream_lost(self)
+    }
+}

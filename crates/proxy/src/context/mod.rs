@@ -19,6 +19,7 @@ pub(crate) mod pause;
 pub(crate) mod reads;
 pub(crate) mod registry;
 pub(crate) mod slowlog;
+pub(crate) mod tracking_prefixes;
 pub(crate) mod traffic_mirror;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -74,6 +75,8 @@ pub struct Shared {
     pub(crate) pause: pause::ClientPause,
     /// Scripts and functions that declared `no-writes` (`code_flags.rs`).
     pub(crate) code_flags: code_flags::CodeFlags,
+    /// The BCAST prefixes clients track (`tracking_prefixes.rs`).
+    pub(crate) tracking_prefixes: Arc<tracking_prefixes::TrackingPrefixes>,
     /// Requests on connections of their own now in flight (`session/side_call.rs`).
     pub(crate) side_calls: std::sync::atomic::AtomicUsize,
     /// MONITOR's feeds (`monitor.rs`).

@@ -113,6 +113,8 @@ fn of_the_data(key: &str) -> bool {
                 | "total_active_defrag_time"
                 | "current_active_defrag_time"
                 | "migrate_cached_sockets"
+                | "tracking_total_keys"
+                | "tracking_total_items"
         )
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use cluster::slot_map::SlotMap;
 
-use crate::backend::{Backend, Outgoing, ReplySink};
+use crate::backend::{Backend, Outgoing, ReplySink, StreamSink};
 use crate::session::queue::ClientCell;
 use crate::topology::Topology;
 use crate::worker::Worker;
@@ -24,6 +24,9 @@ pub(crate) const FLUSH_ALL: &[u8] = b">2\r\n$10\r\ninvalidate\r\n_\r\n";
 /// The source the tracking feeds' own flushes come from (a lost connection has none); no
 /// connection's address is 1.
 pub(crate) const HUB_FLUSH: usize = 1;
+/// The source of the invalidations a `READS` connection speaking RESP3 carries itself, in
+/// line with its replies (`tracking/own.rs`); no connection's address is 2.
+pub(crate) const IN_BAND: usize = 2;
 
 /// How often a session with such connections matches them to the map.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);
@@ -99,19 +102,8 @@ pub(crate) struct FollowSink {
     closed: Cell<bool>,
 }
 
-impl ReplySink for FollowSink {
-    // A stream connection owes no reply by sequence: nothing is delivered that way.
-    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-
-    // Nor is anything turned back by sequence: a stream's unsent command is `stream_lost`.
-    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-
-    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
-        false
-    }
-
-    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
-
+// A stream connection owes no reply by sequence; a stream's unsent command is `stream_lost`.
+impl StreamSink for FollowSink {
     fn push_frame(&self, source: usize, frame: Bytes) {
         if let Some(target) = self.target.upgrade().filter(|_| !self.closed.get()) {
             target.push_frame(source, frame);
@@ -198,9 +190,14 @@ impl Followers {
     }
 
     /// Whether `source` is one of these connections, and its protocol.
-    pub(crate) fn connection_resp3(&self, source: usize) -> Option<bool> {
-        let conn = self.conns.iter().find(|(c, _)| source_of(c) == source);
-        conn.map(|(c, _)| c.resp3())
+    /// Whether `source` is one of the connections.
+    pub(crate) fn owns(&self, source: usize) -> bool {
+        self.conns.iter().any(|(c, _)| source_of(c) == source)
+    }
+
+    /// Every connection answered its set-up (none is still owed), and there is one.
+    pub(crate) fn all_answered(&self) -> bool {
+        !self.conns.is_empty() && self.conns.iter().all(|(_, owed)| *owed == 0)
     }
 
     pub(crate) fn close(&self) {
@@ -255,13 +252,7 @@ impl Followers {
 /// client's cache is flushed (`tracking/own.rs`).
 struct FlushSink(Weak<ClientCell>);
 
-impl ReplySink for FlushSink {
-    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
-        false
-    }
-    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
+impl StreamSink for FlushSink {
     fn push_frame(&self, _source: usize, _frame: Bytes) {}
     fn stream_lost(&self) {
         if let Some(cell) = self.0.upgrade() {

@@ -359,6 +359,7 @@ mod tests {
             history: Default::default(),
             hotkeys_run: Default::default(),
             code_flags: Default::default(),
+            tracking_prefixes: Default::default(),
             side_calls: Default::default(),
             tls_acceptor: None,
             backend_tls: None,

@@ -547,6 +547,18 @@ impl ClientCell {
         }
     }
 
+    /// The sequence number of the oldest entry not yet handed to the writer (or of the next
+    /// entry pushed, when none is queued).
+    pub(crate) fn head_seq(&self) -> u64 {
+        self.queue.borrow().head_seq
+    }
+
+    /// The sequence number the next entry pushed gets.
+    pub(crate) fn next_seq(&self) -> u64 {
+        let q = self.queue.borrow();
+        q.head_seq + q.entries.len() as u64
+    }
+
     /// Requests queued whose reply has not been handed to the writer yet.
     pub(crate) fn in_flight(&self) -> usize {
         self.queue.borrow().entries.len()

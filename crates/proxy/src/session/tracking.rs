@@ -17,8 +17,9 @@
 //! The default mode tracks the keys the client read. Its requests go to the worker's
 //! connections that the nodes track (`READS`, `tracking/own.rs`), shared by its
 //! default-mode clients, so a node tells of a key some client read there (a script's reads
-//! included); the session keeps the keys its client read and passes on only theirs, queued
-//! behind the replies owed (`tracking/keys.rs`). REDIRECT hands them to another client, on any worker
+//! included); the session keeps the keys its client read and passes on only theirs
+//! (`tracking/keys.rs`). Each invalidation goes before or after the replies owed as Redis
+//! would put it (`tracking/owed.rs`). REDIRECT hands them to another client, on any worker
 //! (`tracking/redirect.rs`): that is how a RESP2 client tracks. A user confined to some
 //! keys hears of those only. NOLOOP gives the client connections of its own, which the
 //! nodes track for it, so they leave out its own writes (`tracking/own.rs`).
@@ -30,20 +31,25 @@ use resp::Request;
 
 use crate::backend::Wire;
 use crate::context::registry::Recipient;
+use crate::context::tracking_prefixes::PrefixClaim;
 use crate::reply::error;
 use crate::session::client::Client;
 use crate::session::held::Intake;
 use crate::session::queue::Entry;
 use crate::session::tracking::hub::{TrackingHub, HUB_FLUSH};
 use crate::session::tracking::keys::{KeyTable, Mode};
+use crate::session::tracking::owed::OwedKeys;
 use crate::session::tracking::own::OwnFeed;
 use crate::session::tracking::redirect::NO_SUCH_CLIENT;
 use crate::worker::READS;
 
 mod hub;
 mod keys;
+mod owed;
 mod own;
 pub(crate) mod redirect;
+
+pub(crate) use owed::TurnMark;
 
 /// Where a session's invalidations come from, and the connections its requests go to.
 enum Feed {
@@ -136,6 +142,8 @@ pub(crate) struct Tracking {
     /// BCAST's prefixes, sorted (`prefix_of`): they add up, as in Redis; `""` (BCAST
     /// without PREFIX) stands for every key.
     prefixes: Vec<Bytes>,
+    /// The same, counted in the proxy's table (INFO's `tracking_total_prefixes`).
+    claim: PrefixClaim,
     /// The client's CLIENT TRACKING reply, owed once every master answered.
     reply_seq: Option<u64>,
     /// The feed that replaces `feed` once ready (NOLOOP turned on or off): both are heard
@@ -149,6 +157,28 @@ pub(crate) struct Tracking {
     broken: bool,
     /// NOLOOP was asked for (the shared feed serves a restricted user's all the same).
     noloop: bool,
+    /// The keys of the requests owed a reply: their invalidations wait behind those replies,
+    /// others go ahead (`tracking/owed.rs`).
+    owed: OwedKeys,
+}
+
+impl Tracking {
+    /// An invalidation the client is owed: to the client REDIRECT names, else to this one
+    /// if it speaks RESP3, ahead of this turn's replies (`now`) or behind the replies owed.
+    fn hand_on(&mut self, client: &Client, push: Bytes, mark: TurnMark, now: &mut Vec<Bytes>) {
+        match &self.redirect {
+            Some(to) => {
+                if !redirect::deliver(to, push, client.resp3(), &client.cell) {
+                    self.broken = true;
+                }
+            }
+            None if !client.resp3() => {}
+            None if self.owed.must_wait(&push, mark) => {
+                client.cell.push_out_of_band(push);
+            }
+            None => now.push(push),
+        }
+    }
 }
 
 /// What a `CLIENT TRACKING …` asks for.
@@ -241,14 +271,11 @@ fn parse(req: &Request, current: Option<Option<Mode>>) -> Ask {
     if !refusal.is_empty() {
         return Ask::Refuse(error(refusal));
     }
-    let mut prefixes: Vec<Bytes> = o
+    let prefixes: Vec<Bytes> = o
         .prefixes
         .iter()
         .map(|p| Bytes::copy_from_slice(p))
         .collect();
-    if o.bcast && prefixes.is_empty() {
-        prefixes.push(Bytes::new());
-    }
     Ask::On(prefixes, (!o.bcast).then_some(mode), o.redirect, o.noloop)
 }
 
@@ -263,7 +290,7 @@ fn parse(req: &Request, current: Option<Option<Mode>>) -> Ask {
 /// adjacent pair instead.
 fn check_prefixes(existing: &[Bytes], new: &[Bytes]) -> Result<(), Bytes> {
     let mut all: Vec<&[u8]> = existing.iter().map(|p| p.as_ref()).collect();
-    all.extend(new.iter().filter(|p| !p.is_empty()).map(|p| p.as_ref()));
+    all.extend(new.iter().map(|p| p.as_ref()));
     all.sort_unstable();
     let Some(adjacent) = all.windows(2).find(|w| overlap(w[0], w[1])) else {
         return Ok(());
@@ -278,10 +305,6 @@ fn check_prefixes(existing: &[Bytes], new: &[Bytes]) -> Result<(), Bytes> {
     };
     let mut budget: usize = 1 << 20;
     for (i, p) in new.iter().enumerate() {
-        if p.is_empty() {
-            // BCAST without PREFIX: Redis does not check it.
-            continue;
-        }
         for (list, kind) in [
             (existing, "an existing prefix"),
             (&new[i + 1..], "another provided prefix"),
@@ -300,6 +323,15 @@ fn check_prefixes(existing: &[Bytes], new: &[Bytes]) -> Result<(), Bytes> {
     // The overlap was between prefixes given before (an empty one and others): allowed, as
     // Redis checks only what a call adds.
     Ok(())
+}
+
+/// BCAST without PREFIX tracks every key: the empty prefix, added after the check, as Redis
+/// adds it (a PREFIX "" the client gives is checked like any other).
+fn every_key_if_none(mut prefixes: Vec<Bytes>, bcast: bool) -> Vec<Bytes> {
+    if bcast && prefixes.is_empty() {
+        prefixes.push(Bytes::new());
+    }
+    prefixes
 }
 
 fn overlap(a: &[u8], b: &[u8]) -> bool {
@@ -362,18 +394,25 @@ impl ClientTracking {
         if let Err(e) = check_prefixes(&[], &prefixes) {
             return client.reply_now(e);
         }
-        let mut prefixes = prefixes;
+        let mut prefixes = every_key_if_none(prefixes, mode.is_none());
         prefixes.sort_unstable();
+        prefixes.dedup();
+        let mut claim = PrefixClaim::new(std::sync::Arc::clone(
+            &client.worker.shared.tracking_prefixes,
+        ));
+        claim.hold(&prefixes);
         let seq = client.cell.push(Entry::pending_local());
         self.0 = Some(Box::new(Tracking {
             feed: Feed::start(client, noloop, mode.is_none()),
             prefixes,
+            claim,
             reply_seq: Some(seq),
             next: None,
             keys: mode.map(KeyTable::new),
             redirect,
             broken: false,
             noloop,
+            owed: OwedKeys::default(),
         }));
         *intake = Intake::Serial;
         self.follow(client);
@@ -397,8 +436,10 @@ impl ClientTracking {
             if let Err(e) = check_prefixes(&t.prefixes, &prefixes) {
                 return client.reply_now(e);
             }
-            t.prefixes.extend(prefixes);
+            t.prefixes.extend(every_key_if_none(prefixes, true));
             t.prefixes.sort_unstable();
+            t.prefixes.dedup();
+            t.claim.hold(&t.prefixes);
         }
         (t.redirect, t.broken, t.noloop) = (redirect, false, noloop);
         if let (Some(keys), Some(mode)) = (t.keys.as_mut(), mode) {
@@ -463,9 +504,17 @@ impl ClientTracking {
         self.answer(client);
     }
 
-    /// A frame from `source`: None if that is not the hub's, else whether the frame goes to
-    /// the client as it is (an invalidation it is owed whole).
-    pub(crate) fn frame(&mut self, client: &Client, source: usize, frame: &Bytes) -> Option<bool> {
+    /// A frame from `source`: None if that is not one of the feed's, else Some(false) (it was
+    /// taken). The invalidations the client is owed go to `now` when they go ahead of the
+    /// replies that came in this turn (`mark`), else behind the replies owed (`tracking/owed.rs`).
+    pub(crate) fn frame(
+        &mut self,
+        client: &Client,
+        source: usize,
+        frame: &Bytes,
+        mark: TurnMark,
+        now: &mut Vec<Bytes>,
+    ) -> Option<bool> {
         let live = std::sync::Arc::clone(&client.worker.live());
         // A user confined to some keys hears of those only: BCAST would name every key.
         let confined = client
@@ -490,10 +539,6 @@ impl ClientTracking {
                 // Sorted: BCAST without PREFIX (the empty prefix) comes first.
                 let every = t.prefixes.first().is_some_and(|p| p.is_empty());
                 if every && confined.is_none() {
-                    if t.redirect.is_none() && client.resp3() {
-                        // BCAST of every key to the client itself: as it comes.
-                        return Some(true);
-                    }
                     Some(frame.clone())
                 } else if every {
                     keys::keep_only(frame, |k| confined.is_none_or(|u| u.may_access(k)))
@@ -506,10 +551,7 @@ impl ClientTracking {
                     });
                     if let Some(t) = self.0.as_mut() {
                         for push in per_prefix {
-                            let to = t.redirect.as_ref();
-                            if !redirect::deliver(to, push, client.resp3(), &client.cell) {
-                                t.broken = true;
-                            }
+                            t.hand_on(client, push, mark, now);
                         }
                     }
                     None
@@ -517,10 +559,7 @@ impl ClientTracking {
             }
         };
         if let (Some(push), Some(t)) = (push, self.0.as_mut()) {
-            let to = t.redirect.as_ref();
-            if !redirect::deliver(to, push, client.resp3(), &client.cell) {
-                t.broken = true;
-            }
+            t.hand_on(client, push, mark, now);
         }
         Some(false)
     }
@@ -658,6 +697,8 @@ impl ClientTracking {
         let Some(t) = self.0.as_mut() else {
             return;
         };
+        let (seq, head) = (client.cell.next_seq(), client.cell.head_seq());
+        t.owed.note(req, seq, in_tx, head);
         let own = t.feed.is_own();
         let Some(keys) = t.keys.as_mut().filter(|k| !(own && k.mode() == Mode::All)) else {
             return;
@@ -686,14 +727,20 @@ mod tests {
 
     #[test]
     fn overlaps_are_named_as_redis_names_them() {
-        assert!(check_prefixes(&b(&["b"]), &b(&["a", "c", ""])).is_ok());
+        assert!(check_prefixes(&b(&["b"]), &b(&["a", "c"])).is_ok());
+        assert!(check_prefixes(&b(&["b"]), &b(&[""])).is_err());
+        assert_eq!(
+            refusal(&[], &["", "foo"]),
+            "-ERR Prefix '' overlaps with another provided prefix 'foo'. Prefixes for a single client must not overlap.\r\n"
+        );
         assert!(refusal(&[], &["ab", "x", "a"])
             .starts_with("-ERR Prefix 'ab' overlaps with another provided prefix 'a'."));
         assert!(refusal(&["ab"], &["x", "abc"])
             .starts_with("-ERR Prefix 'abc' overlaps with an existing prefix 'ab'."));
         assert!(refusal(&["ab", ""], &["c"])
             .starts_with("-ERR Prefix 'c' overlaps with an existing prefix ''."));
-        assert!(check_prefixes(&b(&["ab", ""]), &b(&[""])).is_ok());
+        // BCAST again without PREFIX adds the empty prefix unchecked.
+        assert!(check_prefixes(&b(&["ab", ""]), &[]).is_ok());
     }
 
     #[test]

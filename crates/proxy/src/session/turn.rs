@@ -23,6 +23,7 @@ use crate::session::held::Intake;
 use crate::session::io::READ_CHUNK;
 use crate::session::limits::TimerKind;
 use crate::session::redirect;
+use crate::session::tracking::TurnMark;
 use crate::session::upload::{Start, Step};
 
 /// Below glibc's mmap threshold, so each piece comes from (and returns to) the heap.
@@ -48,6 +49,14 @@ impl Session {
     /// when this turn ends here (done, closed, yielding, or draining).
     pub(super) fn pump_output(&mut self, cx: &mut Context<'_>) -> Option<Poll<()>> {
         redirect::follow(self, cx);
+        // Before this turn's replies are taken: an invalidation that came with them may go
+        // ahead of them (`tracking/owed.rs`).
+        let cell = &self.client.cell;
+        let mark = TurnMark {
+            head: cell.head_seq(),
+            owed: cell.in_flight() > 0,
+        };
+        let out_at = self.io.out.len();
         self.io.out_bytes += self.client.cell.pop_ready(&mut self.io.out);
         self.record_samples();
         let shared = &self.client.worker.shared;
@@ -66,7 +75,7 @@ impl Session {
             resp3,
             subscribed,
         );
-        let mut pushed = self.forward_pushes();
+        let mut pushed = self.forward_pushes(mark, out_at);
         if self.monitor.is_on() {
             match self.monitor.take(&mut self.io.out, cx.waker()) {
                 Some(bytes) => pushed += bytes,
@@ -352,16 +361,23 @@ impl Session {
     }
 
     /// Move frames from the subscription connections to the client; end subscribed mode once
-    /// every connection confirmed 0 subscriptions. Returns the bytes moved.
-    fn forward_pushes(&mut self) -> usize {
+    /// every connection confirmed 0 subscriptions. Returns the bytes moved. Invalidations
+    /// that go ahead of this turn's replies (`mark`) go into `out` at `out_at`, where those
+    /// replies start.
+    fn forward_pushes(&mut self, mark: TurnMark, out_at: usize) -> usize {
         let mut frames = std::mem::take(&mut self.push_scratch);
         self.client.cell.take_pushes(&mut frames);
         self.pubsub.follow_masters(&self.client);
         self.tracking.follow(&mut self.client);
         let mut bytes = 0;
+        let mut ahead = Vec::new();
         for (source, frame) in frames.drain(..) {
             let side = self.pubsub.keyspace_frame(source, &frame);
-            let frame = match side.or_else(|| self.tracking.frame(&self.client, source, &frame)) {
+            let tracked = || {
+                self.tracking
+                    .frame(&self.client, source, &frame, mark, &mut ahead)
+            };
+            let frame = match side.or_else(tracked) {
                 Some(false) => continue,
                 Some(true) => frame,
                 None => match self.pubsub.on_frame(&self.client, source, frame) {
@@ -389,6 +405,10 @@ impl Session {
             }
             bytes += frame.len();
             self.io.out.push_back(frame);
+        }
+        for (i, push) in ahead.into_iter().enumerate() {
+            bytes += push.len();
+            self.io.out.insert(out_at + i, push);
         }
         self.push_scratch = frames;
         self.pubsub.leave_if_done(&self.client);

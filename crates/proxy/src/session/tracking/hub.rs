@@ -83,9 +83,7 @@ impl TrackingHub {
     /// Whether `source` is one of the hub's connections.
     pub(crate) fn owns(&self, source: usize) -> bool {
         let followers = self.followers.borrow();
-        followers
-            .as_ref()
-            .is_some_and(|f| f.connection_resp3(source).is_some())
+        followers.as_ref().is_some_and(|f| f.owns(source))
     }
 
     /// Every master's connection answered its set-up: None while one is still owed; the
@@ -95,9 +93,7 @@ impl TrackingHub {
             return Some(Err(refused.clone()));
         }
         let followers = self.followers.borrow();
-        let f = followers.as_ref()?;
-        let ready = !f.conns.is_empty() && f.conns.iter().all(|(_, owed)| *owed == 0);
-        ready.then_some(Ok(()))
+        followers.as_ref()?.all_answered().then_some(Ok(()))
     }
 
     /// Match the connections to the masters (a no-op unless the map, the second or a

@@ -3,10 +3,9 @@
 //!
 //! Redis remembers, per client, the keys of the read-only commands it ran, and sends one
 //! invalidation when such a key changes, then forgets the key until it is read again. The
-//! proxy's reads run on shared connections, so the nodes cannot remember them per client:
-//! the session keeps that table itself, while the worker's tracking connections (BCAST,
-//! every key, `tracking/hub.rs`) carry every invalidation of every master. An invalidation reaches the
-//! client only for keys in its table:
+//! proxy's reads run on the worker's shared tracked connections (`READS`, `own.rs`), so
+//! the nodes remember them per connection, not per client: the session keeps its client's
+//! table itself, and an invalidation reaches the client only for keys in its table:
 //!
 //! ```text
 //!   GET a ──▶ table {a}            (read-only command: its keys; OPTIN/OPTOUT as CLIENT CACHING says)
@@ -15,11 +14,11 @@
 //! ```
 //!
 //! A key is remembered when its read is sent, not when answered: an invalidation that
-//! arrives before the read's reply then still reaches the client, after that reply (the
-//! session queues it behind every reply owed). Sending one invalidation too many is safe (the
-//! client reads the key again); missing one is not, so every doubt goes the safe way:
-//! NOLOOP is accepted but the client's own writes still invalidate its keys, and a read
-//! inside MULTI is remembered when queued.
+//! arrives before the read's reply then still reaches the client, after that reply
+//! (`owed.rs`). Sending one invalidation too many is safe (the client reads the key
+//! again); missing one is not, so every doubt goes the safe way: a NOLOOP client past
+//! `own.rs`'s bound still hears of its own writes, and a read inside MULTI is remembered
+//! when queued.
 
 use std::collections::HashSet;
 
@@ -252,15 +251,16 @@ pub(crate) fn not_opt() -> Bytes {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn req(args: &[&str]) -> Request {
+    pub(in crate::session::tracking) fn req(args: &[&str]) -> Request {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         Request::from_args(&args)
     }
 
-    fn push(keys: &[&str]) -> Bytes {
+    /// An `invalidate` push naming `keys`.
+    pub(in crate::session::tracking) fn push(keys: &[&str]) -> Bytes {
         let keys: Vec<Bytes> = keys.iter().map(|k| Bytes::from(k.to_string())).collect();
         invalidation(&keys)
     }

@@ -16,7 +16,11 @@
 //! ```
 //!
 //! In the default mode the node tracks the keys the client reads there, as Redis does for
-//! a client of its own: a script's reads count, a key is told once until read again.
+//! a client of its own: a script's reads count, a key is told once until read again. The
+//! worker's shared `READS` connections speaking RESP3 name no receiver: they carry their
+//! invalidations themselves (`IN_BAND`), in the node's order among the replies, so a key
+//! evicted before a command runs is known to come before that command's reply
+//! (`tracking/owed.rs`). RESP2 connections cannot carry pushes and name the receivers.
 //!
 //! Why not count the client's own writes on the shared feed instead: the node merges a
 //! key's invalidations of one event loop into one (a key the client wrote and that then
@@ -34,11 +38,14 @@ use std::rc::{Rc, Weak};
 
 use bytes::Bytes;
 
-use crate::backend::{ReplySink, Wire};
-use crate::session::follow::{FollowTarget, Followers, Subscribers};
+use crate::backend::{StreamSink, Wire};
+use crate::session::follow::{FollowTarget, Followers, Subscribers, IN_BAND};
 use crate::session::queue::ClientCell;
 use crate::session::tracking::hub::{FLUSH_ALL, HUB_FLUSH};
 use crate::worker::{TrackerLink, Worker, READS};
+
+/// The head of every invalidation push.
+const INVALIDATE_HEAD: &[u8] = b">2\r\n$10\r\ninvalidate\r\n";
 
 /// A receiver's set-up: its id, for the REDIRECT of the client's connections.
 const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
@@ -87,21 +94,22 @@ pub(crate) struct OwnFeed {
 }
 
 /// Where the client's own connections report: a break (or a push, `tracking-redir-broken`,
-/// which a receiver's break handles) wakes the session for a flush.
+/// which a receiver's break handles) wakes the session for a flush; a shared `READS`
+/// connection in RESP3 also brings its invalidations.
 struct ConnSink {
     feed: Weak<OwnFeed>,
 }
 
-impl ReplySink for ConnSink {
-    fn deliver(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-    fn not_sent(&self, _seq: u64, _frag: u32, _reply: Bytes) {}
-    fn may_stream_reply(&self, _seq: u64, _frag: u32) -> bool {
-        false
-    }
-    fn deliver_piece(&self, _seq: u64, _piece: Bytes, _total: usize) {}
-    /// `+OK` to the connection's tracking set-up (a push, `tracking-redir-broken`, is left
-    /// to the receiver's break).
+impl StreamSink for ConnSink {
+    /// `+OK` to the connection's tracking set-up, or an invalidation it carries (a push,
+    /// `tracking-redir-broken`, is left to the receiver's break).
     fn push_frame(&self, source: usize, frame: Bytes) {
+        if frame.starts_with(INVALIDATE_HEAD) {
+            if let Some(feed) = self.feed.upgrade() {
+                feed.subscribers.push_frame(IN_BAND, &frame);
+            }
+            return;
+        }
         if let Some(feed) = self.feed.upgrade().filter(|_| frame.first() == Some(&b'+')) {
             feed.confirmed.borrow_mut().push(source);
             feed.wake_up();
@@ -187,12 +195,14 @@ impl OwnFeed {
         worker.close_tracker(self.tracker, true);
     }
 
-    /// Whether `source` is one of the receivers.
+    /// Whether `source` is one of the receivers, or (`READS`) the connections that carry
+    /// their invalidations themselves.
     pub(crate) fn owns(&self, source: usize) -> bool {
+        if source == IN_BAND {
+            return self.tracker == READS;
+        }
         let followers = self.followers.borrow();
-        followers
-            .as_ref()
-            .is_some_and(|f| f.connection_resp3(source).is_some())
+        followers.as_ref().is_some_and(|f| f.owns(source))
     }
 
     /// Every master's receiver answered its id and every master's connection of the
@@ -214,9 +224,7 @@ impl OwnFeed {
 
     fn receivers_ready(&self) -> bool {
         let followers = self.followers.borrow();
-        followers
-            .as_ref()
-            .is_some_and(|f| !f.conns.is_empty() && f.conns.iter().all(|(_, owed)| *owed == 0))
+        followers.as_ref().is_some_and(Followers::all_answered)
     }
 
     /// Match the receivers to the masters and the client's connections (in `wire`, its

@@ -28,22 +28,10 @@ pub(crate) fn recipient(shared: &Shared, id: u64) -> Option<Recipient> {
     shared.workers.iter().find_map(|w| w.registry.recipient(id))
 }
 
-/// Hand on an invalidation push (`>2 invalidate <keys|null>`): to the client `redirect`
-/// names, else to this one (`cell`, queued behind the replies it is owed) if it speaks
-/// RESP3. False when the client `redirect` names is gone (CLIENT TRACKINGINFO's
-/// `broken_redirect`).
-pub(crate) fn deliver(
-    redirect: Option<&Recipient>,
-    push: Bytes,
-    resp3: bool,
-    cell: &ClientCell,
-) -> bool {
-    let Some(to) = redirect else {
-        if resp3 {
-            cell.push_out_of_band(push);
-        }
-        return true;
-    };
+/// Hand on an invalidation push (`>2 invalidate <keys|null>`) to the client REDIRECT named
+/// (`to`). False when it is gone (CLIENT TRACKINGINFO's `broken_redirect`): a RESP3 client
+/// (`resp3`, `cell`) is told so, behind the replies it is owed, as Redis tells it.
+pub(crate) fn deliver(to: &Recipient, push: Bytes, resp3: bool, cell: &ClientCell) -> bool {
     let delivered = to.post(mail_of(&push));
     if !delivered && resp3 {
         let broken = format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{}\r\n", to.id);
