@@ -98,9 +98,14 @@ fn parse_all(frame: &Bytes) -> Vec<Request> {
 /// A blocking command's timeout (zero: none), or None when `req` does not block or its
 /// timeout does not parse (the node then refuses it at once).
 fn blocking_timeout(req: &Request) -> Option<Duration> {
-    let name = req.arg(0).to_ascii_lowercase();
+    // Lowercased on the stack: every request passes here (no allocation per request).
+    let raw = req.arg(0);
+    let mut buf = [0u8; 10];
+    let name = buf.get_mut(..raw.len())?;
+    name.copy_from_slice(raw);
+    name.make_ascii_lowercase();
     let last = req.argc().checked_sub(1)?;
-    match name.as_slice() {
+    match &*name {
         b"blpop" | b"brpop" | b"brpoplpush" | b"blmove" | b"bzpopmin" | b"bzpopmax" => {
             seconds(req.arg(last))
         }
@@ -169,6 +174,10 @@ mod tests {
             (&["BZPOPMIN", "z", "x"], Patience::Normal),
             (&["XREAD", "BLOCK", "1500", "STREAMS", "s", "$"], secs(1.5)),
             (&["XREAD", "STREAMS", "s", "0"], Patience::Normal),
+            // The longest blocking names, any case; a longer name is never blocking.
+            (&["bRpOpLpUsH", "a", "b", "2"], secs(2.0)),
+            (&["BRPOPLPUSHX", "a", "b", "2"], Patience::Normal),
+            (&["", "a"], Patience::Normal),
             (
                 &[
                     "XREADGROUP",
