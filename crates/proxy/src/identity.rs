@@ -33,6 +33,9 @@ pub struct ServerIdentity {
     pub databases: u32,
     /// `availability_zone` (Valkey 8.1+): HELLO names it when it is not empty.
     pub availability_zone: String,
+    /// Valkey's `extended-redis-compatibility` (8.x and 9.x): HELLO says `redis` and Redis's
+    /// version, INFO prints `redis_mode` where it prints `server_mode` otherwise.
+    pub redis_compat: bool,
 }
 
 impl Default for ServerIdentity {
@@ -43,6 +46,7 @@ impl Default for ServerIdentity {
             valkey_version: None,
             databases: 1,
             availability_zone: String::new(),
+            redis_compat: false,
         }
     }
 }
@@ -52,6 +56,7 @@ impl ServerIdentity {
     pub fn parse(text: &str) -> Option<ServerIdentity> {
         let mut id = ServerIdentity::default();
         let mut seen = false;
+        let mut redis_mode = false;
         for line in text.lines() {
             let Some((field, value)) = line.trim_end().split_once(':') else {
                 continue;
@@ -61,9 +66,12 @@ impl ServerIdentity {
                 "valkey_version" => id.valkey_version = Some(value.to_string()),
                 "server_name" => id.name = value.to_string(),
                 "availability_zone" => id.availability_zone = value.to_string(),
+                "redis_mode" => redis_mode = true,
                 _ => {}
             }
         }
+        // Valkey prints `server_mode`, or `redis_mode` while its compatibility is on.
+        id.redis_compat = redis_mode && id.valkey_version.is_some();
         seen.then_some(id)
     }
 
@@ -72,6 +80,24 @@ impl ServerIdentity {
         self.valkey_version
             .as_deref()
             .unwrap_or(&self.redis_version)
+    }
+
+    /// What HELLO says as `server` and `version`: Valkey's Redis compatibility says
+    /// `redis` and the Redis version it stands for.
+    pub fn hello_name_version(&self) -> (&str, &str) {
+        match self.redis_compat {
+            true => ("redis", &self.redis_version),
+            false => (&self.name, self.version()),
+        }
+    }
+
+    /// INFO's `<x>_mode` field: Valkey's `server_mode`, unless its Redis compatibility is
+    /// on; Redis's `redis_mode`.
+    pub fn mode_field(&self) -> &'static str {
+        match self.valkey_version.is_some() && !self.redis_compat {
+            true => "server_mode",
+            false => "redis_mode",
+        }
     }
 
     /// Whether an unknown command without arguments is answered without the ", with args
@@ -220,16 +246,32 @@ impl Identity {
         if current.valkey_version.is_none() {
             return;
         }
-        let zone = (2..req.argc() - 1)
-            .step_by(2)
-            .filter(|&i| req.arg(i).eq_ignore_ascii_case(b"availability-zone"))
-            .map(|i| String::from_utf8_lossy(req.arg(i + 1)).into_owned())
-            .last();
-        if let Some(zone) = zone {
-            let mut id = (*current).clone();
-            id.availability_zone = zone;
-            self.publish(id);
+        let value_of = |name: &[u8]| {
+            (2..req.argc() - 1)
+                .step_by(2)
+                .filter(|&i| req.arg(i).eq_ignore_ascii_case(name))
+                .map(|i| String::from_utf8_lossy(req.arg(i + 1)).into_owned())
+                .last()
+        };
+        let zone = value_of(b"availability-zone");
+        let compat = value_of(b"extended-redis-compatibility").and_then(|v| {
+            match v.to_ascii_lowercase().as_str() {
+                "yes" => Some(true),
+                "no" => Some(false),
+                _ => None,
+            }
+        });
+        if zone.is_none() && compat.is_none() {
+            return;
         }
+        let mut id = (*current).clone();
+        if let Some(zone) = zone {
+            id.availability_zone = zone;
+        }
+        if let Some(compat) = compat {
+            id.redis_compat = compat;
+        }
+        self.publish(id);
     }
 
     /// The sampler's first round is over.
@@ -261,6 +303,7 @@ mod tests {
             valkey_version: valkey.map(String::from),
             databases: 1,
             availability_zone: String::new(),
+            redis_compat: false,
         }
     }
 
@@ -324,6 +367,16 @@ mod tests {
             Some(id("redis", "8.6.3", None))
         );
         assert_eq!(ServerIdentity::parse("# Server\r\n"), None);
+        // Valkey with `extended-redis-compatibility yes` prints `redis_mode`.
+        let compat = valkey.replace("redis_git_sha1:0", "redis_mode:cluster");
+        let compat = ServerIdentity::parse(&compat).unwrap();
+        assert!(compat.redis_compat);
+        assert_eq!(compat.hello_name_version(), ("redis", "7.2.4"));
+        assert_eq!(compat.mode_field(), "redis_mode");
+        let plain = id("valkey", "7.2.4", Some("8.1.8"));
+        assert_eq!(plain.hello_name_version(), ("valkey", "8.1.8"));
+        assert_eq!(plain.mode_field(), "server_mode");
+        assert_eq!(id("redis", "8.6.3", None).mode_field(), "redis_mode");
         assert_eq!(id("valkey", "7.2.4", Some("9.1.2")).version(), "9.1.2");
     }
 

@@ -360,7 +360,7 @@ pub(crate) fn write_line(
     let style = asking.style;
     let (meta, live) = (&view.meta, &view.live);
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-    let secs = |since: u64| view.now_ms.saturating_sub(since) / 1000;
+    let secs = |since: u64| seconds_between(since, view.now_ms);
     let laddr = meta.laddr.map(|a| a.to_string()).unwrap_or_default();
     let (mut qbuf, rbs, omem) = (load(&live.qbuf), load(&live.rbs), load(&live.omem));
     let flags = live.flags.load(Relaxed);
@@ -491,6 +491,14 @@ pub(crate) fn flag_letters(flags: u32, no_evict: bool) -> String {
     s
 }
 
+/// Whole seconds from `since` to `now` (milliseconds of the registry's clock) as Redis counts
+/// `age` and `idle`: the difference of the two times in seconds, each cut to its second
+/// (Redis subtracts `time_t`s), so a client idle for a full second always shows `idle=1`
+/// and matches `CLIENT KILL … IDLE 1` however the coarse clock's ticks fell.
+pub(crate) fn seconds_between(since: u64, now: u64) -> u64 {
+    (now / 1000).saturating_sub(since / 1000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,6 +510,15 @@ mod tests {
 
     fn err(r: Result<Filter, Bytes>) -> String {
         String::from_utf8(r.unwrap_err().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn idle_and_age_count_whole_seconds_as_redis_does() {
+        // A second boundary crossed counts, as a difference of `time_t`s does.
+        assert_eq!(seconds_between(999, 1000), 1);
+        assert_eq!(seconds_between(1000, 1999), 0);
+        assert_eq!(seconds_between(500, 2400), 2);
+        assert_eq!(seconds_between(3000, 1000), 0);
     }
 
     #[test]

@@ -170,7 +170,7 @@ fn server(shared: &Shared, out: &mut String) {
     line(out, "redis_git_sha1", "00000000");
     line(out, "redis_git_dirty", 0);
     line(out, "slotgate_version", env!("CARGO_PKG_VERSION"));
-    line(out, "redis_mode", "proxy");
+    line(out, id.mode_field(), "proxy");
     line(out, "process_id", std::process::id());
     line(
         out,

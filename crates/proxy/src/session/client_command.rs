@@ -409,7 +409,7 @@ impl Filter {
             .user
             .as_ref()
             .is_none_or(|want| client_list::user_name(users, user) == want.as_str());
-        let age_s = view.now_ms.saturating_sub(view.meta.created_ms) / 1000;
+        let age_s = client_list::seconds_between(view.meta.created_ms, view.now_ms);
         kind_ok
             && user_ok
             && self.valkey.as_ref().is_none_or(|v| v.matches(view, users))
@@ -444,7 +444,7 @@ impl ValkeyFilter {
         let addr = meta.addr.to_string();
         let laddr = meta.laddr.map(|a| a.to_string());
         let user = client_list::user_name(users, live.user.load(Relaxed) as usize);
-        let idle_s = view.now_ms.saturating_sub(live.active_ms.load(Relaxed)) / 1000;
+        let idle_s = client_list::seconds_between(live.active_ms.load(Relaxed), view.now_ms);
         let db = live.db.load(Relaxed);
         // `r`, the one capability a filter may name (`validateClientCapaFilter`).
         let capa_r = flags & flag::CAPA_REDIRECT != 0;

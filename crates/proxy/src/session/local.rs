@@ -228,8 +228,11 @@ fn hello_reply(session: &SessionInfo, id: &ServerIdentity) -> Bytes {
     let mut out = BytesMut::new();
     let zone = id.availability_zone.as_bytes();
     let fields: [(&[u8], Field); 8] = [
-        (b"server", Field::Text(id.name.as_bytes())),
-        (b"version", Field::Text(id.version().as_bytes())),
+        (b"server", Field::Text(id.hello_name_version().0.as_bytes())),
+        (
+            b"version",
+            Field::Text(id.hello_name_version().1.as_bytes()),
+        ),
         (b"proto", Field::Int(i64::from(session.protocol.number()))),
         (b"id", Field::Int(session.id as i64)),
         (b"mode", Field::Text(b"standalone")),
@@ -408,6 +411,7 @@ mod tests {
             valkey_version: Some("9.1.2".into()),
             databases,
             availability_zone: String::new(),
+            redis_compat: false,
         };
         let select = |db: &str, nodes: &ServerIdentity, s: &mut SessionInfo| {
             let req = Request::from_args(&[b"SELECT", db.as_bytes()]);
