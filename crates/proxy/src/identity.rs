@@ -100,6 +100,14 @@ impl ServerIdentity {
         }
     }
 
+    /// Whether ACL LIST and GETUSER show `sanitize-payload`/`skip-sanitize-payload`: Redis
+    /// and Valkey before 9.1 do; Valkey 9.1 accepts them as no-ops and shows neither.
+    pub fn shows_payload_flags(&self) -> bool {
+        self.valkey_version
+            .as_deref()
+            .is_none_or(|v| numbers(v).as_slice() < [9, 1].as_slice())
+    }
+
     /// Whether an unknown command without arguments is answered without the ", with args
     /// beginning with: " tail, as Redis 8 does (Redis 7 and Valkey always add it).
     pub fn bare_unknown_command(&self) -> bool {
@@ -377,6 +385,9 @@ mod tests {
         assert_eq!(plain.hello_name_version(), ("valkey", "8.1.8"));
         assert_eq!(plain.mode_field(), "server_mode");
         assert_eq!(id("redis", "8.6.3", None).mode_field(), "redis_mode");
+        assert!(id("redis", "8.6.3", None).shows_payload_flags());
+        assert!(id("valkey", "7.2.4", Some("8.1.8")).shows_payload_flags());
+        assert!(!id("valkey", "7.2.4", Some("9.1.2")).shows_payload_flags());
         assert_eq!(id("valkey", "7.2.4", Some("9.1.2")).version(), "9.1.2");
     }
 

@@ -28,7 +28,7 @@ pub(crate) fn command(req: &Request, shared: &Shared, resp3: bool) -> Bytes {
         b"deluser" => deluser(req, shared),
         b"getuser" => {
             let live = shared.live.load();
-            match find(&live, req.arg(2)) {
+            match find(&live, req.arg(2)).map(|u| as_shown(u, shared)) {
                 Some(user) => setuser::getuser(&user, resp3),
                 None if resp3 => Bytes::from_static(b"_\r\n"),
                 None => Bytes::from_static(b"$-1\r\n"),
@@ -44,7 +44,8 @@ pub(crate) fn command(req: &Request, shared: &Shared, resp3: bool) -> Bytes {
             out.freeze()
         }
         _ => {
-            let users = everyone(&shared.live.load());
+            let users = everyone(&shared.live.load()).into_iter();
+            let users: Vec<User> = users.map(|u| as_shown(u, shared)).collect();
             let mut out = BytesMut::new();
             resp::write_array_header(&mut out, users.len());
             users
@@ -53,6 +54,14 @@ pub(crate) fn command(req: &Request, shared: &Shared, resp3: bool) -> Bytes {
             out.freeze()
         }
     }
+}
+
+/// `user` as the servers behind show it: without the payload flag behind Valkey 9.1+.
+fn as_shown(mut user: User, shared: &Shared) -> User {
+    if !shared.identity.current().shows_payload_flags() {
+        user.passwords.payload = None;
+    }
+    user
 }
 
 /// The users in force, by name (as Redis lists them), the implicit `nopass` default user
