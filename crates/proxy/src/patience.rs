@@ -27,38 +27,33 @@ pub(crate) enum Patience {
     Unbounded,
 }
 
-/// Commands slow by nature: O(N) over the whole keyspace (KEYS, FLUSHALL and FLUSHDB, even
-/// ASYNC ones for simplicity), user code that runs as long as it likes (EVAL*, FCALL*, and
-/// SCRIPT/FUNCTION, whose LOAD compiles and FLUSH frees), and the admin and data movers
-/// whose run time is the data's (DEBUG, SAVE, MIGRATE, SORT).
-const SLOW: &[&str] = &[
-    "keys",
-    "flushall",
-    "flushdb",
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
-    "script",
-    "function",
-    "debug",
-    "save",
-    "migrate",
-    "sort",
-    "sort_ro",
-];
-
 impl Patience {
-    /// The patience one request deserves. Cheap: a few length comparisons for most commands.
+    /// The patience one request deserves. Every request passes here: its name is
+    /// lowercased on the stack once and matched once (no allocation, no list walked).
+    ///
+    /// Slow by nature: O(N) over the whole keyspace (KEYS, FLUSHALL and FLUSHDB, even
+    /// ASYNC ones for simplicity), user code that runs as long as it likes (EVAL*, FCALL*,
+    /// and SCRIPT/FUNCTION, whose LOAD compiles and FLUSH frees), and the admin and data
+    /// movers whose run time is the data's (DEBUG, SAVE, MIGRATE, SORT). Blocking commands
+    /// get the timeout their own arguments name.
     pub(crate) fn of_request(req: &Request) -> Patience {
-        let name = req.arg(0);
-        let named = |n: &&str| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name);
-        if SLOW.iter().any(named) {
-            return Patience::Slow;
-        }
-        blocking_timeout(req).map_or(Patience::Normal, |t| match t.is_zero() {
+        let raw = req.arg(0);
+        // The longest name below has 10 bytes; anything longer is none of them.
+        let mut buf = [0u8; 10];
+        let Some(name) = buf.get_mut(..raw.len()) else {
+            return Patience::Normal;
+        };
+        name.copy_from_slice(raw);
+        name.make_ascii_lowercase();
+        let blocks = match &*name {
+            b"keys" | b"flushall" | b"flushdb" | b"eval" | b"evalsha" | b"eval_ro"
+            | b"evalsha_ro" | b"fcall" | b"fcall_ro" | b"script" | b"function" | b"debug"
+            | b"save" | b"migrate" | b"sort" | b"sort_ro" => return Patience::Slow,
+            b"blpop" | b"brpop" | b"brpoplpush" | b"blmove" | b"bzpopmin" | b"bzpopmax"
+            | b"blmpop" | b"bzmpop" | b"xread" | b"xreadgroup" => blocking_timeout(name, req),
+            _ => return Patience::Normal,
+        };
+        blocks.map_or(Patience::Normal, |t| match t.is_zero() {
             true => Patience::Unbounded,
             false => Patience::Blocks(t),
         })
@@ -97,25 +92,17 @@ fn parse_all(frame: &Bytes) -> Vec<Request> {
 
 /// A blocking command's timeout (zero: none), or None when `req` does not block or its
 /// timeout does not parse (the node then refuses it at once).
-fn blocking_timeout(req: &Request) -> Option<Duration> {
-    // Lowercased on the stack: every request passes here (no allocation per request).
-    let raw = req.arg(0);
-    let mut buf = [0u8; 10];
-    let name = buf.get_mut(..raw.len())?;
-    name.copy_from_slice(raw);
-    name.make_ascii_lowercase();
+fn blocking_timeout(name: &[u8], req: &Request) -> Option<Duration> {
     let last = req.argc().checked_sub(1)?;
-    match &*name {
-        b"blpop" | b"brpop" | b"brpoplpush" | b"blmove" | b"bzpopmin" | b"bzpopmax" => {
-            seconds(req.arg(last))
-        }
+    match name {
         b"blmpop" | b"bzmpop" if req.argc() > 1 => seconds(req.arg(1)),
+        b"blmpop" | b"bzmpop" => None,
         b"xread" | b"xreadgroup" => {
             let at = (1..last).find(|&i| req.arg(i).eq_ignore_ascii_case(b"block"))?;
             let ms = resp::string2ll(req.arg(at + 1))?;
             Some(Duration::from_millis(u64::try_from(ms).ok()?))
         }
-        _ => None,
+        _ => seconds(req.arg(last)),
     }
 }
 

@@ -38,7 +38,12 @@ impl KeyPositions {
 
     /// The first key position, if any.
     pub fn first(&self) -> Option<usize> {
-        self.iter().next()
+        // Direct, not through `iter`: every single-key request asks this.
+        match self {
+            KeyPositions::None => None,
+            KeyPositions::Range { first, .. } => Some(*first),
+            KeyPositions::List(list) => list.first().copied(),
+        }
     }
 
     /// How many keys there are.

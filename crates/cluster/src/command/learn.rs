@@ -430,6 +430,11 @@ static MEMORY: Mutex<Memory> = Mutex::new(Memory {
 });
 
 /// The installed table, if any.
+/// Which table this thread routes by now: changes whenever [`current`] would.
+pub(super) fn generation() -> usize {
+    choice().current.load(Ordering::Acquire)
+}
+
 pub(super) fn current() -> Option<&'static Learned> {
     let i = choice().current.load(Ordering::Acquire).checked_sub(1)?;
     BUILT.get(i)?.get().copied()

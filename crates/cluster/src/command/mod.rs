@@ -318,10 +318,65 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     }
 }
 
+/// The last top-level name [`find_top`] looked up on this thread, lowercased, if it fits
+/// in 8 bytes, with the table it was found in and what it found. Requests in a row mostly
+/// share their command (a pipeline of GETs), and every request's name is looked up.
+#[derive(Clone, Copy)]
+struct LastLookup {
+    name: u64,
+    len: usize,
+    generation: usize,
+    found: Option<&'static CommandSpec>,
+}
+
+std::thread_local! {
+    static LAST_LOOKUP: std::cell::Cell<Option<LastLookup>> = const { std::cell::Cell::new(None) };
+}
+
+/// `name`, lowercased, packed in a word; None if longer than 8 bytes.
+fn packed_lower(name: &[u8]) -> Option<u64> {
+    let mut word = [0u8; 8];
+    word.get_mut(..name.len())?.copy_from_slice(name);
+    word.make_ascii_lowercase();
+    Some(u64::from_le_bytes(word))
+}
+
 /// A top-level row: generated (or its learned replacement), else learned.
 fn find_top(name: &[u8]) -> Option<&'static CommandSpec> {
+    let Some(packed) = packed_lower(name) else {
+        return search_top(name);
+    };
+    let generation = learn::generation();
+    if let Some(last) = LAST_LOOKUP.get() {
+        if last.name == packed && last.len == name.len() && last.generation == generation {
+            return last.found;
+        }
+    }
+    let found = search_top(name);
+    LAST_LOOKUP.set(Some(LastLookup {
+        name: packed,
+        len: name.len(),
+        generation,
+        found,
+    }));
+    found
+}
+
+/// [`find_top`] without the memo: a binary search of the tables.
+fn search_top(name: &[u8]) -> Option<&'static CommandSpec> {
     let rows = table::COMMANDS;
-    let found = rows.binary_search_by(|row| cmp_lower(row.name.as_bytes(), name));
+    // Every request's name passes here: lowercased once on the stack, so the search
+    // compares slices; a name longer than any command's is searched as it is.
+    let mut buf = [0u8; 32];
+    let found = match buf.get_mut(..name.len()) {
+        Some(lower) => {
+            lower.copy_from_slice(name);
+            lower.make_ascii_lowercase();
+            let lower = &*lower;
+            rows.binary_search_by(|row| row.name.as_bytes().cmp(lower))
+        }
+        None => rows.binary_search_by(|row| cmp_lower(row.name.as_bytes(), name)),
+    };
     let learned = learn::current();
     match (found, learned) {
         (Ok(i), None) => rows.get(i),

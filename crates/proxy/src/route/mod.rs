@@ -36,11 +36,8 @@ pub(crate) enum Route {
     /// Keyless: any master gives the same answer.
     AnyNode,
     /// Keys in several slots of a command that may be split: one part per slot, merged.
-    Split {
-        keys: KeyPositions,
-        merge: Merge,
-        shape: PartShape,
-    },
+    /// Boxed: every request's route is moved along the dispatch path, few are split.
+    Split(Box<Split>),
     /// Sent to every master, replies merged (DBSIZE, KEYS, FLUSHALL, SCRIPT LOAD…).
     Broadcast(Merge),
     /// Refused; the error reply is ready.
@@ -67,6 +64,14 @@ impl Route {
             _ => None,
         }
     }
+}
+
+/// How a request whose keys span slots is cut into parts and their replies merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Split {
+    pub(crate) keys: KeyPositions,
+    pub(crate) merge: Merge,
+    pub(crate) shape: PartShape,
 }
 
 /// Commands the proxy answers without a backend.
@@ -122,16 +127,32 @@ pub(crate) fn route(req: &Request, allow_admin: bool) -> Route {
     )
 }
 
-/// `route`, plus the command's index in the table (for statistics), with one lookup.
+/// What the statistics and the write bookkeeping need of a request's command, found by
+/// the lookup that routed it (one table lookup per request).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counted {
+    /// The command's statistics slot (`context/cmdstats.rs`); None for an unknown command.
+    pub(crate) index: Option<usize>,
+    /// The command writes data (`CommandSpec::replicates`): a later WAIT counts it.
+    pub(crate) replicates: bool,
+    /// Redis never logs the command in SLOWLOG (`skip_slowlog`: EXEC, AUTH…).
+    pub(crate) skip_slowlog: bool,
+}
+
+/// `route`, plus what [`Counted`] says of the command, with one lookup.
 /// Keys map to slots by `placement` (a cluster's CRC16 slots, or a sharded pool's servers).
 pub(crate) fn route_counted(
     req: &Request,
     allow_admin: bool,
     placement: &Placement,
-) -> (Route, Option<usize>) {
+) -> (Route, Counted) {
     let spec = cluster::lookup(req.arg(0));
-    let index = spec.and_then(crate::context::cmdstats::command_index);
-    (route_looked_up(req, spec, allow_admin, placement), index)
+    let counted = Counted {
+        index: spec.and_then(crate::context::cmdstats::command_index),
+        replicates: spec.is_some_and(CommandSpec::replicates),
+        skip_slowlog: spec.is_some_and(|s| s.has(flags::SKIP_SLOWLOG)),
+    };
+    (route_looked_up(req, spec, allow_admin, placement), counted)
 }
 
 fn route_looked_up(
@@ -183,6 +204,78 @@ fn check_shape(req: &Request, spec: &CommandSpec) -> Option<Route> {
 
 /// Commands whose route follows from their name alone, before their keys are read.
 fn route_by_name(
+    req: &Request,
+    spec: &'static CommandSpec,
+    allow_admin: bool,
+    placement: &Placement,
+) -> Option<Route> {
+    if !has_name_rule_memo(spec) {
+        // GET, SET and most requests: no rule names them, only the flags may refuse them.
+        return refusal_of_unsupported(spec, allow_admin);
+    }
+    name_rules(req, spec, allow_admin, placement)
+}
+
+/// Whether [`name_rules`] has a rule for this command or subcommand name beyond
+/// [`unsupported`]. Every name a rule matches must be here; a test checks each name of
+/// the table against the rules.
+fn has_name_rule(name: &str) -> bool {
+    tx_command(name).is_some()
+        || local_command(name).is_some()
+        || pubsub_introspection(name).is_some()
+        || latency::Latency::of(name).is_some()
+        || matches!(
+            name,
+            "subscribe"
+                | "psubscribe"
+                | "unsubscribe"
+                | "punsubscribe"
+                | "ssubscribe"
+                | "sunsubscribe"
+                | "publish"
+                | "scan"
+                | "client|help"
+                | "commandlog|get"
+                | "commandlog|len"
+                | "commandlog|reset"
+                | "config|resetstat"
+                | "config|set"
+                | "config|get"
+                | "cluster|slot-stats"
+                | "script|kill"
+                | "function|kill"
+                | "function|stats"
+        )
+}
+
+/// [`has_name_rule`] of the row last asked about on this thread, remembered: requests in a
+/// row mostly share their command, and the list is long.
+fn has_name_rule_memo(spec: &'static CommandSpec) -> bool {
+    std::thread_local! {
+        static LAST: std::cell::Cell<Option<(usize, bool)>> = const { std::cell::Cell::new(None) };
+    }
+    let at = spec as *const CommandSpec as usize;
+    match LAST.get() {
+        Some((last, rule)) if last == at => rule,
+        _ => {
+            let rule = has_name_rule(spec.name);
+            LAST.set(Some((at, rule)));
+            rule
+        }
+    }
+}
+
+/// [`unsupported`]'s refusal, as a route.
+fn refusal_of_unsupported(spec: &CommandSpec, allow_admin: bool) -> Option<Route> {
+    let why = unsupported(spec, allow_admin)?;
+    Some(Route::Refuse(error(&format!(
+        "slotgate: '{}' {why}",
+        spec.name
+    ))))
+}
+
+/// The rules of [`route_by_name`], for a name [`has_name_rule`] lists.
+fn name_rules(
     req: &Request,
     spec: &CommandSpec,
     allow_admin: bool,
@@ -240,11 +333,8 @@ fn route_by_name(
     ) {
         return Some(Route::OwnConnections);
     }
-    if let Some(why) = unsupported(spec, allow_admin) {
-        return Some(Route::Refuse(error(&format!(
-            "slotgate: '{}' {why}",
-            spec.name
-        ))));
+    if let Some(refusal) = refusal_of_unsupported(spec, allow_admin) {
+        return Some(refusal);
     }
     if spec.name == "config|set" && crate::redact::sets_placeholder(req) {
         return Some(Route::Refuse(error(
@@ -480,6 +570,18 @@ fn part_shape(req: &Request, spec: &CommandSpec, keys: &KeyPositions) -> Option<
     }
 }
 
+/// A command whose keys a `numkeys` argument counts, each followed by its value (MSETEX),
+/// with fewer arguments than its pairs need: the last key has no value.
+fn pairs_cut_short(req: &Request, spec: &CommandSpec, keys: &KeyPositions) -> bool {
+    let KeySpec::NumKeys { step, .. } = spec.keys else {
+        return false;
+    };
+    let KeyPositions::Range { last, .. } = *keys else {
+        return false;
+    };
+    step > 1 && last + usize::from(step) > req.argc()
+}
+
 /// One slot: route there. Several: split if the table says the command is a per-key
 /// operation that may be split (MultiShard, and not MSETNX's all-or-nothing AggMin) and
 /// its arguments can be cut into parts (`part_shape`); otherwise refuse as Redis Cluster
@@ -490,6 +592,12 @@ fn route_keys(
     keys: KeyPositions,
     placement: &Placement,
 ) -> Route {
+    if keys.count() == 1 {
+        // GET, SET and most requests: one key, one slot.
+        return keys.first().map_or(Route::AnyNode, |at| {
+            Route::Slot(placement.slot(req.arg(at)))
+        });
+    }
     let mut slots = keys.iter().map(|i| placement.slot(req.arg(i)));
     let Some(first) = slots.next() else {
         return Route::AnyNode;
@@ -499,12 +607,18 @@ fn route_keys(
     if single_slot {
         return Route::Slot(first);
     }
+    if pairs_cut_short(req, spec, &keys) {
+        // MSETEX 2 a v b: no server runs it, and each refuses it with its own text (Redis
+        // 8 "wrong number of key-value pairs", Valkey "syntax error"; a node that checks
+        // the keys' slots first says CROSSSLOT): a node answers.
+        return Route::AnyNode;
+    }
     let shape = match spec.request_policy {
         RequestPolicy::MultiShard => part_shape(req, spec, &keys),
         _ => None,
     };
     match (merge_for(spec.response_policy, true), shape) {
-        (Some(merge), Some(shape)) => Route::Split { keys, merge, shape },
+        (Some(merge), Some(shape)) => Route::Split(Box::new(Split { keys, merge, shape })),
         _ => Route::Refuse(Bytes::from_static(
             b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
         )),

@@ -42,7 +42,7 @@ use bytes::Bytes;
 use resp::Request;
 
 use crate::backend::Outgoing;
-use crate::route::{Local, Route};
+use crate::route::{Counted, Local, Route};
 use crate::session::held::{Exclusive, Held, Intake, Paused, Via};
 use crate::session::local::SessionInfo;
 use crate::session::login::Login;
@@ -300,7 +300,7 @@ impl Session {
     }
 
     /// Hold `req` until the pause that covers it ends at `end_ms` (or is lifted).
-    pub(super) fn pause(&mut self, req: Request, route: Route, command: Option<usize>, end: u64) {
+    pub(super) fn pause(&mut self, req: Request, route: Route, command: Counted, end: u64) {
         let deadline = pause::deadline(&self.client, end);
         self.intake = Intake::Paused(Box::new(Paused {
             req,

@@ -43,7 +43,7 @@ pub(crate) enum Intake {
 pub(crate) struct Paused {
     pub req: Request,
     pub route: crate::route::Route,
-    pub command: Option<usize>,
+    pub command: crate::route::Counted,
     pub wake: std::pin::Pin<Box<tokio::time::Sleep>>,
 }
 

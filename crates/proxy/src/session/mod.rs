@@ -36,7 +36,7 @@ use resp::{Request, RequestParser};
 use crate::context::near_cache::written as near_cache_written;
 use crate::context::registry::{flag, ClientHandle};
 use crate::context::WorkerStats;
-use crate::route::{self, Local, Merge, Route};
+use crate::route::{self, Counted, Local, Merge, Route};
 use crate::session::client::Client;
 use crate::session::fanout::Fanout;
 use crate::session::held::{Held, Intake};
@@ -381,7 +381,8 @@ impl Session {
     }
 
     /// A request past AUTH, ACL and CLIENT PAUSE: counted, noted, and sent on its way.
-    fn dispatch_admitted(&mut self, req: Request, route: Route, command: Option<usize>) {
+    fn dispatch_admitted(&mut self, req: Request, route: Route, counted: Counted) {
+        let command = counted.index;
         if self.tracking.is_on() {
             self.tracking
                 .note_request(&self.client, &req, self.tx.open.is_some());
@@ -400,16 +401,14 @@ impl Session {
                 self.client.cell.arm_write(written);
             }
         }
-        if command
-            .is_some_and(|i| cluster::command::at_stats_index(i).is_some_and(|c| c.replicates()))
-        {
+        if counted.replicates {
             self.client
                 .written
                 .note(&route, &self.client.worker.topology().current());
         }
         self.client
             .slowlog
-            .arm(&self.client.cell, &req, command, refused);
+            .arm(&self.client.cell, &req, counted, refused);
         if !refused {
             self.learn_code_flags(&req, command);
         }
@@ -523,18 +522,18 @@ impl Session {
             Route::Local(cmd) if Self::is_mode_change(cmd) => self.hold_mode_change(req, cmd),
             Route::Local(cmd) => self.run_local(&req, cmd),
             Route::Refuse(reply) => self.client.reply_now(reply),
-            Route::Slot(slot) => send::forward(&self.client, req, Some(slot)),
+            Route::Slot(slot) => send::forward(&self.client, &req, Some(slot)),
             Route::Read(slot) => {
-                send::forward_read(&self.client, req, slot, self.tx.watch.is_some())
+                send::forward_read(&self.client, &req, slot, self.tx.watch.is_some())
             }
-            Route::AnyNode => send::forward(&self.client, req, None),
-            Route::Split { keys, merge, shape } => send::parts::fan_out(
+            Route::AnyNode => send::forward(&self.client, &req, None),
+            Route::Split(split) => send::parts::fan_out(
                 &self.client,
                 Fanout::split(
                     &req,
-                    &keys,
-                    merge,
-                    shape,
+                    &split.keys,
+                    split.merge,
+                    split.shape,
                     &self.client.worker.shared.placement,
                 ),
             ),

@@ -10,8 +10,8 @@
 
 use std::net::SocketAddr;
 
+use crate::route::Counted;
 use bytes::Bytes;
-use cluster::command::flags;
 use resp::Request;
 
 use crate::context::slowlog::{Client, Ring, Slowlog};
@@ -62,16 +62,13 @@ impl Tracker {
         &mut self,
         cell: &ClientCell,
         req: &Request,
-        command: Option<usize>,
+        command: Counted,
         refused: bool,
     ) {
         if self.threshold_us.is_none() {
             return;
         }
-        let skip = refused
-            || command
-                .and_then(cluster::command::at_stats_index)
-                .is_none_or(|spec| spec.has(flags::SKIP_SLOWLOG));
+        let skip = refused || command.index.is_none() || command.skip_slowlog;
         self.armed |= !skip;
         let mark = (!skip).then(|| Mark {
             read_us: self.read_us,

@@ -356,7 +356,7 @@ impl Transactions {
                 mixed.then(|| error(MIXED))
             }
             Route::Local(Local::ClusterFlag | Local::ReadOnly(_)) => None,
-            Route::Split { .. } => Some(Bytes::from_static(CROSSSLOT)),
+            Route::Split(_) => Some(Bytes::from_static(CROSSSLOT)),
             _ => Some(error(
                 "slotgate: this command cannot be used inside MULTI through the proxy",
             )),

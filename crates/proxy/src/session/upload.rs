@@ -125,10 +125,8 @@ impl Uploads {
             return Start::Wait;
         }
         WorkerStats::bump(&client.worker.stats.commands_processed);
-        client.count_command(command, false);
-        if command
-            .is_some_and(|i| cluster::command::at_stats_index(i).is_some_and(|c| c.replicates()))
-        {
+        client.count_command(command.index, false);
+        if command.replicates {
             client
                 .written
                 .note(&route, &client.worker.topology().current()); // a later WAIT must count this write (review S6)

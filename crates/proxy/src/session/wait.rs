@@ -56,7 +56,7 @@ impl Written {
             Route::Tx {
                 slot: Some(slot), ..
             } => *slot,
-            Route::AnyNode | Route::Split { .. } | Route::Broadcast(_) | Route::Exclusive(None) => {
+            Route::AnyNode | Route::Split(_) | Route::Broadcast(_) | Route::Exclusive(None) => {
                 self.all = true;
                 return;
             }

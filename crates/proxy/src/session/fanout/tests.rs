@@ -141,9 +141,8 @@ fn no_command_shape_panics_the_router_or_the_split() {
                 let mut args: Vec<&str> = name.split(' ').collect();
                 args.extend((0..argc).map(|i| pool[(i + rotate) % pool.len()]));
                 let r = req(&args);
-                if let crate::route::Route::Split { keys, merge, shape } =
-                    crate::route::route(&r, false)
-                {
+                if let crate::route::Route::Split(split) = crate::route::route(&r, false) {
+                    let crate::route::Split { keys, merge, shape } = *split;
                     let mut f = Fanout::split(&r, &keys, merge, shape, &cluster::Placement::Slots);
                     for i in 0..f.parts.len() {
                         f.complete(i, b("*1\r\n$1\r\nv\r\n"));

@@ -35,7 +35,7 @@ use crate::worker::ReadChoice;
 const CHARGED_REQUEST: usize = 64 * 1024;
 
 /// Send to the master of `slot` (or any master).
-pub(crate) fn forward(client: &Client, req: Request, slot: Option<u16>) {
+pub(crate) fn forward(client: &Client, req: &Request, slot: Option<u16>) {
     let wire = client.wire();
     let map = client.worker.topology().current();
     let stamp = map.stamp();
@@ -51,7 +51,7 @@ pub(crate) fn forward(client: &Client, req: Request, slot: Option<u16>) {
 
 /// A read-only command for `slot`: to a replica or the master, as the policy says.
 /// `watching`: the client holds a WATCH, so it reads from masters.
-pub(crate) fn forward_read(client: &Client, req: Request, slot: u16, watching: bool) {
+pub(crate) fn forward_read(client: &Client, req: &Request, slot: u16, watching: bool) {
     let policy = read_policy(client, watching);
     // A tracking client in the default mode or NOLOOP reads where the node tracks its
     // reads (`tracking/own.rs`): a master.
@@ -103,7 +103,7 @@ fn read_policy(client: &Client, watching: bool) -> ReadPolicy {
 /// turn instead, and then goes to the slot's master (`release.rs`).
 fn send_routed(
     client: &Client,
-    req: Request,
+    req: &Request,
     slot: Option<u16>,
     (map, stamp): (&SlotMap, Stamp),
     backend: &Rc<Backend>,
@@ -111,7 +111,7 @@ fn send_routed(
 ) -> bool {
     let stable = crate::session::order::stable(stamp, map);
     let admit = match slot {
-        Some(slot) if client.worker.is_migrating(slot, map) && multi_key(&req) => {
+        Some(slot) if client.worker.is_migrating(slot, map) && multi_key(req) => {
             admit(&client.cell, stable, Some(slot), backend, via, true)
         }
         _ => admit(&client.cell, stable, slot, backend, via, false),
@@ -126,7 +126,7 @@ fn send_routed(
         client.cell.charge_request(frame.len());
     }
     let out = Outgoing::new(frame, client.cell.clone(), seq);
-    let patience = Patience::of_request(&req);
+    let patience = Patience::of_request(req);
     send_admitted(client, admit, out, backend, slot, patience);
     admit != Admit::Wait
 }
