@@ -17,7 +17,7 @@ pub(crate) enum Patience {
     /// `cluster.request_timeout_ms`: almost every command.
     #[default]
     Normal,
-    /// `cluster.slow_command_timeout_ms`: a command in `SLOW`.
+    /// `cluster.slow_command_timeout_ms`: a command slow by nature (`Patience::of_request`).
     Slow,
     /// A blocking command's own timeout; the node may stay silent that long plus
     /// `request_timeout_ms`.
