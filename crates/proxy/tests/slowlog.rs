@@ -248,3 +248,40 @@ fn secrets_are_redacted_with_admin_commands_allowed() {
     );
     proxy.shutdown();
 }
+
+/// Redis never logs EXEC but each command the transaction ran; the proxy, which sees only
+/// the transaction's time, logs each of them at EXEC with it (not when queued, when they
+/// have not run), and nothing for a discarded or aborted transaction.
+#[test]
+fn a_transaction_logs_its_commands_at_exec_not_exec_itself() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| {
+        cfg.slowlog.log_slower_than_us = 100_000;
+        cfg.proxy.allow_admin_commands = true;
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["SET", "tx", "1"])), "QUEUED");
+    assert_eq!(text(&c.call(&["DEBUG", "SLEEP", "0.2"])), "QUEUED");
+    c.call(&["EXEC"]);
+    let logged = log(&mut c, "-1");
+    let argv: Vec<&Vec<String>> = logged.iter().map(|e| &e.2).collect();
+    assert_eq!(
+        argv,
+        [&vec!["DEBUG", "SLEEP", "0.2"], &vec!["SET", "tx", "1"]],
+        "newest first, EXEC not among them"
+    );
+    assert!(logged.iter().all(|e| e.1 >= 190_000), "{logged:?}");
+    // Nothing ran: nothing logged.
+    assert_eq!(text(&c.call(&["SLOWLOG", "RESET"])), "OK");
+    for end in ["DISCARD", "EXEC"] {
+        c.call(&["MULTI"]);
+        c.call(&["DEBUG", "SLEEP", "0.15"]);
+        if end == "EXEC" {
+            c.call(&["GET"]);
+        }
+        c.call(&[end]);
+    }
+    assert_eq!(text(&c.call(&["SLOWLOG", "LEN"])), ":0");
+    proxy.shutdown();
+}

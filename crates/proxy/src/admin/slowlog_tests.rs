@@ -54,13 +54,34 @@ fn credentials_are_redacted() {
     assert_eq!(shown(&[b"GET", b"auth"]), ["GET", "auth"]);
 }
 
+/// A transaction's commands come to `log` as their frames one after the other (EXEC's
+/// mark), in either request form: each is its own entry, in order, with the same time.
 #[test]
-fn reparse_reads_both_request_forms() {
-    let multibulk = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-    assert_eq!(reparse(&multibulk).map(|r| r.argc()), Some(2));
-    let inline = Bytes::from_static(b"get k\r\n");
-    assert_eq!(reparse(&inline).map(|r| r.argc()), Some(2));
-    assert!(reparse(&Bytes::from_static(b"*2\r\n$3\r\nGE")).is_none());
+fn each_request_of_the_bytes_is_an_entry_in_either_form() {
+    let log = Slowlog::new(&SlowlogConfig {
+        log_slower_than_us: 0,
+        max_len: 128,
+    });
+    let ring = Ring::default();
+    let client = Client {
+        peer: None,
+        name: None,
+    };
+    let frames = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n\r\nset k v\r\n*0\r\n");
+    log.log(&ring, &frames, 7, client);
+    let entries = ring.0.lock().unwrap();
+    let argv: Vec<Vec<String>> = entries
+        .iter()
+        .map(|e| e.argv.iter().map(|a| text(a)).collect())
+        .collect();
+    assert_eq!(argv, [vec!["GET", "k"], vec!["set", "k", "v"]]);
+    assert!(entries.iter().all(|e| e.duration_us == 7));
+    assert_eq!(entries.iter().map(|e| e.id).collect::<Vec<_>>(), [0, 1]);
+    drop(entries);
+    // A cut frame (never logged: marks hold whole requests) ends the walk, whole ones kept.
+    let cut = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGE");
+    log.log(&ring, &cut, 1, client);
+    assert_eq!(log.logged(), 3);
 }
 
 #[test]

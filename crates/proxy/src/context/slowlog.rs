@@ -69,6 +69,7 @@ pub struct SlowEntry {
 }
 
 /// Who sent a logged request.
+#[derive(Clone, Copy)]
 pub(crate) struct Client<'a> {
     pub peer: Option<SocketAddr>,
     pub name: Option<&'a Bytes>,
@@ -153,49 +154,52 @@ impl Slowlog {
         self.next_id.load(Ordering::Relaxed)
     }
 
-    /// Copy `request`'s argv (capped as Redis caps it) into `ring`.
-    pub(crate) fn log(&self, ring: &Ring, request: &Bytes, duration_us: u64, client: Client<'_>) {
-        let max_len = self.max_len();
-        if max_len == 0 {
-            // Redis still spends the id; there is nothing to keep, so nothing to copy.
-            self.next_id.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let Some(req) = reparse(request) else {
-            return;
-        };
-        let unix_time = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        let entry = SlowEntry {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            unix_time,
-            duration_us,
-            argv: capped_argv(&req),
-            peer: client.peer.map_or_else(String::new, |p| p.to_string()),
-            name: client
-                .name
-                .map_or_else(Bytes::new, |n| capped(n, MAX_NAME_BYTES)),
-        };
-        let mut ring = ring.0.lock().unwrap_or_else(|e| e.into_inner());
-        ring.push_back(entry);
-        while ring.len() > max_len {
-            ring.pop_front();
+    /// Copy the argv of each request in `requests` (capped as Redis caps it) into `ring`:
+    /// one request, or at EXEC the commands the transaction ran, each its own entry, as
+    /// Redis logs them (`session/slowlog.rs`).
+    pub(crate) fn log(&self, ring: &Ring, requests: &Bytes, duration_us: u64, client: Client<'_>) {
+        let mut buf = BytesMut::from(&requests[..]);
+        let mut parser = RequestParser::new(reparse_limits());
+        loop {
+            let req = match parser.parse(&mut buf) {
+                Ok(Progress::Done(Parsed::Request(req))) => req,
+                Ok(Progress::Done(Parsed::Noop)) => continue,
+                _ => return,
+            };
+            let max_len = self.max_len();
+            if max_len == 0 {
+                // Redis still spends the id; there is nothing to keep, so nothing to copy.
+                self.next_id.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let unix_time = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            let entry = SlowEntry {
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                unix_time,
+                duration_us,
+                argv: capped_argv(&req),
+                peer: client.peer.map_or_else(String::new, |p| p.to_string()),
+                name: client
+                    .name
+                    .map_or_else(Bytes::new, |n| capped(n, MAX_NAME_BYTES)),
+            };
+            let mut ring = ring.0.lock().unwrap_or_else(|e| e.into_inner());
+            ring.push_back(entry);
+            while ring.len() > max_len {
+                ring.pop_front();
+            }
         }
     }
 }
 
-/// The request's arguments again (its bytes were validated when it was first parsed).
-pub(crate) fn reparse(request: &Bytes) -> Option<Request> {
-    let limits = resp::Limits {
+/// A logged request's bytes were validated when they were first parsed: no size limit.
+fn reparse_limits() -> resp::Limits {
+    resp::Limits {
         max_bulk_len: usize::MAX,
         max_inline_len: usize::MAX,
         ..resp::Limits::default()
-    };
-    let mut buf = BytesMut::from(&request[..]);
-    match RequestParser::new(limits).parse(&mut buf) {
-        Ok(Progress::Done(Parsed::Request(req))) => Some(req),
-        _ => None,
     }
 }
 

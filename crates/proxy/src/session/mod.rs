@@ -36,7 +36,7 @@ use resp::{Request, RequestParser};
 use crate::context::near_cache::written as near_cache_written;
 use crate::context::registry::{flag, ClientHandle};
 use crate::context::WorkerStats;
-use crate::route::{self, Counted, Local, Merge, Route};
+use crate::route::{self, Counted, Local, Merge, Route, TxCommand};
 use crate::session::client::Client;
 use crate::session::fanout::Fanout;
 use crate::session::held::{Held, Intake};
@@ -406,9 +406,28 @@ impl Session {
                 .written
                 .note(&route, &self.client.worker.topology().current());
         }
-        self.client
-            .slowlog
-            .arm(&self.client.cell, &req, counted, refused);
+        // As in Redis, QUIT and RESET act at once inside MULTI; everything else is queued.
+        let tx_bypass = matches!(
+            route,
+            Route::Tx { .. } | Route::Local(Local::Quit | Local::Reset)
+        );
+        let queued = self.tx.open.is_some() && !tx_bypass;
+        match route {
+            Route::Tx {
+                cmd: TxCommand::Exec,
+                ..
+            } if self.client.slowlog.is_on() => {
+                let frames = self.tx.queued_frames();
+                self.client.slowlog.arm_exec(&self.client.cell, frames);
+            }
+            // A queued command is logged with EXEC, if it runs (`session/slowlog.rs`).
+            _ => {
+                let skip = refused || queued;
+                self.client
+                    .slowlog
+                    .arm(&self.client.cell, &req, counted, skip);
+            }
+        }
         if !refused {
             self.learn_code_flags(&req, command);
         }
@@ -420,12 +439,7 @@ impl Session {
         if self.pubsub.subscribed_resp2(&self.client) {
             return self.dispatch_subscribed(req, route);
         }
-        // As in Redis, QUIT and RESET act at once inside MULTI; everything else is queued.
-        let tx_bypass = matches!(
-            route,
-            Route::Tx { .. } | Route::Local(Local::Quit | Local::Reset)
-        );
-        if self.tx.open.is_some() && !tx_bypass {
+        if queued {
             return self.tx.queue(&mut self.client, req, route);
         }
         if let Route::Read(slot) = route {

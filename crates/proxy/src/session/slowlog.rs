@@ -4,7 +4,8 @@
 //! A mark rides on the first reply-queue entry its request pushes (as latency samples do), so
 //! a fan-out request (MGET over several nodes) is one entry: its own argv, timed until the
 //! merged reply is complete; a held request (BLPOP, EXEC) is timed from its read, including
-//! the wait for the requests before it. Per request this costs a refcount on the request's
+//! the wait for the requests before it. A command queued in MULTI is not marked when it
+//! is queued (it has not run) but with EXEC (`arm_exec`). Per request this costs a refcount on the request's
 //! bytes and a queue slot; the clock is read once per read and once per
 //! batch of replies.
 
@@ -56,23 +57,46 @@ impl Tracker {
         }
     }
 
+    /// Whether the log is on (as of the latest read).
+    pub(crate) fn is_on(&self) -> bool {
+        self.threshold_us.is_some()
+    }
+
     /// Mark the entry `req` pushes next in `cell`; none for what Redis never logs (refused
-    /// requests, unknown commands, EXEC and the other `skip_slowlog` commands).
+    /// requests, unknown commands, EXEC and the other `skip_slowlog` commands), nor when
+    /// `unlogged` (refused, or queued in MULTI: see `arm_exec`).
     pub(crate) fn arm(
         &mut self,
         cell: &ClientCell,
         req: &Request,
         command: Counted,
-        refused: bool,
+        unlogged: bool,
     ) {
         if self.threshold_us.is_none() {
             return;
         }
-        let skip = refused || command.index.is_none() || command.skip_slowlog;
+        let skip = unlogged || command.index.is_none() || command.skip_slowlog;
         self.armed |= !skip;
         let mark = (!skip).then(|| Mark {
             read_us: self.read_us,
             request: req.raw().clone(),
+        });
+        cell.arm_slowlog(mark);
+    }
+
+    /// Mark the entry EXEC pushes next with the commands its transaction runs (`queued`,
+    /// their frames one after the other; None when nothing will run: no MULTI, or one
+    /// aborted at queue time). Redis never logs EXEC but each command it ran, with that
+    /// command's own time; the proxy sees only the transaction's, so each command of a
+    /// slow transaction is logged with the whole transaction's time.
+    pub(crate) fn arm_exec(&mut self, cell: &ClientCell, queued: Option<Bytes>) {
+        if self.threshold_us.is_none() {
+            return;
+        }
+        self.armed |= queued.is_some();
+        let mark = queued.map(|request| Mark {
+            read_us: self.read_us,
+            request,
         });
         cell.arm_slowlog(mark);
     }

@@ -218,6 +218,18 @@ impl Transactions {
     pub(crate) fn queued(&self) -> &[Request] {
         self.open.as_ref().map_or(&[], |tx| &tx.queued)
     }
+
+    /// The frames of the commands an EXEC now would run, one after the other, for
+    /// SLOWLOG; None outside MULTI or when EXEC would abort. A copy, made only when the
+    /// slow log is on.
+    pub(crate) fn queued_frames(&self) -> Option<Bytes> {
+        let tx = self.open.as_ref().filter(|tx| !tx.aborted)?;
+        let mut frames = BytesMut::with_capacity(tx.bytes);
+        for req in &tx.queued {
+            frames.extend_from_slice(req.raw());
+        }
+        Some(frames.freeze())
+    }
 }
 
 /// The client's transaction state: the MULTI in progress and the WATCH in force, each
