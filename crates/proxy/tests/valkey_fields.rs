@@ -1,6 +1,6 @@
 //! What the proxy answers itself behind Valkey, in Valkey's words (issue 25, Valkey's
 //! unit/commandlog, unit/pause, unit/slowlog): COMMANDLOG's slow log is the proxy's own
-//! SLOWLOG, INFO clients shows the proxy's CLIENT PAUSE as Valkey shows its own, and a
+//! SLOWLOG, its large-request and large-reply logs the proxy's own by its clients' sizes, INFO clients shows the proxy's CLIENT PAUSE as Valkey shows its own, and a
 //! CONFIG SET of Valkey's `primaryuser` is redacted in the log.
 
 mod common;
@@ -48,9 +48,54 @@ fn commandlog_pause_info_and_redaction_answer_as_valkey() {
         got.contains("(redacted)") && got.contains("primaryuser"),
         "{got}"
     );
-    // The large-request log stays the nodes': answered by them.
-    let large = c.call(&["COMMANDLOG", "LEN", "large-request"]);
-    assert!(text(&large).starts_with(':'), "{large:?}");
+    // The large-request and large-reply logs are the proxy's too: the client's sizes,
+    // name and address, Valkey's settings and defaults (1 MiB: nothing here is logged).
+    for kind in ["large-request", "large-reply"] {
+        assert_eq!(text(&c.call(&["COMMANDLOG", "RESET", kind])), "OK");
+    }
+    let value = "A".repeat(1024);
+    c.call(&["SET", "big", &value]);
+    c.call(&["GET", "big"]);
+    assert_eq!(text(&c.call(&["COMMANDLOG", "LEN", "large-request"])), ":0");
+    for setting in [
+        "commandlog-request-larger-than",
+        "commandlog-reply-larger-than",
+    ] {
+        assert_eq!(text(&c.call(&["CONFIG", "SET", setting, "1024"])), "OK");
+    }
+    c.call(&["SET", "big", &value]);
+    c.call(&["GET", "big"]);
+    c.call(&["GET", "small"]);
+    let entries = |c: &mut Client, kind: &str| match c.call(&["COMMANDLOG", "GET", "-1", kind]) {
+        resp::Value::Array(entries) => entries,
+        other => panic!("{other:?}"),
+    };
+    let requests = entries(&mut c, "large-request");
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let got = format!("{:?}", requests[0]);
+    // SET big <1024 bytes>: 1055 bytes as sent; the value cut at 128 bytes, as Valkey does.
+    assert!(
+        got.contains("Integer(1055)") && got.contains("foobar"),
+        "{got}"
+    );
+    assert!(got.contains("896 more bytes"), "{got}");
+    let replies = entries(&mut c, "large-reply");
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    // GET big's reply: `$1024\r\n` + 1024 bytes + CRLF.
+    let got = format!("{:?}", replies[0]);
+    assert!(
+        got.contains("Integer(1033)") && got.contains("\"GET\""),
+        "{got}"
+    );
+    // A type the proxy does not keep: the node's error.
+    let bad = text(&c.call(&["COMMANDLOG", "LEN", "no-such-type"]));
+    assert!(bad.starts_with("-ERR"), "{bad}");
+    for setting in [
+        "commandlog-request-larger-than",
+        "commandlog-reply-larger-than",
+    ] {
+        c.call(&["CONFIG", "SET", setting, "1048576"]);
+    }
     c.call(&["CONFIG", "SET", "slowlog-log-slower-than", "10000"]);
     // INFO clients: the proxy's CLIENT PAUSE, as Valkey reports its own.
     let info = text(&c.call(&["INFO", "clients"]));

@@ -1,30 +1,37 @@
 //! SLOWLOG GET, LEN, RESET and HELP: the proxy's own slow log, read from every worker's
-//! ring (`context/slowlog.rs` keeps them), with Redis 7's replies and errors.
+//! ring (`context/slowlog.rs` keeps them), with Redis 7's replies and errors; and Valkey's
+//! COMMANDLOG GET, LEN and RESET over the same log (type `slow`) and the proxy's two size
+//! logs (`large-request`, `large-reply`).
 
 use bytes::{Bytes, BytesMut};
 use resp::Request;
 
-use crate::context::slowlog::SlowEntry;
+use crate::context::slowlog::{LogKind, SlowEntry};
 use crate::context::Shared;
 use crate::reply::error;
 
-/// Answer `SLOWLOG <sub> …` (the router checked the subcommand and its arity).
+/// Answer `SLOWLOG <sub> …` or `COMMANDLOG <sub> … <type>` (the router checked the
+/// subcommand, its arity and, for COMMANDLOG, the type).
 pub(crate) fn command(req: &Request, shared: &Shared) -> Bytes {
-    if req.arg(0).eq_ignore_ascii_case(b"commandlog") {
-        // `COMMANDLOG GET count slow`, `LEN slow`, `RESET slow` (routed here only so):
-        // SLOWLOG's, its type left out.
-        let args: Vec<&[u8]> = std::iter::once(&b"SLOWLOG"[..])
-            .chain((1..req.argc() - 1).map(|i| req.arg(i)))
-            .collect();
-        return command(&Request::from_args(&args), shared);
-    }
+    let (kind, argc) = match req.arg(0).eq_ignore_ascii_case(b"commandlog") {
+        // `COMMANDLOG GET count type`, `LEN type`, `RESET type`: SLOWLOG's, the type last.
+        true => match LogKind::named(req.arg(req.argc() - 1)) {
+            Some(kind) => (kind, req.argc() - 1),
+            None => {
+                return error(
+                    "type should be one of the following: slow, large-request, large-reply",
+                )
+            }
+        },
+        false => (LogKind::Slow, req.argc()),
+    };
     let sub = req.arg(1).to_ascii_lowercase();
     match sub.as_slice() {
-        b"get" if req.argc() <= 3 => get(req, shared),
-        b"len" => Bytes::from(format!(":{}\r\n", len(shared))),
+        b"get" if argc <= 3 => get(req, argc, shared, kind),
+        b"len" => Bytes::from(format!(":{}\r\n", len(shared, kind))),
         b"reset" => {
             for w in &shared.workers {
-                w.slowlog
+                w.log_ring(kind)
                     .0
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -41,18 +48,25 @@ pub(crate) fn command(req: &Request, shared: &Shared) -> Bytes {
     }
 }
 
-fn len(shared: &Shared) -> usize {
+fn len(shared: &Shared, kind: LogKind) -> usize {
     let total: usize = shared
         .workers
         .iter()
-        .map(|w| w.slowlog.0.lock().unwrap_or_else(|e| e.into_inner()).len())
+        .map(|w| {
+            w.log_ring(kind)
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len()
+        })
         .sum();
-    total.min(shared.slowlog.max_len())
+    total.min(shared.slowlog.max_len_of(kind))
 }
 
-/// `SLOWLOG GET [count]`: newest first; count 10 by default, -1 for all.
-fn get(req: &Request, shared: &Shared) -> Bytes {
-    let count = match req.argc() {
+/// `SLOWLOG GET [count]`: newest first; count 10 by default, -1 for all (`argc`: without
+/// COMMANDLOG's type).
+fn get(req: &Request, argc: usize, shared: &Shared, kind: LogKind) -> Bytes {
+    let count = match argc {
         2 => 10,
         _ => match resp::string2ll(req.arg(2)) {
             Some(-1) => usize::MAX,
@@ -60,7 +74,7 @@ fn get(req: &Request, shared: &Shared) -> Bytes {
             _ => return error("count should be greater than or equal to -1"),
         },
     };
-    let entries = newest(shared, count.min(shared.slowlog.max_len()));
+    let entries = newest(shared, kind, count.min(shared.slowlog.max_len_of(kind)));
     let mut out = BytesMut::new();
     resp::write_array_header(&mut out, entries.len());
     for e in &entries {
@@ -70,10 +84,10 @@ fn get(req: &Request, shared: &Shared) -> Bytes {
 }
 
 /// The newest `count` entries of every worker, newest first.
-fn newest(shared: &Shared, count: usize) -> Vec<SlowEntry> {
+fn newest(shared: &Shared, kind: LogKind, count: usize) -> Vec<SlowEntry> {
     let mut all: Vec<SlowEntry> = Vec::new();
     for w in &shared.workers {
-        let ring = w.slowlog.0.lock().unwrap_or_else(|e| e.into_inner());
+        let ring = w.log_ring(kind).0.lock().unwrap_or_else(|e| e.into_inner());
         all.extend(ring.iter().rev().take(count).cloned());
     }
     all.sort_unstable_by_key(|e| std::cmp::Reverse(e.id));

@@ -68,7 +68,7 @@ fn each_request_of_the_bytes_is_an_entry_in_either_form() {
         name: None,
     };
     let frames = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n\r\nset k v\r\n*0\r\n");
-    log.log(&ring, &frames, 7, client);
+    log.log_as(LogKind::Slow, &ring, &frames, 7, client);
     let entries = ring.0.lock().unwrap();
     let argv: Vec<Vec<String>> = entries
         .iter()
@@ -80,7 +80,7 @@ fn each_request_of_the_bytes_is_an_entry_in_either_form() {
     drop(entries);
     // A cut frame (never logged: marks hold whole requests) ends the walk, whole ones kept.
     let cut = Bytes::from_static(b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGE");
-    log.log(&ring, &cut, 1, client);
+    log.log_as(LogKind::Slow, &ring, &cut, 1, client);
     assert_eq!(log.logged(), 3);
 }
 
@@ -98,7 +98,7 @@ fn rings_keep_the_newest_and_reset_clears_them() {
             name: Some(&name),
         };
         let request = Bytes::from(format!("*2\r\n$3\r\nGET\r\n$1\r\n{i}\r\n"));
-        log.log(&ring, &request, i * 10, client);
+        log.log_as(LogKind::Slow, &ring, &request, i * 10, client);
     }
     let entries = ring.0.lock().unwrap();
     let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
@@ -127,7 +127,8 @@ fn a_megabyte_client_name_is_cut_in_the_entry_like_an_argument() {
         peer: None,
         name: Some(&name),
     };
-    log.log(
+    log.log_as(
+        LogKind::Slow,
         &ring,
         &Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
         1,

@@ -137,6 +137,9 @@ pub struct WorkerStats {
     pub sample_tick: AtomicU64,
     /// This worker's SLOWLOG entries.
     pub slowlog: crate::context::slowlog::Ring,
+    /// This worker's entries of COMMANDLOG's `large-request` and `large-reply` logs.
+    pub large_requests: crate::context::slowlog::Ring,
+    pub large_replies: crate::context::slowlog::Ring,
     /// This worker's counters per backend node.
     pub nodes: crate::backend::stats::NodeRegistry,
     /// Read-only commands by read policy and destination.
@@ -149,6 +152,15 @@ impl WorkerStats {
     /// Add 1; each counter has a single writer (its worker), so relaxed is enough.
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// This worker's ring of the log of `kind`.
+    pub(crate) fn log_ring(&self, kind: slowlog::LogKind) -> &slowlog::Ring {
+        match kind {
+            slowlog::LogKind::Slow => &self.slowlog,
+            slowlog::LogKind::LargeRequest => &self.large_requests,
+            slowlog::LogKind::LargeReply => &self.large_replies,
+        }
     }
 }
 

@@ -12,6 +12,11 @@
 //! when it is actually logged. An earlier design kept a thread storing the time every
 //! millisecond instead: its thousand wake-ups a second cost an idle proxy 3% of a core.
 //!
+//! Valkey's COMMANDLOG has two more logs, kept the same way: `large-request` (a request of
+//! at least `commandlog-request-larger-than` bytes, as it came in) and `large-reply` (a reply
+//! of at least `commandlog-reply-larger-than` bytes, as handed to the client): the client's
+//! own sizes, name and address, where the nodes' logs would show the proxy's connections.
+//!
 //! Each worker appends to its own ring behind a mutex that only logging (rare) and SLOWLOG
 //! itself take. Ids come from one atomic counter, so merging the rings by id gives Redis's
 //! order. Each ring keeps `max_len` entries; readers show the newest `max_len` of them all.
@@ -37,7 +42,7 @@ const MAX_ARG_BYTES: usize = 128;
 /// pin a fresh copy of a megabyte name (review S9's class: memory a client controls).
 const MAX_NAME_BYTES: usize = 1024;
 
-/// The proxy-wide part of the log: threshold, ids and the time origin.
+/// The proxy-wide part of the logs: thresholds, ids and the time origin.
 #[derive(Debug)]
 pub struct Slowlog {
     /// Microseconds; negative when the log is off. A reload may change it and `max_len`.
@@ -45,6 +50,53 @@ pub struct Slowlog {
     max_len: AtomicUsize,
     next_id: AtomicU64,
     origin: Instant,
+    /// Valkey's other two COMMANDLOG types, by request and reply size.
+    large_request: SizeLog,
+    large_reply: SizeLog,
+}
+
+/// Valkey's COMMANDLOG types; `Slow` is SLOWLOG's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogKind {
+    Slow,
+    /// Requests of at least `commandlog-request-larger-than` bytes, as they came in.
+    LargeRequest,
+    /// Replies of at least `commandlog-reply-larger-than` bytes, as handed to the client.
+    LargeReply,
+}
+
+impl LogKind {
+    /// COMMANDLOG's name for it, any case.
+    pub(crate) fn named(name: &[u8]) -> Option<LogKind> {
+        [
+            (&b"slow"[..], LogKind::Slow),
+            (b"large-request", LogKind::LargeRequest),
+            (b"large-reply", LogKind::LargeReply),
+        ]
+        .into_iter()
+        .find(|(n, _)| name.eq_ignore_ascii_case(n))
+        .map(|(_, kind)| kind)
+    }
+}
+
+/// A size log's settings and ids: Valkey's defaults (1 MiB, 128 entries) until CONFIG SET
+/// through the proxy changes them; the configuration file has no key for them.
+#[derive(Debug)]
+struct SizeLog {
+    /// Bytes; negative when the log is off.
+    threshold: AtomicI64,
+    max_len: AtomicUsize,
+    next_id: AtomicU64,
+}
+
+impl Default for SizeLog {
+    fn default() -> Self {
+        SizeLog {
+            threshold: AtomicI64::new(1 << 20),
+            max_len: AtomicUsize::new(128),
+            next_id: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Default for Slowlog {
@@ -84,6 +136,34 @@ impl Slowlog {
             max_len: AtomicUsize::new(cfg.max_len),
             next_id: AtomicU64::new(0),
             origin: Instant::now(),
+            large_request: SizeLog::default(),
+            large_reply: SizeLog::default(),
+        }
+    }
+
+    fn size_log(&self, kind: LogKind) -> Option<&SizeLog> {
+        match kind {
+            LogKind::Slow => None,
+            LogKind::LargeRequest => Some(&self.large_request),
+            LogKind::LargeReply => Some(&self.large_reply),
+        }
+    }
+
+    /// A size log's threshold in bytes; None when it is off (negative, or no entries kept:
+    /// Valkey then logs nothing and spends no id).
+    pub(crate) fn size_threshold(&self, kind: LogKind) -> Option<u64> {
+        let log = self.size_log(kind)?;
+        if log.max_len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        u64::try_from(log.threshold.load(Ordering::Relaxed)).ok()
+    }
+
+    /// Entries kept per worker in the log of `kind`.
+    pub(crate) fn max_len_of(&self, kind: LogKind) -> usize {
+        match self.size_log(kind) {
+            Some(log) => log.max_len.load(Ordering::Relaxed),
+            None => self.max_len(),
         }
     }
 
@@ -113,6 +193,8 @@ impl Slowlog {
             return;
         }
         let (mut threshold, mut max_len) = (None, None);
+        // Valkey's size logs: (threshold, max_len) of large-request, then of large-reply.
+        let mut sizes: [(Option<i64>, Option<usize>); 2] = [(None, None); 2];
         let mut i = 2;
         while i + 1 < req.argc() {
             let value = std::str::from_utf8(req.arg(i + 1)).ok();
@@ -133,6 +215,13 @@ impl Slowlog {
                     Some(v) => max_len = Some(v),
                     None => return,
                 }
+            } else if let Some((i, is_len)) = size_setting(name) {
+                let parsed = value.and_then(|v| v.parse::<i64>().ok());
+                match (parsed, is_len) {
+                    (Some(v @ 0..), true) => sizes[i].1 = Some(v as usize),
+                    (Some(v @ -1..), false) => sizes[i].0 = Some(v),
+                    _ => return,
+                }
             }
             i += 2;
         }
@@ -141,6 +230,17 @@ impl Slowlog {
         }
         if let Some(m) = max_len {
             self.max_len.store(m, Ordering::Relaxed);
+        }
+        for (log, (threshold, max_len)) in [&self.large_request, &self.large_reply]
+            .into_iter()
+            .zip(sizes)
+        {
+            if let Some(t) = threshold {
+                log.threshold.store(t, Ordering::Relaxed);
+            }
+            if let Some(m) = max_len {
+                log.max_len.store(m, Ordering::Relaxed);
+            }
         }
     }
 
@@ -154,10 +254,21 @@ impl Slowlog {
         self.next_id.load(Ordering::Relaxed)
     }
 
-    /// Copy the argv of each request in `requests` (capped as Redis caps it) into `ring`:
-    /// one request, or at EXEC the commands the transaction ran, each its own entry, as
-    /// Redis logs them (`session/slowlog.rs`).
-    pub(crate) fn log(&self, ring: &Ring, requests: &Bytes, duration_us: u64, client: Client<'_>) {
+    /// Copy the argv of each request in `requests` (capped as Redis caps it) into `ring`,
+    /// an entry of the log of `kind` with `value` (the duration, or a size in bytes): one
+    /// request, or at EXEC the commands the transaction ran, each its own entry, as Redis
+    /// logs them (`session/slowlog.rs`).
+    pub(crate) fn log_as(
+        &self,
+        kind: LogKind,
+        ring: &Ring,
+        requests: &Bytes,
+        value: u64,
+        client: Client<'_>,
+    ) {
+        let next_id = self
+            .size_log(kind)
+            .map_or(&self.next_id, |log| &log.next_id);
         let mut buf = BytesMut::from(&requests[..]);
         let mut parser = RequestParser::new(reparse_limits());
         loop {
@@ -166,19 +277,19 @@ impl Slowlog {
                 Ok(Progress::Done(Parsed::Noop)) => continue,
                 _ => return,
             };
-            let max_len = self.max_len();
+            let max_len = self.max_len_of(kind);
             if max_len == 0 {
                 // Redis still spends the id; there is nothing to keep, so nothing to copy.
-                self.next_id.fetch_add(1, Ordering::Relaxed);
+                next_id.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             let unix_time = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs() as i64);
             let entry = SlowEntry {
-                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                id: next_id.fetch_add(1, Ordering::Relaxed),
                 unix_time,
-                duration_us,
+                duration_us: value,
                 argv: capped_argv(&req),
                 peer: client.peer.map_or_else(String::new, |p| p.to_string()),
                 name: client
@@ -192,6 +303,19 @@ impl Slowlog {
             }
         }
     }
+}
+
+/// Which size log a CONFIG SET name sets, and whether it is its length (else its threshold).
+fn size_setting(name: &[u8]) -> Option<(usize, bool)> {
+    [
+        (&b"commandlog-request-larger-than"[..], (0, false)),
+        (b"commandlog-large-request-max-len", (0, true)),
+        (b"commandlog-reply-larger-than", (1, false)),
+        (b"commandlog-large-reply-max-len", (1, true)),
+    ]
+    .into_iter()
+    .find(|(n, _)| name.eq_ignore_ascii_case(n))
+    .map(|(_, setting)| setting)
 }
 
 /// A logged request's bytes were validated when they were first parsed: no size limit.

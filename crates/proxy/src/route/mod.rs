@@ -299,9 +299,10 @@ fn name_rules(
         // subcommand (docs/commands.md).
         return Some(Route::AnyNode);
     }
-    if is_slow_commandlog(spec.name, req) {
+    if is_own_commandlog(spec.name, req) {
         // Valkey's COMMANDLOG of type `slow` is SLOWLOG's log: the proxy's own, as SLOWLOG
-        // is; the `large-request` and `large-reply` logs are the nodes'.
+        // is; so are `large-request` and `large-reply`, by the sizes its clients send and
+        // get. A type the proxy does not know goes to a node, which answers its error.
         return Some(Route::Local(Local::Slowlog));
     }
     if let Some(local) = local_command(spec.name) {
@@ -426,13 +427,14 @@ fn watch_slot(req: &Request, placement: &Placement) -> Option<u16> {
     slots.all(|s| s == first).then_some(first)
 }
 
-/// `COMMANDLOG GET count slow`, `COMMANDLOG LEN slow`, `COMMANDLOG RESET slow`.
-fn is_slow_commandlog(name: &str, req: &Request) -> bool {
+/// `COMMANDLOG GET count <type>`, `COMMANDLOG LEN <type>`, `COMMANDLOG RESET <type>`, of a
+/// type the proxy keeps (all three of Valkey's).
+fn is_own_commandlog(name: &str, req: &Request) -> bool {
     matches!(
         name,
         "commandlog|get" | "commandlog|len" | "commandlog|reset"
     ) && req.argc() >= 3
-        && req.arg(req.argc() - 1).eq_ignore_ascii_case(b"slow")
+        && crate::context::slowlog::LogKind::named(req.arg(req.argc() - 1)).is_some()
 }
 
 fn local_command(name: &str) -> Option<Local> {

@@ -186,10 +186,10 @@ impl Session {
         if worker.shared.identity.current().mixed_inline_quotes() {
             parser.set_inline_quotes(resp::InlineQuotes::Mixed);
         }
-        let threshold = worker.shared.slowlog.threshold();
-        // The address accept(2) returned: asking the socket again is a getpeername per client.
-        let slowlog = crate::session::slowlog::Tracker::new(threshold, Some(peer));
         let cell = ClientCell::with_budget(worker.budget.clone());
+        // The address accept(2) returned: asking the socket again is a getpeername per client.
+        let slowlog =
+            crate::session::slowlog::Tracker::new(&worker.shared.slowlog, Some(peer), &cell);
         if let Some(epochs) = &worker.shared.write_epochs {
             cell.count_writes(epochs.clone());
         }

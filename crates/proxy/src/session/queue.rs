@@ -42,11 +42,15 @@ pub(crate) struct ReplyQueue {
     closed: bool,
 }
 
-/// A request waiting for its reply, for SLOWLOG (`slowlog.rs`): when it was read, and its
-/// bytes (a refcount).
+/// A request waiting for its reply, for SLOWLOG and COMMANDLOG (`slowlog.rs`): when it
+/// was read, its bytes (a refcount), and once popped its reply's size.
 pub(crate) struct Mark {
     pub read_us: u64,
     pub request: Bytes,
+    /// The request's size as it came in (an upload's whole, `request` being its probe).
+    pub request_bytes: u64,
+    /// Set when the reply is handed to the writer, if `ClientCell::size_replies` is on.
+    pub reply_bytes: u64,
 }
 
 /// The part of a client that backends may touch: its reply queue and its task's waker.
@@ -90,6 +94,8 @@ pub(crate) struct ClientCell {
     /// SLOWLOG: the mark the next pushed entry takes, and those of entries not yet popped.
     next_slow: Cell<Option<Mark>>,
     slow_marks: RefCell<VecDeque<(u64, Mark)>>,
+    /// COMMANDLOG's large-reply log is on: popping a marked entry records its size.
+    size_replies: Cell<bool>,
     /// The worker's memory budget: every reply byte queued here is counted there too.
     budget: Rc<Budget>,
     /// Chosen for eviction by the budget, with the bytes it held then.
@@ -176,6 +182,7 @@ impl ClientCell {
             errors: Default::default(),
             next_slow: Default::default(),
             slow_marks: Default::default(),
+            size_replies: Cell::new(false),
             budget,
             evicted: Default::default(),
             candidate: Default::default(),
@@ -281,6 +288,23 @@ impl ClientCell {
     /// Give the next entry pushed a SLOWLOG mark (`None`: the request is not logged).
     pub(crate) fn arm_slowlog(&self, mark: Option<Mark>) {
         self.next_slow.set(mark);
+    }
+
+    /// Whether popping a marked entry records its reply's size (`Mark::reply_bytes`).
+    pub(crate) fn size_replies(&self, on: bool) {
+        self.size_replies.set(on);
+    }
+
+    /// Give the mark of entry `seq`, if it has one, its reply's size: a binary search, as
+    /// a pipelined batch may have many marks outstanding.
+    fn size_reply(&self, seq: u64, bytes: usize) {
+        let mut marks = self.slow_marks.borrow_mut();
+        let i = marks.partition_point(|(s, _)| *s < seq);
+        if let Some((s, mark)) = marks.get_mut(i) {
+            if *s == seq {
+                mark.reply_bytes = bytes as u64;
+            }
+        }
     }
 
     /// Whether marks of requests not yet answered remain.
@@ -513,6 +537,9 @@ impl ClientCell {
                         _ => None,
                     },
                 });
+            }
+            if self.size_replies.get() && !entry.silent {
+                self.size_reply(q.head_seq, streamed + reply.len());
             }
             self.count_group(q.head_seq);
             q.head_seq += 1;

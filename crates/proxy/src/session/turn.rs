@@ -61,10 +61,10 @@ impl Session {
         self.record_samples();
         let shared = &self.client.worker.shared;
         let name = self.client.info.name.as_ref();
-        let ring = &self.client.worker.stats.slowlog;
+        let stats = &self.client.worker.stats;
         self.client
             .slowlog
-            .record(&shared.slowlog, ring, &self.client.cell, name);
+            .record(&shared.slowlog, stats, &self.client.cell, name);
         let (resp3, subscribed) = (
             self.client.resp3(),
             self.pubsub.subscribed_resp2(&self.client),
@@ -215,7 +215,7 @@ impl Session {
                 self.io.timer.reset(TimerKind::Idle);
                 self.client
                     .slowlog
-                    .stamp_read(&self.client.worker.shared.slowlog);
+                    .stamp_read(&self.client.worker.shared.slowlog, &self.client.cell);
                 self.client.handle.touch();
                 ReadOutcome::Data
             }

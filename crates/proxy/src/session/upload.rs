@@ -131,9 +131,10 @@ impl Uploads {
                 .written
                 .note(&route, &client.worker.topology().current()); // a later WAIT must count this write (review S6)
         }
+        let size = tail.head_len + tail.payload_len + 2;
         client
             .slowlog
-            .arm(&client.cell, &tail.probe, command, false);
+            .arm_upload(&client.cell, &tail.probe, command, size);
         let backend = client.dedicated_for(&addr);
         // Never resent until its last piece is out (then its pieces are, `finish_upload`).
         let mut sent = Sent::new(Resend::Never, &backend, Some(slot), Conn::Own);
