@@ -53,6 +53,9 @@ pub struct Slowlog {
     /// Valkey's other two COMMANDLOG types, by request and reply size.
     large_request: SizeLog,
     large_reply: SizeLog,
+    /// Bumped by every change of a threshold or length: a session reloads its copy of the
+    /// thresholds only when this moved (one relaxed load per read and per batch of replies).
+    generation: AtomicU64,
 }
 
 /// Valkey's COMMANDLOG types; `Slow` is SLOWLOG's log.
@@ -138,7 +141,13 @@ impl Slowlog {
             origin: Instant::now(),
             large_request: SizeLog::default(),
             large_reply: SizeLog::default(),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// Moves whenever a threshold or a length may have changed.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     fn size_log(&self, kind: LogKind) -> Option<&SizeLog> {
@@ -182,6 +191,7 @@ impl Slowlog {
         self.threshold_us
             .store(cfg.log_slower_than_us, Ordering::Relaxed);
         self.max_len.store(cfg.max_len, Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// CONFIG SET through the proxy: its `slowlog-log-slower-than` and `slowlog-max-len`
@@ -242,6 +252,7 @@ impl Slowlog {
                 log.max_len.store(m, Ordering::Relaxed);
             }
         }
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Microseconds since start. Callers read it per read or per batch of replies.

@@ -96,6 +96,9 @@ pub(crate) struct ClientCell {
     slow_marks: RefCell<VecDeque<(u64, Mark)>>,
     /// COMMANDLOG's large-reply log is on: popping a marked entry records its size.
     size_replies: Cell<bool>,
+    /// How many marks at the front of `slow_marks` belong to popped entries (the next to
+    /// size is the one after them): sizing a reply is then O(1), not a search.
+    sized: Cell<usize>,
     /// The worker's memory budget: every reply byte queued here is counted there too.
     budget: Rc<Budget>,
     /// Chosen for eviction by the budget, with the bytes it held then.
@@ -183,6 +186,7 @@ impl ClientCell {
             next_slow: Default::default(),
             slow_marks: Default::default(),
             size_replies: Cell::new(false),
+            sized: Cell::new(0),
             budget,
             evicted: Default::default(),
             candidate: Default::default(),
@@ -295,16 +299,21 @@ impl ClientCell {
         self.size_replies.set(on);
     }
 
-    /// Give the mark of entry `seq`, if it has one, its reply's size: a binary search, as
-    /// a pipelined batch may have many marks outstanding.
+    /// Give the mark of entry `seq` (popped now, in order), if it has one, its reply's size.
     fn size_reply(&self, seq: u64, bytes: usize) {
         let mut marks = self.slow_marks.borrow_mut();
-        let i = marks.partition_point(|(s, _)| *s < seq);
+        let mut i = self.sized.get();
+        // Marks of entries popped while sizing was off: passed once each.
+        while marks.get(i).is_some_and(|(s, _)| *s < seq) {
+            i += 1;
+        }
         if let Some((s, mark)) = marks.get_mut(i) {
             if *s == seq {
                 mark.reply_bytes = bytes as u64;
+                i += 1;
             }
         }
+        self.sized.set(i);
     }
 
     /// Whether marks of requests not yet answered remain.
@@ -319,6 +328,7 @@ impl ClientCell {
         while marks.front().is_some_and(|(seq, _)| *seq < head) {
             if let Some((_, mark)) = marks.pop_front() {
                 into.push(mark);
+                self.sized.set(self.sized.get().saturating_sub(1));
             }
         }
     }
@@ -615,6 +625,7 @@ impl ClientCell {
         q.entries.clear();
         q.redirected.clear();
         self.slow_marks.borrow_mut().clear();
+        self.sized.set(0);
         self.sample_keys.borrow_mut().clear();
         self.sub_queued(self.queued_bytes.get());
         self.budget.release(self.inflight_charge.replace(0));

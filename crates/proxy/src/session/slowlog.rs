@@ -46,6 +46,8 @@ impl Thresholds {
 pub(crate) struct Tracker {
     /// Nothing is armed or checked while all three are off.
     thresholds: Thresholds,
+    /// The log's generation `thresholds` were read at.
+    generation: u64,
     peer: Option<SocketAddr>,
     /// Coarse time of the latest read from the client's socket.
     read_us: u64,
@@ -58,10 +60,12 @@ pub(crate) struct Tracker {
 
 impl Tracker {
     pub(crate) fn new(log: &Slowlog, peer: Option<SocketAddr>, cell: &ClientCell) -> Tracker {
+        let generation = log.generation();
         let thresholds = Thresholds::of(log);
         cell.size_replies(thresholds.reply_bytes.is_some());
         Tracker {
             thresholds,
+            generation,
             peer,
             read_us: 0,
             scratch: Vec::new(),
@@ -74,14 +78,19 @@ impl Tracker {
         self.peer
     }
 
+    /// CONFIG SET or a reload may have changed a threshold: read them again if so.
+    fn refresh(&mut self, log: &Slowlog, cell: &ClientCell) {
+        let generation = log.generation();
+        if generation != self.generation {
+            self.generation = generation;
+            self.thresholds = Thresholds::of(log);
+            cell.size_replies(self.thresholds.reply_bytes.is_some());
+        }
+    }
+
     /// Bytes just came in from the client: the requests they complete start now.
     pub(crate) fn stamp_read(&mut self, log: &Slowlog, cell: &ClientCell) {
-        // CONFIG SET or a reload may change a threshold; relaxed loads per read pick it up.
-        let thresholds = Thresholds::of(log);
-        if thresholds != self.thresholds {
-            cell.size_replies(thresholds.reply_bytes.is_some());
-            self.thresholds = thresholds;
-        }
+        self.refresh(log, cell);
         if self.thresholds.slow_us.is_some() {
             self.read_us = log.now_us();
         }
@@ -153,11 +162,8 @@ impl Tracker {
     ) {
         // The thresholds in force when the reply comes, as Redis checks them after the
         // command ran: `CONFIG SET slowlog-log-slower-than -1` is not logged itself.
-        let now = Thresholds::of(log);
-        if now != self.thresholds {
-            cell.size_replies(now.reply_bytes.is_some());
-            self.thresholds = now;
-        }
+        self.refresh(log, cell);
+        let now = self.thresholds;
         if !now.any() && !self.armed {
             return;
         }
