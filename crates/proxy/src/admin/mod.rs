@@ -14,6 +14,7 @@ pub(crate) mod health;
 pub(crate) mod hotkeys;
 pub(crate) mod http;
 pub(crate) mod info;
+pub(crate) mod latency;
 pub(crate) mod metrics;
 pub(crate) mod replicas;
 pub(crate) mod slowlog;

@@ -2,7 +2,8 @@
 //! histograms, so each is asked and their replies are merged into what one server holding
 //! all their work would answer.
 //!
-//! - HISTOGRAM: per command, calls summed; `histogram_usec` is a cumulative distribution
+//! - HISTOGRAM: per command, calls summed; for a command the proxy answers itself (PING,
+//!   CLIENT …), the proxy's own entry instead (`admin/latency.rs`); `histogram_usec` is a cumulative distribution
 //!   (each bucket counts the calls at or under it), so a master without a bucket counts
 //!   there what it counts at its nearest bucket below (0 below its first): the merged
 //!   counts are exact for every bucket any master reports.
@@ -39,14 +40,21 @@ impl Latency {
     }
 }
 
-pub(crate) fn merge(kind: Latency, replies: &[&Bytes]) -> Bytes {
-    if replies.len() == 1 {
+/// `own`: for HISTOGRAM, the proxy's entries for the commands it answers itself
+/// (`admin/latency.rs`), which replace the masters' of the same names; empty otherwise.
+pub(crate) fn merge(kind: Latency, replies: &[&Bytes], own: &Bytes) -> Bytes {
+    if replies.len() == 1 && own.is_empty() {
         return replies[0].clone();
     }
-    let values: Vec<Value> = replies
-        .iter()
-        .filter_map(|r| resp::decode(r).ok().flatten().map(|(v, _)| v))
-        .collect();
+    let decode = |r: &Bytes| resp::decode(r).ok().flatten().map(|(v, _)| v);
+    let mut values: Vec<Value> = replies.iter().filter_map(|r| decode(r)).collect();
+    if let Some(own) = decode(own).filter(|_| kind == Latency::Histogram) {
+        let names: Vec<&Bytes> = pairs(&own).iter().filter_map(|(k, _)| name(k)).collect();
+        for v in &mut values {
+            *v = without(v, &names);
+        }
+        values.push(own);
+    }
     let merged = match kind {
         Latency::Histogram => histogram(&values),
         Latency::Latest => latest(&values),
@@ -65,6 +73,17 @@ fn pairs(v: &Value) -> Vec<(&Value, &Value)> {
         Value::Array(flat) => flat.chunks_exact(2).map(|kv| (&kv[0], &kv[1])).collect(),
         _ => Vec::new(),
     }
+}
+
+/// `v` (a RESP3 map or RESP2 flat array of pairs) without the pairs keyed by `names`.
+fn without(v: &Value, names: &[&Bytes]) -> Value {
+    let resp3 = matches!(v, Value::Map(_));
+    let kept = pairs(v)
+        .into_iter()
+        .filter(|(k, _)| name(k).is_none_or(|n| !names.contains(&n)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    shaped(resp3, kept)
 }
 
 /// Pairs back in the shape the masters used (a map under RESP3).
@@ -286,7 +305,26 @@ mod tests {
                 &[("set", 5, &[(1, 1), (2, 3), (4, 5)]), ("get", 1, &[(2, 1)])],
             );
             assert_eq!(
-                merge(Latency::Histogram, &[&a, &b]),
+                merge(Latency::Histogram, &[&a, &b], &Bytes::new()),
+                enc(&want),
+                "resp3 {resp3}"
+            );
+        }
+    }
+
+    /// The proxy's own entries (commands it answers itself) replace the masters' of the
+    /// same name, even behind one master; the others merge as before.
+    #[test]
+    fn own_entries_replace_the_masters_for_their_commands() {
+        for resp3 in [false, true] {
+            let a = enc(&hist(
+                resp3,
+                &[("set", 2, &[(2, 2)]), ("ping", 9, &[(1, 9)])],
+            ));
+            let own = enc(&hist(resp3, &[("ping", 1, &[(8, 1)])]));
+            let want = hist(resp3, &[("set", 2, &[(2, 2)]), ("ping", 1, &[(8, 1)])]);
+            assert_eq!(
+                merge(Latency::Histogram, &[&a], &own),
                 enc(&want),
                 "resp3 {resp3}"
             );
@@ -312,7 +350,7 @@ mod tests {
             row("command", 20, 7, 50),
             row("expire-cycle", 3, 1, 1),
         ]);
-        assert_eq!(merge(Latency::Latest, &[&a, &b]), enc(&want));
+        assert_eq!(merge(Latency::Latest, &[&a, &b], &Bytes::new()), enc(&want));
     }
 
     #[test]
@@ -321,6 +359,9 @@ mod tests {
         let a = enc(&Value::Array(vec![s(5, 1), s(9, 2)]));
         let b = enc(&Value::Array(vec![s(7, 3), s(9, 4)]));
         let want = Value::Array(vec![s(5, 1), s(7, 3), s(9, 4)]);
-        assert_eq!(merge(Latency::History, &[&a, &b]), enc(&want));
+        assert_eq!(
+            merge(Latency::History, &[&a, &b], &Bytes::new()),
+            enc(&want)
+        );
     }
 }

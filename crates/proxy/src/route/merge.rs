@@ -166,7 +166,8 @@ pub(crate) fn logical_and(replies: &[&Bytes]) -> Bytes {
 }
 
 /// The client's reply from every part's final reply (in part order). `order` maps each key
-/// of a split request to (part, position) for `KeyOrder`; `prefix` is INFO's own text.
+/// of a split request to (part, position) for `KeyOrder`; `prefix` is INFO's own text, or
+/// LATENCY HISTOGRAM's own entries.
 pub(crate) fn merged(
     merge: Merge,
     replies: &[&Bytes],
@@ -195,7 +196,7 @@ pub(crate) fn merged(
         Merge::Info => super::info::merge_info(prefix, replies),
         Merge::ConfigGet => crate::redact::config_reply(replies[0]),
         Merge::SlotStats(order) => super::slot_stats::merge(order, replies),
-        Merge::Latency(kind) => super::latency::merge(kind, replies),
+        Merge::Latency(kind) => super::latency::merge(kind, replies, prefix),
     }
 }
 

@@ -437,6 +437,12 @@ fn is_own_commandlog(name: &str, req: &Request) -> bool {
         && crate::context::slowlog::LogKind::named(req.arg(req.argc() - 1)).is_some()
 }
 
+/// Whether the proxy answers the command or subcommand `name` itself (its statistics are
+/// then the proxy's own; the nodes never see a client's).
+pub(crate) fn answered_by_proxy(name: &str) -> bool {
+    name != "client|help" && local_command(name).is_some()
+}
+
 fn local_command(name: &str) -> Option<Local> {
     Some(match name {
         "ping" => Local::Ping,

@@ -237,6 +237,9 @@ impl Session {
         if self.poll_inner(cx).is_ready() || (phase.ends_when_idle() && self.owes_nothing()) {
             return Poll::Ready(());
         }
+        if !self.upload.active() {
+            crate::session::io::hand_back(&mut self.io.read_buf);
+        }
         self.publish_state();
         let wanted = {
             let live = self.client.worker.live();

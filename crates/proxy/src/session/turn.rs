@@ -197,9 +197,7 @@ impl Session {
             true => UPLOAD_READ_CHUNK,
             false => READ_CHUNK,
         };
-        if self.io.read_buf.capacity() - self.io.read_buf.len() < chunk / 2 {
-            self.io.read_buf.reserve(chunk);
-        }
+        crate::session::io::room_for_read(&mut self.io.read_buf, chunk);
         let max = room(self.client.worker.turn_quantum, self.io.turn_bytes);
         let mut window = (&mut self.io.read_buf).limit(max);
         match tokio_util::io::poll_read_buf(Pin::new(&mut self.io.stream), cx, &mut window) {

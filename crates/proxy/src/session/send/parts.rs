@@ -36,7 +36,11 @@ pub(crate) fn broadcast(client: &Client, req: &Request, merge: Merge) {
         Merge::ConfigGet => map.nodes().len().min(1),
         _ => map.nodes().len(),
     };
-    let fanout = Fanout::broadcast(req, parts, merge);
+    let mut fanout = Fanout::broadcast(req, parts, merge);
+    if merge == Merge::Latency(crate::route::latency::Latency::Histogram) {
+        let shared = &client.worker.shared;
+        fanout.prefix = crate::admin::latency::own_histogram(shared, req, client.resp3());
+    }
     fan_out_on(client, fanout, &map, patience);
 }
 
