@@ -181,16 +181,27 @@ pub(crate) fn change_users<E>(
     shared: &Shared,
     change: impl FnOnce(&Live) -> Result<Vec<crate::auth::User>, E>,
 ) -> Result<(), E> {
+    change_live(shared, |old| {
+        Ok(Live {
+            config: old.config.clone(),
+            users: change(old)?,
+        })
+    })
+}
+
+/// `change_users` for a change of the client authentication's configuration too (CONFIG
+/// SET requirepass, `session/acl_users.rs`): `change` returns the whole next `Live`, whose
+/// users keep their indexes (sessions hold them).
+pub(crate) fn change_live<E>(
+    shared: &Shared,
+    change: impl FnOnce(&Live) -> Result<Live, E>,
+) -> Result<(), E> {
     let _one_at_a_time = shared
         .config_source
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     let old = shared.live.load_full();
-    let users = change(&old)?;
-    let next = Live {
-        config: old.config.clone(),
-        users,
-    };
+    let next = change(&old)?;
     swap(shared, &old, next);
     Ok(())
 }

@@ -190,3 +190,45 @@ fn without_a_password_only_the_default_user_exists() {
     ));
     proxy.shutdown();
 }
+
+/// CONFIG SET requirepass through a proxy that forwards admin commands sets the password
+/// its clients give, as on one Redis (the caller stays logged in; new clients get NOAUTH),
+/// and never the nodes', whose password is the proxy's backend one: an admin client cannot
+/// lock the proxy out of its own nodes. Among other parameters it is refused.
+#[test]
+fn config_set_requirepass_sets_the_clients_password_not_the_nodes() {
+    let h = Harness::start(1, 0);
+    let proxy = start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut admin = Client::connect(proxy.local_addr());
+    let set = |c: &mut Client, v: &str| text(&c.call(&["CONFIG", "SET", "requirepass", v]));
+    assert_eq!(set(&mut admin, "12345"), "OK");
+    assert_eq!(
+        text(&admin.call(&["PING"])),
+        "PONG",
+        "the caller stays logged in"
+    );
+    let mut other = Client::connect(proxy.local_addr());
+    assert_eq!(
+        text(&other.call(&["PING"])),
+        "-NOAUTH Authentication required."
+    );
+    assert_eq!(text(&other.call(&["AUTH", "12345"])), "OK");
+    assert_eq!(
+        text(&other.call(&["SET", "k", "v"])),
+        "OK",
+        "the nodes still serve"
+    );
+    let node = h.cluster.nodes()[0].addr;
+    let mut direct = Client::connect(node);
+    assert_eq!(
+        text(&direct.call(&["PING"])),
+        "PONG",
+        "the node has no password"
+    );
+    let both = ["CONFIG", "SET", "requirepass", "x", "maxmemory", "0"];
+    assert!(text(&admin.call(&both)).contains("set it alone"));
+    assert_eq!(set(&mut admin, ""), "OK");
+    let mut open = Client::connect(proxy.local_addr());
+    assert_eq!(text(&open.call(&["PING"])), "PONG");
+    proxy.shutdown();
+}

@@ -343,9 +343,24 @@ fn name_rules(
              CONFIG SET needs the real value",
         )));
     }
+    if spec.name == "config|set" && req.argc() > 4 && sets_requirepass(req) {
+        // Alone it is the proxy's (`session/acl_users.rs`); with others, part of it would be
+        // the proxy's and part the nodes', which cannot be one all-or-nothing change.
+        return Some(Route::Refuse(error(
+            "slotgate: CONFIG SET requirepass sets the password of the proxy's clients, \
+             not the nodes'; set it alone",
+        )));
+    }
     // The nodes' reply carries their passwords: it comes back through a merge that hides
     // them (one master is asked, as any would do).
     (spec.name == "config|get").then_some(Route::Broadcast(Merge::ConfigGet))
+}
+
+/// Whether a CONFIG SET names `requirepass` among its parameters.
+pub(crate) fn sets_requirepass(req: &Request) -> bool {
+    (2..req.argc().saturating_sub(1))
+        .step_by(2)
+        .any(|i| req.arg(i).eq_ignore_ascii_case(b"requirepass"))
 }
 
 /// The common case: route by the slots of the command's keys, or broadcast if keyless.

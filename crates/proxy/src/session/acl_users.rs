@@ -20,6 +20,55 @@ use crate::reply::error;
 /// keeps: SETUSER of a new name beyond it is refused.
 const MAX_USERS: usize = 10_000;
 
+/// `CONFIG SET requirepass <password>` (alone: `route/mod.rs` refuses it among other
+/// parameters) as Redis applies it, to the default user: its passwords reset, then the new
+/// one, or `nopass` for an empty one (`ACLUpdateDefaultUserPassword`), and `auth.requirepass`
+/// in force, so clients that connect from now on must AUTH (connected ones stay logged in,
+/// as in Redis). It sets the password the proxy's clients give; the nodes' stays the
+/// backend's (`backend_password`), so an admin client cannot lock the proxy out of its own
+/// nodes. Until the next reload or restart, like ACL SETUSER.
+pub(crate) fn config_set_requirepass(req: &Request, shared: &Shared) -> Option<Bytes> {
+    let alone = req.argc() == 4
+        && req.arg(1).eq_ignore_ascii_case(b"set")
+        && req.arg(2).eq_ignore_ascii_case(b"requirepass");
+    if !alone {
+        return None;
+    }
+    let Ok(password) = std::str::from_utf8(req.arg(3)) else {
+        return Some(error(
+            "slotgate: the proxy's requirepass must be valid UTF-8 (its configuration's is)",
+        ));
+    };
+    let rule = match password.is_empty() {
+        true => "nopass".to_string(),
+        false => format!(">{password}"),
+    };
+    let modifiers: [&[u8]; 2] = [b"resetpass", rule.as_bytes()];
+    let changed = crate::reload::change_live(shared, |live| -> Result<Live, String> {
+        let mut config = live.config.clone();
+        config.auth.requirepass = password.to_string();
+        let mut users = live.users.clone();
+        let at = users
+            .iter()
+            .position(|u| !u.is_removed() && u.name == "default");
+        match at {
+            Some(i) => users[i] = setuser::apply(Some(&users[i]), "default", &modifiers)?,
+            // Appended: the other users keep their indexes, which sessions hold.
+            None if !password.is_empty() => users.push(setuser::apply(
+                Some(&setuser::nopass_default()),
+                "default",
+                &modifiers,
+            )?),
+            None => {}
+        }
+        Ok(Live { config, users })
+    });
+    Some(match changed {
+        Ok(()) => Bytes::from_static(b"+OK\r\n"),
+        Err(why) => error(&why),
+    })
+}
+
 /// One of the five subcommands (route checked the name and arity).
 pub(crate) fn command(req: &Request, shared: &Shared, resp3: bool) -> Bytes {
     let sub = req.arg(1).to_ascii_lowercase();

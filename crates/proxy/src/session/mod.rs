@@ -559,6 +559,10 @@ impl Session {
             }
             Route::Broadcast(merge) => {
                 if req.arg(0).eq_ignore_ascii_case(b"config") {
+                    let shared = self.client.worker.shared.clone();
+                    if let Some(reply) = acl_users::config_set_requirepass(&req, &shared) {
+                        return self.client.reply_now(reply);
+                    }
                     // The proxy's SLOWLOG follows CONFIG SET slowlog-*, as one Redis's does,
                     // HELLO its availability-zone, and CONFIG RESETSTAT clears its error
                     // counts and its commandstats.
