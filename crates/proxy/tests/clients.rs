@@ -76,6 +76,16 @@ fn list_and_info_show_every_client_of_every_worker() {
             "c{i}"
         );
     }
+    // An idle client's last command by its subcommand, as Redis shows it, and no query
+    // buffer of its own (the worker's spare, as Redis 7.4's reusable query buffer).
+    let c0 = all.iter().find(|l| field(l, "name") == "c0").expect("c0");
+    assert_eq!(field(c0, "cmd"), "client|setname", "{c0}");
+    assert_eq!(
+        (field(c0, "qbuf"), field(c0, "qbuf-free")),
+        ("0", "0"),
+        "{c0}"
+    );
+    assert_eq!(field(c0, "rbs"), "0", "{c0}");
     let info = text(&me.call(&["CLIENT", "INFO"]));
     assert_eq!(field(&info, "id"), id_of(&mut me));
     assert_eq!(field(&info, "name"), "admin");

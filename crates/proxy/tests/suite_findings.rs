@@ -306,6 +306,19 @@ fn latency_histogram_counts_every_masters_calls() {
         panic!("buckets: {:?}", stats[3]);
     };
     assert_eq!(buckets.last(), Some(&Value::Integer(30)));
+    // PING is the proxy's: its entry is the proxy's own (the masters' counts the proxy's
+    // own health checks, if any), calls exact.
+    for _ in 0..3 {
+        assert_eq!(text(&c.call(&["PING"])), "PONG");
+    }
+    let Value::Array(ping) = c.call(&["LATENCY", "HISTOGRAM", "ping"]) else {
+        panic!("an array");
+    };
+    assert_eq!(text(&ping[0]), "ping");
+    let Value::Array(stats) = &ping[1] else {
+        panic!("ping's stats: {:?}", ping[1]);
+    };
+    assert_eq!(stats[1], Value::Integer(3), "{stats:?}");
     assert!(matches!(c.call(&["LATENCY", "LATEST"]), Value::Array(_)));
     assert!(matches!(
         c.call(&["LATENCY", "HISTORY", "command"]),

@@ -449,11 +449,16 @@ pub(crate) fn line_room(view: &ClientView) -> usize {
 }
 
 /// The table name of the last command (its container for a subcommand), or Redis's `NULL`.
-fn last_command(index_plus_one: u32) -> &'static str {
-    let index = (index_plus_one as usize).checked_sub(1);
-    index
-        .and_then(cluster::command::at_stats_index)
-        .map_or("NULL", |spec| spec.name)
+/// `Registry`'s packed last command (`note_command`): the command's name, or its
+/// subcommand's (`client|setname`) as Redis shows it.
+fn last_command(packed: u32) -> &'static str {
+    let index = ((packed & 0xffff) as usize).checked_sub(1);
+    let sub = ((packed >> 16) as usize).checked_sub(1);
+    let Some(spec) = index.and_then(cluster::command::at_stats_index) else {
+        return "NULL";
+    };
+    sub.and_then(|i| spec.subcommands.get(i))
+        .map_or(spec.name, |sub| sub.name)
 }
 
 fn lossy(b: &Option<Bytes>) -> std::borrow::Cow<'_, str> {

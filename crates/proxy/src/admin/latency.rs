@@ -1,5 +1,7 @@
-//! LATENCY HISTOGRAM's entries for the commands the proxy answers itself (PING, CLIENT …,
-//! CLUSTER SLOTS…): the masters never see a client send them, so their histograms hold only
+//! LATENCY HISTOGRAM's entries for the commands the proxy answers itself (PING, ECHO, INFO,
+//! WAIT, HELLO…; not those with subcommands, CLIENT … or CLUSTER …, whose calls the proxy
+//! counts per command, not per subcommand as Redis reports them): the masters never see a
+//! client send them, so their histograms hold only
 //! the proxy's own connections' calls, if any. These entries replace the masters' for those
 //! names when the replies are merged (`route/latency.rs`).
 //!
@@ -34,7 +36,12 @@ pub(crate) fn own_histogram(shared: &Shared, req: &Request, resp3: bool) -> Byte
         let Some(spec) = cluster::command::at_stats_index(i) else {
             continue;
         };
-        if !crate::route::answered_by_proxy(spec.name) || !wanted(spec.name) {
+        // The proxy counts per command, not per subcommand (CLIENT ID and CLIENT LIST are
+        // one row): a container's entries stay the masters'.
+        if !spec.subcommands.is_empty()
+            || !crate::route::answered_by_proxy(spec.name)
+            || !wanted(spec.name)
+        {
             continue;
         }
         let t = shared.command_totals(i);

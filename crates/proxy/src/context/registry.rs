@@ -402,8 +402,11 @@ impl ClientHandle {
     }
 
     /// The command just read, for CLIENT LIST's `cmd=`: one relaxed store per request.
-    pub(crate) fn note_command(&self, table_index: usize) {
-        self.live.last_cmd.store(table_index as u32 + 1, Relaxed);
+    /// The client's last command, for CLIENT LIST's `cmd=`: its statistics index plus one
+    /// in the low 16 bits, its subcommand's position plus one (0: none) in the high 16.
+    pub(crate) fn note_command(&self, table_index: usize, sub: u16) {
+        let packed = (table_index as u32 + 1) & 0xffff | u32::from(sub) << 16;
+        self.live.last_cmd.store(packed, Relaxed);
     }
 
     /// Note activity: one coarse-clock load and one store, at most once per read.

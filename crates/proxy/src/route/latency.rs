@@ -3,7 +3,7 @@
 //! all their work would answer.
 //!
 //! - HISTOGRAM: per command, calls summed; for a command the proxy answers itself (PING,
-//!   CLIENT …), the proxy's own entry instead (`admin/latency.rs`); `histogram_usec` is a cumulative distribution
+//!   ECHO, INFO…), the proxy's own entry instead (`admin/latency.rs`); `histogram_usec` is a cumulative distribution
 //!   (each bucket counts the calls at or under it), so a master without a bucket counts
 //!   there what it counts at its nearest bucket below (0 below its first): the merged
 //!   counts are exact for every bucket any master reports.

@@ -137,6 +137,9 @@ pub(crate) struct Counted {
     pub(crate) replicates: bool,
     /// Redis never logs the command in SLOWLOG (`skip_slowlog`: EXEC, AUTH…).
     pub(crate) skip_slowlog: bool,
+    /// For a command with subcommands, the one named (its position among them plus one;
+    /// 0 for none): CLIENT LIST's `cmd=client|setname`. Statistics stay per command.
+    pub(crate) sub: u16,
 }
 
 /// `route`, plus what [`Counted`] says of the command, with one lookup.
@@ -151,8 +154,21 @@ pub(crate) fn route_counted(
         index: spec.and_then(crate::context::cmdstats::command_index),
         replicates: spec.is_some_and(CommandSpec::replicates),
         skip_slowlog: spec.is_some_and(|s| s.has(flags::SKIP_SLOWLOG)),
+        // Containers only (CLIENT, CONFIG…): a GET pays one emptiness check.
+        sub: spec
+            .filter(|s| !s.subcommands.is_empty())
+            .map_or(0, |s| subcommand_slot(s, req)),
     };
     (route_looked_up(req, spec, allow_admin, placement), counted)
+}
+
+/// The position plus one of the subcommand `req` names among `spec`'s; 0 for none.
+fn subcommand_slot(spec: &'static CommandSpec, req: &Request) -> u16 {
+    let named = spec.resolve(req.argc(), |i| req.arg(i));
+    spec.subcommands
+        .iter()
+        .position(|sub| std::ptr::eq(sub, named))
+        .map_or(0, |i| i as u16 + 1)
 }
 
 fn route_looked_up(

@@ -118,7 +118,7 @@ impl Client {
 
     /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
     /// Count the command; true when it is one of the sampled ones (one in `SAMPLE_EVERY`).
-    pub(crate) fn count_command(&self, command: Option<usize>, refused: bool) -> bool {
+    pub(crate) fn count_command(&self, command: Option<usize>, sub: u16, refused: bool) -> bool {
         self.cell.arm_command(command.map(|c| Called {
             command: c as u16,
             refused,
@@ -127,7 +127,7 @@ impl Client {
             self.cell.arm_sample(None);
             return false;
         };
-        self.handle.note_command(command);
+        self.handle.note_command(command, sub);
         let stats = &self.worker.stats;
         if !refused {
             // As Redis: a call refused before it ran is a rejected call, not a call.

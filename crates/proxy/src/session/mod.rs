@@ -391,7 +391,7 @@ impl Session {
                 .note_request(&self.client, &req, self.tx.open.is_some());
         }
         let refused = matches!(route, Route::Refuse(_));
-        let sampled = self.client.count_command(command, refused) && !refused;
+        let sampled = self.client.count_command(command, counted.sub, refused) && !refused;
         if sampled {
             self.client.note_hot_key(&req);
         }

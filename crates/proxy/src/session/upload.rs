@@ -125,7 +125,7 @@ impl Uploads {
             return Start::Wait;
         }
         WorkerStats::bump(&client.worker.stats.commands_processed);
-        client.count_command(command.index, false);
+        client.count_command(command.index, command.sub, false);
         if command.replicates {
             client
                 .written
