@@ -237,7 +237,7 @@ impl Session {
         if self.poll_inner(cx).is_ready() || (phase.ends_when_idle() && self.owes_nothing()) {
             return Poll::Ready(());
         }
-        if !self.upload.active() {
+        if self.client.cell.in_flight() == 0 && !self.upload.active() {
             crate::session::io::hand_back(&mut self.io.read_buf);
         }
         self.publish_state();
