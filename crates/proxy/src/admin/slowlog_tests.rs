@@ -84,6 +84,38 @@ fn each_request_of_the_bytes_is_an_entry_in_either_form() {
     assert_eq!(log.logged(), 3);
 }
 
+/// A transaction of many commands logs at most `max_len` of them (its first), and reads
+/// its bytes only as far as it logs: a frame longer than the first window still parses.
+#[test]
+fn a_transaction_logs_at_most_max_len_commands() {
+    let log = Slowlog::new(&SlowlogConfig {
+        log_slower_than_us: 0,
+        max_len: 3,
+    });
+    let ring = Ring::default();
+    let client = Client {
+        peer: None,
+        name: None,
+    };
+    let big = "v".repeat(40_000);
+    let mut frames = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n{big}\r\n", big.len());
+    for i in 0..100_000 {
+        frames.push_str(&format!(
+            "*2\r\n$3\r\nGET\r\n${}\r\n{i}\r\n",
+            i.to_string().len()
+        ));
+    }
+    log.log_as(LogKind::Slow, &ring, &Bytes::from(frames), 9, client);
+    assert_eq!(log.logged(), 3, "ids spent: the entries kept");
+    let entries = ring.0.lock().unwrap();
+    let first: Vec<String> = entries.iter().map(|e| text(&e.argv[0])).collect();
+    assert_eq!(first, ["SET", "GET", "GET"]);
+    assert_eq!(
+        text(&entries[0].argv[2]),
+        format!("{}... (39872 more bytes)", "v".repeat(128))
+    );
+}
+
 #[test]
 fn rings_keep_the_newest_and_reset_clears_them() {
     let log = Slowlog::new(&SlowlogConfig {

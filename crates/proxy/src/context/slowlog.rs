@@ -280,14 +280,27 @@ impl Slowlog {
         let next_id = self
             .size_log(kind)
             .map_or(&self.next_id, |log| &log.next_id);
-        let mut buf = BytesMut::from(&requests[..]);
+        // A transaction's bytes may hold millions of commands (up to the query buffer's
+        // limit) and only `max_len` entries are kept: at most that many are logged (its
+        // first), and its bytes are copied for parsing only as far as they are read.
+        let most = self.max_len_of(kind).max(1);
+        let mut copied = requests.len().min(READ_WINDOW);
+        let mut buf = BytesMut::from(&requests[..copied]);
         let mut parser = RequestParser::new(reparse_limits());
-        loop {
+        let mut logged = 0;
+        while logged < most {
             let req = match parser.parse(&mut buf) {
                 Ok(Progress::Done(Parsed::Request(req))) => req,
                 Ok(Progress::Done(Parsed::Noop)) => continue,
+                Ok(Progress::Incomplete { .. }) if copied < requests.len() => {
+                    let more = (copied.max(READ_WINDOW)).min(requests.len() - copied);
+                    buf.extend_from_slice(&requests[copied..copied + more]);
+                    copied += more;
+                    continue;
+                }
                 _ => return,
             };
+            logged += 1;
             let max_len = self.max_len_of(kind);
             if max_len == 0 {
                 // Redis still spends the id; there is nothing to keep, so nothing to copy.
@@ -315,6 +328,10 @@ impl Slowlog {
         }
     }
 }
+
+/// How much of a logged request's bytes is copied for parsing at first (then doubled as
+/// needed): a transaction's may be far longer than what is logged of it.
+const READ_WINDOW: usize = 16 * 1024;
 
 /// Which size log a CONFIG SET name sets, and whether it is its length (else its threshold).
 fn size_setting(name: &[u8]) -> Option<(usize, bool)> {
