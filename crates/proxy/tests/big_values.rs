@@ -165,6 +165,37 @@ fn a_streamed_value_follows_ask_to_the_importing_node() {
     expect_bulk(&mut c, &v, "the value reached the importer whole");
 }
 
+/// Two big GETs and a STRLEN of one key, pipelined, all redirected (ASK while the slot
+/// migrates, then MOVED once it moved): the resends go one at a time in the client's order
+/// (`order.rs`), each released by the end of the streamed reply before it. Before the fix
+/// the end of a streamed reply did not release its slot's next request: the second GET
+/// waited forever (seen in the server matrix's chaos run on Valkey 8.1).
+#[test]
+fn streamed_replies_resent_after_a_redirect_release_the_next() {
+    let h = Harness::start(2, 0);
+    let mut c = h.client();
+    let v = value(5);
+    c.send(&[b"SET", b"big{rd}", &v]);
+    assert_eq!(common::text(&c.read().unwrap()), "OK");
+    let m = common::migrate::Move::begin(&h.cluster, "{rd}");
+    m.migrate(&["big{rd}".to_string()]);
+    for phase in ["ask", "moved"] {
+        c.send(&[b"GET", b"big{rd}"]);
+        c.send(&[b"GET", b"big{rd}"]);
+        c.send(&[b"STRLEN", b"big{rd}"]);
+        expect_bulk(&mut c, &v, &format!("{phase}: first GET"));
+        expect_bulk(&mut c, &v, &format!("{phase}: second GET"));
+        assert_eq!(
+            common::text(&c.read().expect("STRLEN's reply")),
+            format!(":{SIZE}"),
+            "{phase}"
+        );
+        if phase == "ask" {
+            m.finish();
+        }
+    }
+}
+
 /// A big last argument that is a key, not a value, is framed whole: the part not yet
 /// arrived decides the slot. Here MGET's keys are in different slots, though the first
 /// alone shares the slot of an empty key.

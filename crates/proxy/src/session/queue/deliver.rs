@@ -107,7 +107,7 @@ pub(crate) enum Arrival {
 }
 
 /// Start or end a request's hold for a failover: a node's reply to a held request ends it.
-fn note_hold(hold: &mut Hold, how: Arrival, stats: &WorkerStats) {
+pub(super) fn note_hold(hold: &mut Hold, how: Arrival, stats: &WorkerStats) {
     match how {
         Arrival::NotSent => {
             hold.pending = true;

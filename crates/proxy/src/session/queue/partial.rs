@@ -39,14 +39,27 @@ impl ClientCell {
             return;
         };
         self.add_queued(piece.len());
+        if let (Some(epochs), Some(written)) = (self.write_epochs.get(), entry.written.take()) {
+            // A write's reply, before its client can see any of it (`deliver.rs`).
+            epochs.bump(written);
+        }
+        let mut unblocked = false;
         if total > 0 {
+            // The reply is whole: what any reply's arrival does (`deliver.rs`), but the
+            // redirect check. Without it, a request of the same slot waiting behind this one
+            // in the client's order (`order.rs`) was never released: the second of two big
+            // GETs resent after a MOVED waited forever.
+            if let Some(hold) = entry.hold_mut(0) {
+                super::deliver::note_hold(hold, super::deliver::Arrival::Node, &self.budget.stats);
+            }
+            unblocked = self.order_answered(entry, 0);
             self.budget.observe_reply(total);
             entry.reply = Some(piece);
         } else {
             entry.partial.push(piece);
         }
         drop(q);
-        if idx == 0 {
+        if idx == 0 || unblocked {
             self.wake();
         }
     }
