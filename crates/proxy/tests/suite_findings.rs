@@ -331,6 +331,38 @@ fn latency_histogram_counts_every_masters_calls() {
     proxy.shutdown();
 }
 
+/// Redis counts a subcommand on its own (`client|id`), never its container: INFO
+/// commandstats and LATENCY HISTOGRAM through the proxy do the same for the subcommands it
+/// answers ("LATENCY HISTOGRAM sub commands" of unit/latency-monitor).
+#[test]
+fn subcommands_are_counted_apart() {
+    let h = Harness::start(1, 0);
+    let proxy = common::start_proxy(&h.cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["CONFIG", "RESETSTAT"])), "OK");
+    assert!(matches!(c.call(&["CLIENT", "ID"]), Value::Integer(_)));
+    assert!(matches!(c.call(&["CLIENT", "LIST"]), Value::BulkString(_)));
+    assert!(matches!(c.call(&["client", "id"]), Value::Integer(_)));
+    let Value::Array(histo) = c.call(&["LATENCY", "HISTOGRAM", "client"]) else {
+        panic!("an array");
+    };
+    let calls = |name: &str| {
+        let at = histo.iter().position(|v| text(v) == name)?;
+        let Value::Array(stats) = &histo[at + 1] else {
+            return None;
+        };
+        Some(stats[1].clone())
+    };
+    assert_eq!(calls("client|id"), Some(Value::Integer(2)), "{histo:?}");
+    assert_eq!(calls("client|list"), Some(Value::Integer(1)), "{histo:?}");
+    assert_eq!(calls("client"), None, "{histo:?}");
+    let info = text(&c.call(&["INFO", "commandstats"]));
+    assert!(info.contains("cmdstat_client|id:calls=2,"), "{info}");
+    assert!(info.contains("cmdstat_client|list:calls=1,"), "{info}");
+    assert!(!info.contains("cmdstat_client:"), "{info}");
+    proxy.shutdown();
+}
+
 #[test]
 fn config_set_slowlog_settings_reach_the_proxys_own_log() {
     let h = Harness::start(3, 0);

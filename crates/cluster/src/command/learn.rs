@@ -360,7 +360,25 @@ pub(super) struct Learned {
     pub(super) extra: Vec<(&'static CommandSpec, usize)>,
     /// The same commands by statistics index, less the generated rows' count.
     pub(super) by_index: Vec<Option<&'static CommandSpec>>,
+    /// Subcommands the generated table lacks, sorted by name, with their statistics slot
+    /// (`sub_stats.rs`).
+    subs: Vec<(&'static str, usize)>,
+    /// The same subcommands by slot, less the first learned subcommand slot.
+    sub_by_slot: Vec<Option<&'static CommandSpec>>,
     pub(super) summary: Summary,
+}
+
+impl Learned {
+    /// The statistics slot of a subcommand only this table knows.
+    pub(super) fn sub_slot(&self, name: &str) -> Option<usize> {
+        let i = self.subs.binary_search_by(|(n, _)| (*n).cmp(name)).ok()?;
+        Some(self.subs[i].1)
+    }
+
+    /// The subcommand at learned subcommand slot `k` (counted from the first).
+    pub(super) fn sub_at(&self, k: usize) -> Option<&'static CommandSpec> {
+        self.sub_by_slot.get(k).copied().flatten()
+    }
 }
 
 /// What the last install found, for INFO.
@@ -418,15 +436,18 @@ fn choice() -> &'static TableChoice {
 /// Every table built, in order; each set once and kept for the life of the process.
 static BUILT: [OnceLock<&'static Learned>; MAX_TABLES] = [const { OnceLock::new() }; MAX_TABLES];
 
-/// Tables built so far (by content) and the statistics index of each learned name.
+/// Tables built so far (by content) and the statistics index of each learned name and
+/// learned subcommand name.
 struct Memory {
     tables: Vec<(Vec<NodeCommands>, &'static Learned)>,
     names: Vec<String>,
+    sub_names: Vec<String>,
 }
 
 static MEMORY: Mutex<Memory> = Mutex::new(Memory {
     tables: Vec::new(),
     names: Vec::new(),
+    sub_names: Vec::new(),
 });
 
 /// The installed table, if any.
@@ -448,9 +469,10 @@ pub fn summary() -> Summary {
     })
 }
 
-/// Statistics slots needed: the generated rows, then one per name ever learned.
+/// Statistics slots needed: the generated rows, one per name ever learned, then the
+/// subcommands' (`sub_stats.rs`).
 pub fn stats_len() -> usize {
-    table::COMMANDS.len() + MAX_LEARNED
+    super::sub_stats::stats_len()
 }
 
 /// Routes by what every one of `nodes` knows from now on (each node's commands from
@@ -476,7 +498,10 @@ pub fn install(nodes: &[NodeCommands]) -> Option<Summary> {
         Some(place) => place,
         None if memory.tables.len() >= MAX_TABLES => return None,
         None => {
-            let built: &'static Learned = Box::leak(Box::new(build(&key, &mut memory.names)));
+            let Memory {
+                names, sub_names, ..
+            } = &mut *memory;
+            let built: &'static Learned = Box::leak(Box::new(build(&key, names, sub_names)));
             let place = memory.tables.len();
             BUILT[place].set(built).ok()?;
             memory.tables.push((key, built));
@@ -494,7 +519,7 @@ pub fn install(nodes: &[NodeCommands]) -> Option<Summary> {
 }
 
 /// The shared table of distinct node tables `nodes` (at least one).
-fn build(nodes: &[NodeCommands], names: &mut Vec<String>) -> Learned {
+fn build(nodes: &[NodeCommands], names: &mut Vec<String>, sub_names: &mut Vec<String>) -> Learned {
     // The fewest commands first: the oldest node, whose row wins where they differ.
     let mut nodes: Vec<&NodeCommands> = nodes.iter().collect();
     nodes.sort_by_key(|n| n.rows.len());
@@ -555,12 +580,58 @@ fn build(nodes: &[NodeCommands], names: &mut Vec<String>) -> Learned {
     for (spec, index) in &extra {
         by_index[index - table::COMMANDS.len()] = Some(*spec);
     }
+    let (subs, sub_by_slot) = learned_subs(&overrides, &extra, sub_names);
     Learned {
         overrides,
         extra,
+        subs,
+        sub_by_slot,
         by_index,
         summary,
     }
+}
+
+/// The statistics slots of the subcommands the generated table lacks (of changed rows and
+/// of learned commands): a name keeps the slot it got first, for the life of the process.
+#[allow(clippy::type_complexity)]
+fn learned_subs(
+    overrides: &[Option<&'static CommandSpec>],
+    extra: &[(&'static CommandSpec, usize)],
+    sub_names: &mut Vec<String>,
+) -> (
+    Vec<(&'static str, usize)>,
+    Vec<Option<&'static CommandSpec>>,
+) {
+    let rows = overrides
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| o.map(|spec| (Some(i), spec)))
+        .chain(extra.iter().map(|(spec, _)| (None, *spec)));
+    let first = super::sub_stats::learned_base();
+    let mut subs = Vec::new();
+    let mut by_slot = vec![None; super::sub_stats::MAX_LEARNED_SUBS];
+    for (row, spec) in rows {
+        for sub in spec.subcommands {
+            if row
+                .and_then(|r| super::sub_stats::generated_slot(r, sub.name))
+                .is_some()
+            {
+                continue;
+            }
+            let k = match sub_names.iter().position(|n| n == sub.name) {
+                Some(k) => k,
+                None if sub_names.len() < super::sub_stats::MAX_LEARNED_SUBS => {
+                    sub_names.push(sub.name.to_owned());
+                    sub_names.len() - 1
+                }
+                None => continue,
+            };
+            subs.push((sub.name, first + k));
+            by_slot[k] = Some(sub);
+        }
+    }
+    subs.sort_unstable();
+    (subs, by_slot)
 }
 
 /// Flags a node may add to a generated row: those the proxy answers by as the server does

@@ -8,6 +8,7 @@
 
 mod keys;
 pub mod learn;
+pub mod sub_stats;
 mod table;
 
 #[cfg(test)]
@@ -428,13 +429,17 @@ pub fn every() -> impl Iterator<Item = &'static CommandSpec> {
     generated.chain(extra)
 }
 
-/// The row behind a statistics slot, as [`lookup`] finds it now.
+/// The row behind a statistics slot, as [`lookup`] finds it now (a subcommand's row for
+/// the slots of `sub_stats.rs`).
 pub fn at_stats_index(index: usize) -> Option<&'static CommandSpec> {
     let rows = table::COMMANDS;
     match (rows.get(index), learn::current()) {
         (Some(row), None) => Some(row),
         (Some(row), Some(l)) => Some(l.overrides.get(index).copied().flatten().unwrap_or(row)),
-        (None, l) => l?.by_index.get(index - rows.len()).copied().flatten(),
+        (None, l) => match index - rows.len() {
+            learned if learned < learn::MAX_LEARNED => l?.by_index.get(learned).copied().flatten(),
+            _ => sub_stats::at(index),
+        },
     }
 }
 

@@ -1,9 +1,8 @@
 //! LATENCY HISTOGRAM's entries for the commands the proxy answers itself (PING, ECHO, INFO,
-//! WAIT, HELLO…; not those with subcommands, CLIENT … or CLUSTER …, whose calls the proxy
-//! counts per command, not per subcommand as Redis reports them): the masters never see a
-//! client send them, so their histograms hold only
-//! the proxy's own connections' calls, if any. These entries replace the masters' for those
-//! names when the replies are merged (`route/latency.rs`).
+//! WAIT, HELLO, CLIENT ID, CLUSTER SLOTS…; a subcommand by its own name, `client|id`, as
+//! Redis counts it): the masters never see a client send them, so their histograms hold
+//! only the proxy's own connections' calls, if any. These entries replace the masters' for
+//! those names when the replies are merged (`route/latency.rs`).
 //!
 //! `calls` is exact; `histogram_usec` comes from the sampled latencies (one request in
 //! `cmdstats::SAMPLE_EVERY`, timed from dispatch to the reply handed to the writer), each
@@ -36,8 +35,7 @@ pub(crate) fn own_histogram(shared: &Shared, req: &Request, resp3: bool) -> Byte
         let Some(spec) = cluster::command::at_stats_index(i) else {
             continue;
         };
-        // The proxy counts per command, not per subcommand (CLIENT ID and CLIENT LIST are
-        // one row): a container's entries stay the masters'.
+        // A container counts no call of its own: its subcommands do.
         if !spec.subcommands.is_empty()
             || !crate::route::answered_by_proxy(spec.name)
             || !wanted(spec.name)

@@ -119,15 +119,22 @@ impl Client {
     /// Count the call, and time one request in `SAMPLE_EVERY` (the entry it pushes).
     /// Count the command; true when it is one of the sampled ones (one in `SAMPLE_EVERY`).
     pub(crate) fn count_command(&self, command: Option<usize>, sub: u16, refused: bool) -> bool {
-        self.cell.arm_command(command.map(|c| Called {
-            command: c as u16,
-            refused,
-        }));
         let Some(command) = command else {
+            self.cell.arm_command(None);
             self.cell.arm_sample(None);
             return false;
         };
         self.handle.note_command(command, sub);
+        // Counted as Redis counts it: a subcommand on its own (`client|id`), never the
+        // container (a container's lookup only: a GET passes `sub == 0`).
+        let command = match sub {
+            0 => command,
+            _ => cluster::command::sub_stats::stats_slot(command, sub),
+        };
+        self.cell.arm_command(Some(Called {
+            command: command as u16,
+            refused,
+        }));
         let stats = &self.worker.stats;
         if !refused {
             // As Redis: a call refused before it ran is a rejected call, not a call.

@@ -238,3 +238,70 @@ fn an_installed_command_is_found_only_where_every_node_knows_it() {
         Some(found.name)
     );
 }
+
+#[test]
+fn every_subcommand_has_a_statistics_slot_of_its_own() {
+    use super::super::sub_stats::stats_slot;
+    let mut seen = std::collections::HashSet::new();
+    for (i, row) in table::COMMANDS.iter().enumerate() {
+        assert_eq!(stats_slot(i, 0), i, "no subcommand: the row's own slot");
+        for (p, sub) in row.subcommands.iter().enumerate() {
+            let slot = stats_slot(i, p as u16 + 1);
+            assert!(slot >= table::COMMANDS.len() + MAX_LEARNED && slot < stats_len());
+            assert!(seen.insert(slot), "{} shares slot {slot}", sub.name);
+            assert_eq!(
+                super::super::at_stats_index(slot).map(|r| r.name),
+                Some(sub.name)
+            );
+        }
+    }
+    assert!(seen.len() > 100, "{}", seen.len());
+}
+
+#[test]
+fn a_learned_subcommand_keeps_its_slot_across_tables() {
+    use super::super::sub_stats::stats_slot;
+    // A container no generated row has, so tests running beside this one see no change.
+    let container = |subs: &[&str]| {
+        entry(
+            "slotgate-test-box",
+            -2,
+            &[],
+            (0, 0, 0),
+            &[],
+            &[],
+            vec![],
+            subs.iter()
+                .map(|n| entry(n, -2, &[], (0, 0, 0), &[], &[], vec![], vec![]))
+                .collect(),
+        )
+    };
+    let slot_of = |name: &str| {
+        let spec = crate::lookup(b"slotgate-test-box").unwrap();
+        let index = super::super::stats_index(spec).unwrap();
+        let p = spec
+            .subcommands
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap();
+        let slot = stats_slot(index, p as u16 + 1);
+        assert_ne!(slot, index, "{name} counted apart from its container");
+        assert_eq!(
+            super::super::at_stats_index(slot).map(|r| r.name),
+            Some(name)
+        );
+        slot
+    };
+    install(&[NodeCommands::parse(&arr(vec![container(&[
+        "slotgate-test-box|b",
+    ])]))])
+    .unwrap();
+    let b = slot_of("slotgate-test-box|b");
+    install(&[NodeCommands::parse(&arr(vec![container(&[
+        "slotgate-test-box|a",
+        "slotgate-test-box|b",
+    ])]))])
+    .unwrap();
+    assert_eq!(slot_of("slotgate-test-box|b"), b, "same name, same slot");
+    assert_ne!(slot_of("slotgate-test-box|a"), b);
+}
