@@ -69,12 +69,15 @@ pub(crate) fn parse_inline_line(
         }
         let start = scratch.len();
         i = read_token(line, i, &mut scratch, quotes)?;
-        ranges.push((start, scratch.len()));
+        ranges.push(crate::request::span(start, scratch.len()));
     }
     if ranges.is_empty() {
         return Ok(None);
     }
-    let args: SmallArgs = ranges.iter().map(|&(s, e)| &scratch[s..e]).collect();
+    let args: SmallArgs = ranges
+        .iter()
+        .map(|&(s, e)| &scratch[s as usize..e as usize])
+        .collect();
     let (raw, ranges) = encode_recording(&args);
     Ok(Some(Request::from_parts(raw, ranges, true)))
 }

@@ -11,8 +11,18 @@ use crate::encode::{command_len, write_array_header};
 use crate::num::put_u64;
 
 /// Byte ranges `(start, end)` of each argument inside `raw`. Eight inline
-/// slots cover nearly every real command without a heap allocation.
-pub(crate) type ArgRanges = SmallVec<[(usize, usize); 8]>;
+/// slots cover nearly every real command without a heap allocation. Offsets are
+/// `u32`: a request (the parser refuses a frame past 4 GiB, far above any
+/// query-buffer limit) is then small enough to move without a `memcpy` call,
+/// and every request is moved a few times between the parser and its entry.
+pub(crate) type ArgRanges = SmallVec<[(u32, u32); 8]>;
+
+/// `(start, end)` as stored: saturated past 4 GiB, where only [`Request::from_args`]
+/// could go, and then an empty argument at the end of `raw`, never a panic.
+pub(crate) fn span(start: usize, end: usize) -> (u32, u32) {
+    let at = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+    (at(start), at(end))
+}
 
 /// One client command.
 ///
@@ -43,7 +53,7 @@ impl Request {
     /// If `i >= argc()`: that is a bug in the caller, not bad input.
     pub fn arg(&self, i: usize) -> &[u8] {
         let (start, end) = self.args[i];
-        &self.raw[start..end]
+        &self.raw[start as usize..end as usize]
     }
 
     /// Argument `i` as a zero-copy slice of [`Request::raw`].
@@ -52,12 +62,14 @@ impl Request {
     /// If `i >= argc()`.
     pub fn arg_bytes(&self, i: usize) -> Bytes {
         let (start, end) = self.args[i];
-        self.raw.slice(start..end)
+        self.raw.slice(start as usize..end as usize)
     }
 
     /// Iterates over all arguments in order.
     pub fn args(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
-        self.args.iter().map(|&(start, end)| &self.raw[start..end])
+        self.args
+            .iter()
+            .map(|&(start, end)| &self.raw[start as usize..end as usize])
     }
 
     /// The exact RESP multibulk encoding of the request, ready to forward to a
@@ -90,7 +102,7 @@ pub(crate) fn encode_recording(args: &[&[u8]]) -> (Bytes, ArgRanges) {
         out.put_slice(b"\r\n");
         let start = out.len();
         out.put_slice(arg);
-        ranges.push((start, out.len()));
+        ranges.push(span(start, out.len()));
         out.put_slice(b"\r\n");
     }
     (out.freeze(), ranges)

@@ -210,7 +210,7 @@ impl RequestParser {
         }
         let mut args: SmallVec<[&[u8]; 8]> = SmallVec::new();
         for &(start, end) in &mb.args {
-            args.push(buf.get(start..end)?);
+            args.push(buf.get(start as usize..end as usize)?);
         }
         args.push(b"");
         Some(PendingTail {
@@ -372,13 +372,18 @@ fn take_payload(
         .checked_add(len)
         .ok_or(ProtocolError::InvalidBulkLength)?;
     let need = end.checked_add(2).ok_or(ProtocolError::InvalidBulkLength)?;
+    // Offsets are stored as u32 (`request.rs`): a frame past 4 GiB is refused as
+    // Redis refuses a bulk past its limit (no query-buffer limit lets one through).
+    let (Ok(start), Ok(stop)) = (u32::try_from(mb.pos), u32::try_from(end)) else {
+        return Err(ProtocolError::InvalidBulkLength);
+    };
     let Some(crlf) = buf.get(end..need) else {
         return Ok(Some(need));
     };
     if crlf != b"\r\n" {
         return Err(ProtocolError::MissingCrlfAfterBulk);
     }
-    mb.args.push((mb.pos, end));
+    mb.args.push((start, stop));
     mb.pos = need;
     mb.remaining -= 1;
     mb.stage = Stage::Header { scan: need };
