@@ -54,9 +54,21 @@ fn hash_tag(key: &[u8]) -> &[u8] {
 
 /// Hash slot (0..16384) of `key`, honouring hash tags exactly as Redis
 /// Cluster does. Never allocates and accepts any bytes.
+///
+/// One pass for the common key without `{`: the CRC is computed while looking
+/// for it (every request's key goes through here), and only a key that has one
+/// is hashed again over its tag (`hash_tag`).
 pub fn key_slot(key: &[u8]) -> u16 {
     // SLOT_COUNT is a power of two, so the modulo is a mask.
-    crc16(hash_tag(key)) & (SLOT_COUNT as u16 - 1)
+    const MASK: u16 = SLOT_COUNT as u16 - 1;
+    let mut crc = 0u16;
+    for &b in key {
+        if b == b'{' {
+            return crc16(hash_tag(key)) & MASK;
+        }
+        crc = (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)];
+    }
+    crc & MASK
 }
 
 #[cfg(test)]
