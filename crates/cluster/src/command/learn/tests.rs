@@ -63,6 +63,11 @@ fn entry(
     ])
 }
 
+/// A row with only a name, an arity and subcommands (flags, keys, categories, tips empty).
+fn bare(name: &str, arity: i64, subs: Vec<Value>) -> Value {
+    entry(name, arity, &[], (0, 0, 0), &[], &[], vec![], subs)
+}
+
 /// Valkey 9.1's MSETEX, as its COMMAND INFO describes it.
 fn msetex(name: &str) -> Value {
     entry(
@@ -188,14 +193,9 @@ fn a_looser_arity_or_new_subcommands_replace_a_generated_row() {
     )]));
     assert!(changed(zrank, &same.rows["zrank"], &[]).is_none());
     let client = crate::lookup(b"client").unwrap();
-    let capa = NodeCommands::parse(&arr(vec![entry(
+    let capa = NodeCommands::parse(&arr(vec![bare(
         "client",
         -2,
-        &[],
-        (0, 0, 0),
-        &[],
-        &[],
-        vec![],
         vec![entry(
             "client|capa",
             -3,
@@ -263,18 +263,8 @@ fn a_learned_subcommand_keeps_its_slot_across_tables() {
     use super::super::sub_stats::stats_slot;
     // A container no generated row has, so tests running beside this one see no change.
     let container = |subs: &[&str]| {
-        entry(
-            "slotgate-test-box",
-            -2,
-            &[],
-            (0, 0, 0),
-            &[],
-            &[],
-            vec![],
-            subs.iter()
-                .map(|n| entry(n, -2, &[], (0, 0, 0), &[], &[], vec![], vec![]))
-                .collect(),
-        )
+        let subs = subs.iter().map(|n| bare(n, -2, vec![])).collect();
+        bare("slotgate-test-box", -2, subs)
     };
     let slot_of = |name: &str| {
         let spec = crate::lookup(b"slotgate-test-box").unwrap();
