@@ -7,6 +7,7 @@ pub/sub messages told apart from replies, a discrepancy (Diff) and its class (cl
 the differences chaos may cause by design, counted apart (watch_lost_to_chaos,
 shard_count_lost_to_chaos)."""
 
+import math
 import time
 
 from slotgate_tools.resp import encode_frame
@@ -125,8 +126,12 @@ NORMALISE = {
     "HGETALL": norm_sorted_pairs,
 }
 # Remaining time to live is read at slightly different moments: TTL may differ by 1 s,
-# PTTL by 1.5 s. Negative answers (-1 no expiry, -2 no key) must be equal.
+# PTTL by 1.5 s, plus how far the two runs drifted apart in time (`Reply.drift`: an idle
+# standalone reference wakes for a blocked command's 10 ms timeout only at its next cron
+# tick, 100 ms later, so a script of many short blocking timeouts runs seconds slower there
+# than through busy cluster nodes). Negative answers (-1 no expiry, -2 no key) must be equal.
 TOLERANCE = {"TTL": 1, "PTTL": 1500}
+TOLERANCE_UNIT = {"TTL": 1.0, "PTTL": 0.001}
 # (P|S)UNSUBSCRIBE without arguments: Redis walks the client's subscription dict, so the
 # channels come in hash-table order (random per process); compare the set of channels and
 # the sequence of counts (see same_unsubscribe_all).
@@ -152,16 +157,19 @@ def same_unsubscribe_all(a, b):
     return ca is not None and ca == canon(b)
 
 
-def equal_frames(key, ctx, a, b):
-    """a, b: parsed frames of one reply of command `key` (ctx: queued commands for EXEC)."""
+def equal_frames(key, ctx, a, b, drift=0.0):
+    """a, b: parsed frames of one reply of command `key` (ctx: queued commands for EXEC;
+    drift: seconds the two runs may have drifted apart in time, see TOLERANCE)."""
     if key == "EXEC" and ctx and a[0] == b[0] == "*" and a[1] is not None and b[1] is not None:
         return len(a[1]) == len(b[1]) and all(
-            equal_frames(c.key, None, x, y) for c, x, y in zip(ctx, a[1], b[1], strict=False))
+            equal_frames(c.key, None, x, y, drift)
+            for c, x, y in zip(ctx, a[1], b[1], strict=False))
     if key == "PUBLISH" and "publish-count" in RELAXED and a[0] == b[0] == ":":
         return True
     if key in TOLERANCE and a[0] == b[0] == ":":
         x, y = int(a[1]), int(b[1])
-        return x == y or (x >= 0 and y >= 0 and abs(x - y) <= TOLERANCE[key])
+        slack = TOLERANCE[key] + math.ceil(drift / TOLERANCE_UNIT[key])
+        return x == y or (x >= 0 and y >= 0 and abs(x - y) <= slack)
     if key in NORMALISE:
         return encode_frame(NORMALISE[key](a)) == encode_frame(NORMALISE[key](b))
     return encode_frame(a) == encode_frame(b)
@@ -228,7 +236,7 @@ def shard_count_lost_to_chaos(d, script, started, chaos):
     return bool(slots) and chaos.changed(started, time.monotonic(), slots)
 
 
-def classify(ref, prx):
+def classify(ref, prx, drift=0.0):
     if prx.status == "timeout":
         return "no reply"
     if prx.status == "eof":
@@ -239,7 +247,7 @@ def classify(ref, prx):
             and same_unsubscribe_all([f for f, _ in ref.frames], [f for f, _ in prx.frames])):
         return None
     for (a, _), (b, _) in zip(ref.frames, prx.frames, strict=False):
-        if equal_frames(ref.cmd.key, ref.ctx, a, b):
+        if equal_frames(ref.cmd.key, ref.ctx, a, b, drift):
             continue
         if b[0] in "-!$+" and b"slotgate" in (b[1] or b""):
             return "slotgate error" if b[0] in "-!" else f"slotgate reply ({fmt(b)[:30]})"

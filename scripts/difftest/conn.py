@@ -95,10 +95,12 @@ class Conn:
 
 
 class Reply:
-    __slots__ = ("cmd", "frames", "status", "ctx", "quit")
+    # at: seconds from the start of its run to when its reply was read (the runs' drift)
+    __slots__ = ("cmd", "frames", "status", "ctx", "quit", "at")
 
     def __init__(self, cmd):
         self.cmd, self.frames, self.status, self.ctx, self.quit = cmd, [], "ok", None, False
+        self.at = 0.0
 
     def show(self):
         s = " | ".join(fmt(f) for f, _ in self.frames) or "(nothing)"

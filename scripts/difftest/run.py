@@ -89,6 +89,10 @@ def run(target, script, ref=None, timeout=5.0, stop_on_diff=True, trace=None):
     """Run script on target. With ref (the reference's RunResult) compare as we go."""
     target.prepare()
     res = RunResult()
+    started = time.monotonic()
+    # The most the two runs had drifted apart at any earlier reply: a TTL set then and read
+    # now may differ by that plus the drift now (compare.TOLERANCE).
+    drifted = 0.0
     sessions, gens = {}, collections.Counter()
     all_sessions = []
     if script.uses_pubsub():
@@ -130,9 +134,12 @@ def run(target, script, ref=None, timeout=5.0, stop_on_diff=True, trace=None):
                 if ref and rref is None:
                     break  # the reference executed no more (QUIT before)
                 rep = s.read_reply(cmd, len(rref.frames) if rref else None, timeout)
+                rep.at = time.monotonic() - started
                 reps.append(rep)
                 if ref:
-                    kind = classify(rref, rep)
+                    drift = abs(rep.at - rref.at)
+                    kind = classify(rref, rep, drift + drifted)
+                    drifted = max(drifted, drift)
                     if kind and fail(Diff(kind, si, ci, cmd, rref, rep)):
                         return res
                 if rep.status != "ok":

@@ -92,7 +92,7 @@ def show_script(script, ref=None, prx=None, indent="  "):
             b = p[ci].show() if p and ci < len(p) else "(not read)"
             cmd = r[ci].cmd if r and ci < len(r) else p[ci].cmd
             same = p is None or (r is not None and ci < len(r) and ci < len(p)
-                                 and classify(r[ci], p[ci]) is None)
+                                 and classify(r[ci], p[ci], abs(p[ci].at - r[ci].at)) is None)
             mark = "  " if same else "≠ "
             lines.append(f"{indent}    {mark}{cmd.show()[:60]:<40} ref: {a[:300]}")
             if not same and p is not None:

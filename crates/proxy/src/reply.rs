@@ -3,6 +3,10 @@
 
 use bytes::Bytes;
 
+/// What a request whose slot has no owner in the map gets once its retries are spent
+/// (`session/send/mod.rs`): a node's own words for a slot nobody serves.
+pub(crate) const NO_ROUTE: &[u8] = b"-CLUSTERDOWN Hash slot not served\r\n";
+
 /// `-ERR <msg>\r\n`, with CR and LF in `msg` turned into spaces as Redis does.
 pub(crate) fn error(msg: &str) -> Bytes {
     let clean: String = msg

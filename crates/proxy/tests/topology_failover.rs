@@ -160,3 +160,50 @@ fn manual_failover_under_load() {
         "{moved} MOVED > {bound}: redirect loop or flip-flop"
     );
 }
+
+/// A slot with no owner in the proxy's map (a hole: a refresh taken mid-failover can show
+/// one) is what a node's CLUSTERDOWN is: the request waits for a fresh map and is routed
+/// again, paced, instead of failing at once. Here a real node gives its slot up (CLUSTER
+/// DELSLOTS, with `cluster-require-full-coverage no` so its other slots keep working), the
+/// proxy's map gets the hole, a GET for the slot is sent, and the slot comes back (ADDSLOTS)
+/// while the GET waits: it is answered with the value, not CLUSTERDOWN.
+#[test]
+fn a_request_for_a_slot_with_no_owner_waits_for_one() {
+    let opts = devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: common::tempdir("hole"),
+        extra_config: vec![("cluster-require-full-coverage".into(), "no".into())],
+        ..Default::default()
+    };
+    let cluster = Cluster::start(&opts).expect("cluster starts");
+    let node = cluster.masters()[0];
+    let proxy = common::start_proxy(&cluster, |c| {
+        c.proxy.threads = 1;
+        c.cluster.min_refresh_interval_ms = 50;
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["SET", "hole", "v"])), "OK");
+    let slot = cluster::key_slot(b"hole").to_string();
+    let delslots = cluster
+        .command(node, &["CLUSTER", "DELSLOTS", &slot])
+        .unwrap();
+    assert_eq!(format!("{delslots:?}"), "Status(\"OK\")");
+    // The node's CLUSTERDOWN makes the proxy refresh; the map it installs has the hole.
+    // Meanwhile (and after, until ADDSLOTS) the client's GETs are held, then answered.
+    c.send(&[b"GET", b"hole"]);
+    let slot_n: u16 = slot.parse().unwrap();
+    wait_until(CEILING, || {
+        proxy.topology().current().node_of(slot_n).is_none()
+    });
+    c.send(&[b"GET", b"hole"]);
+    let addslots = cluster
+        .command(node, &["CLUSTER", "ADDSLOTS", &slot])
+        .unwrap();
+    assert_eq!(format!("{addslots:?}"), "Status(\"OK\")");
+    for _ in 0..2 {
+        assert_eq!(text(&c.read().expect("a reply")), "v");
+    }
+    assert!(info(&mut c, "cluster_error_retries") >= 1);
+    proxy.shutdown();
+}

@@ -154,9 +154,13 @@ impl Topology {
         if current.same_routes(&map) && current.nodes() == map.nodes() {
             return;
         }
+        // The slots with an owner: fewer than 16384 in front of a cluster is a hole (a shard
+        // without a reachable master, as a failover can show for a moment), and requests
+        // for those slots wait for the next map (`session/send/mod.rs`).
         tracing::info!(
             version = map.version(),
             masters = map.nodes().len(),
+            slots = map.assigned(),
             "installing new slot map"
         );
         bump(&self.stats.maps_installed);

@@ -146,9 +146,8 @@ impl Session {
             }
         }
         let Some(addr) = addr else {
-            self.client.cell.push(Entry::ready(Bytes::from_static(
-                b"-CLUSTERDOWN Hash slot not served\r\n",
-            )));
+            let down = Bytes::from_static(crate::reply::NO_ROUTE);
+            self.client.cell.push(Entry::ready(down));
             return;
         };
         if on_node.as_ref().is_some_and(|on| *on.conn.addr == *addr) {

@@ -126,18 +126,17 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         )
         .unwrap_or(false);
     let wire = plan.wire.unwrap_or(session.client.wire());
-    let (target, delay) = match plan.kind {
-        Kind::Moved { .. } | Kind::Ask { .. } => (Target::Node(plan.addr.into()), plan.pace),
-        Kind::Second => (Target::Node(plan.addr.into()), None),
-        Kind::Held(delay) => {
-            let fallback = Some(plan.addr.into());
+    let asking = matches!(plan.kind, Kind::Ask { .. });
+    let fallback = plan.addr.map(Rc::<str>::from);
+    let (target, delay) = match (plan.kind, fallback) {
+        (Kind::Held(delay) | Kind::Reroute(delay), fallback) => {
             (Target::Owner { fallback }, Some(delay))
         }
-        Kind::Retry(delay) => (Target::Node(plan.addr.into()), Some(delay)),
-        Kind::Reroute(delay) => {
-            let fallback = Some(plan.addr.into());
-            (Target::Owner { fallback }, Some(delay))
-        }
+        (Kind::Moved { .. } | Kind::Ask { .. }, Some(to)) => (Target::Node(to), plan.pace),
+        (Kind::Second, Some(to)) => (Target::Node(to), None),
+        (Kind::Retry(delay), Some(to)) => (Target::Node(to), Some(delay)),
+        // Never planned: these name the node they go to.
+        (Kind::Moved { .. } | Kind::Ask { .. } | Kind::Second | Kind::Retry(_), None) => return,
     };
     session.client.cell.wait(Waiting {
         seq,
@@ -145,7 +144,7 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         slot: plan.key_slot,
         route: plan.slot,
         not_before: delay.map(|d| Instant::now() + d),
-        asking: matches!(plan.kind, Kind::Ask { .. }),
+        asking,
         target,
         frame: plan.frame,
         pinned,
@@ -177,13 +176,14 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
         }
         Kind::Moved { slot } => {
             WorkerStats::bump(&worker.stats.redirects_moved);
+            let Some(addr) = plan.addr.as_deref() else {
+                return;
+            };
             let map = worker.topology().current();
-            let already_known = map.node_of(slot).is_some_and(|n| n.addr == plan.addr);
+            let already_known = map.node_of(slot).is_some_and(|n| n.addr == addr);
             drop(map);
             if !already_known {
-                worker
-                    .topology()
-                    .learn_moved(slot, &plan.addr, plan.map_version);
+                worker.topology().learn_moved(slot, addr, plan.map_version);
             }
         }
     }
@@ -229,7 +229,7 @@ fn second_round(part: &Part, map_version: u64) -> Option<Plan> {
     Some(Plan {
         kind: Kind::Second,
         slot: None,
-        addr: to.addr.to_string(),
+        addr: Some(to.addr.to_string()),
         frame: part.frame.clone(),
         map_version,
         key_slot: None,
@@ -316,7 +316,7 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
     Some(Plan {
         kind,
         slot,
-        addr,
+        addr: Some(addr),
         frame,
         map_version,
         key_slot: None,
@@ -342,19 +342,19 @@ fn redirect_target(
 }
 
 /// Retry after a jittered, doubling delay: on the same node (`reroute` false) or by slot.
+/// A request that never had a node (its slot had no owner) can only be routed again.
 fn plan_retry(hop: Hop<'_>, map_version: u64, reroute: bool) -> Option<Plan> {
     if *hop.retries >= MAX_RETRIES {
         return None;
     }
-    let addr = hop.sent_to.as_ref()?.addr.to_string();
+    let addr = hop.sent_to.as_ref().map(|b| b.addr.to_string());
     let delay = Backoff::DEFAULT.delay(u32::from(*hop.retries));
     let frame = hop.frame?;
     *hop.reply = None;
     *hop.retries += 1;
-    let kind = if reroute {
-        Kind::Reroute(delay)
-    } else {
-        Kind::Retry(delay)
+    let kind = match reroute || addr.is_none() {
+        true => Kind::Reroute(delay),
+        false => Kind::Retry(delay),
     };
     Some(Plan {
         kind,

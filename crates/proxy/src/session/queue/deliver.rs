@@ -37,9 +37,10 @@ impl ClientCell {
         let redirect = match how {
             Arrival::Node => is_redirect(&reply),
             Arrival::NeverLeft => false,
-            Arrival::NotSent => true,
+            Arrival::NotSent | Arrival::NoRoute => true,
         };
-        let sent = !matches!(how, Arrival::NeverLeft);
+        // Only what went to a node was counted in flight in its lane (`order.rs`).
+        let sent = matches!(how, Arrival::Node | Arrival::NotSent);
         let Some(entry) = q.entries.get_mut(idx as usize) else {
             return;
         };
@@ -104,6 +105,9 @@ pub(crate) enum Arrival {
     /// From the proxy, for a request that never reached its node: the session may hold it
     /// for the slot's next master (`session/redirect.rs`).
     NotSent,
+    /// From the proxy, for a request whose slot had no owner in the map: routed again by
+    /// slot after a fresh map, as a node's CLUSTERDOWN is (`session/redirect.rs`).
+    NoRoute,
 }
 
 /// Start or end a request's hold for a failover: a node's reply to a held request ends it.

@@ -111,6 +111,21 @@ impl Sent {
         }
     }
 
+    /// A request on a shared connection whose slot had no owner when it came: sent when
+    /// its turn comes and the map names one (`send/mod.rs`).
+    pub(crate) fn unrouted(resend: Resend, slot: u16) -> Sent {
+        Sent {
+            resend,
+            sent_to: None,
+            hops: 0,
+            retries: 0,
+            map_version: 0,
+            slot: Some(slot),
+            conn: Conn::Shared,
+            hold: Hold::default(),
+        }
+    }
+
     /// The bytes to resend, if it may be.
     pub(crate) fn resend_frame(&self) -> Option<Bytes> {
         match &self.resend {

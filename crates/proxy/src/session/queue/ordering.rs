@@ -71,9 +71,11 @@ impl ClientCell {
         self.order().wait(w);
     }
 
-    /// An answer for a request that was never sent (no route when its turn came).
-    pub(crate) fn deliver_unsent(&self, seq: u64, frag: u32, reply: Bytes) {
-        self.deliver_as(seq, frag, reply, super::deliver::Arrival::NeverLeft);
+    /// A request (or part) whose slot has no owner in the map: what a node says of a slot
+    /// it does not know to be served, followed like a node's (`session/redirect.rs`).
+    pub(crate) fn deliver_no_route(&self, seq: u64, frag: u32) {
+        let down = Bytes::from_static(crate::reply::NO_ROUTE);
+        self.deliver_as(seq, frag, down, super::deliver::Arrival::NoRoute);
     }
 
     /// A request (or part) in flight was answered: drain its lane. True when requests

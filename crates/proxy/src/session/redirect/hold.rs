@@ -62,7 +62,7 @@ pub(super) fn plan_hold(
     Some(Some(Plan {
         kind: Kind::Held(delay),
         slot: None,
-        addr: to.addr.to_string(),
+        addr: Some(to.addr.to_string()),
         frame,
         map_version,
         key_slot: None,

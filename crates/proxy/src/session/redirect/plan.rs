@@ -22,7 +22,9 @@ pub(super) enum Kind {
     /// migration); resend to the same node after this delay.
     Retry(Duration),
     /// CLUSTERDOWN, MASTERDOWN, READONLY, LOADING: not executed, and the slot's owner may be
-    /// changing (failover). Ask for a refresh, wait, then route by slot again.
+    /// changing (failover). Ask for a refresh, wait, then route by slot again. Also a
+    /// request whose slot had no owner in the map (`send/mod.rs`): a hole, as a refresh
+    /// taken in the middle of a failover can show one, is the node's CLUSTERDOWN here.
     Reroute(Duration),
     /// Not a redirect: a second-round part (`Fanout::twice`), due now at its master.
     Second,
@@ -35,7 +37,10 @@ pub(super) struct Plan {
     pub(super) kind: Kind,
     /// The slot to route by again (Reroute), when known.
     pub(super) slot: Option<u16>,
-    pub(super) addr: String,
+    /// The node it goes to (MOVED, ASK, TRYAGAIN, a second round), or, routed by slot
+    /// again, the node it was on, used if the slot has no owner then; None for a request
+    /// that never had a node (a hole in the map).
+    pub(super) addr: Option<String>,
     pub(super) frame: Bytes,
     pub(super) map_version: u64,
     /// The slot that orders the request among its client's (None: keyless).

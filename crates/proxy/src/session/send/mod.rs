@@ -25,6 +25,7 @@ pub(crate) mod release;
 use crate::backend::{Backend, Outgoing, Owes};
 use crate::config::ReadPolicy;
 use crate::patience::Patience;
+use crate::reply::NO_ROUTE;
 use crate::session::client::Client;
 use crate::session::order::{conn_id, Admit, RouteKey, Waiting};
 use crate::session::queue::{ClientCell, Conn, Entry, Resend, Sent};
@@ -44,9 +45,33 @@ pub(crate) fn forward(client: &Client, req: &Request, slot: Option<u16>) {
         None => client.worker.any_backend(&map, wire),
     };
     let Some(backend) = backend else {
-        return client.reply_now(Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n"));
+        return match slot {
+            Some(slot) => no_owner(client, req, slot, &map),
+            None => client.reply_now(Bytes::from_static(NO_ROUTE)),
+        };
     };
     send_routed(client, req, slot, (&map, stamp), &backend, 0);
+}
+
+/// A request whose slot has no owner in the map: a hole, as a refresh taken while a
+/// failover is under way can show one (the failed master left out, its replica not yet
+/// promoted in the view of the node asked). It is answered as a node's CLUSTERDOWN would
+/// be: a fresh map is asked for and it is routed by slot again, paced, before its client
+/// gets the error. It waits in the client's order from now, so nothing later of its slot
+/// overtakes it.
+fn no_owner(client: &Client, req: &Request, slot: u16, map: &SlotMap) {
+    let frame = req.raw().clone();
+    let mut sent = Sent::unrouted(Resend::Frame(frame.clone()), slot);
+    sent.map_version = map.version();
+    let seq = client.cell.push(Entry::sent(sent));
+    if frame.len() > CHARGED_REQUEST {
+        client.cell.charge_request(frame.len());
+    }
+    client.cell.start_ordering();
+    client
+        .cell
+        .wait(Waiting::fresh(seq, 0, slot, frame, client.wire()));
+    client.worker.topology().request_refresh_now();
 }
 
 /// A read-only command for `slot`: to a replica or the master, as the policy says.

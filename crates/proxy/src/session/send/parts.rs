@@ -110,8 +110,7 @@ fn send_parts(
             continue; // sent once the first round is answered (`Fanout::twice`)
         }
         let Some(b) = backend else {
-            let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
-            client.cell.deliver_unsent(seq, frag, down);
+            client.cell.deliver_no_route(seq, frag);
             continue;
         };
         let out = Outgoing {

@@ -4,7 +4,6 @@
 use std::rc::Rc;
 use std::task::Context;
 
-use bytes::Bytes;
 use tokio::time::Instant;
 
 use crate::backend::{Backend, Outgoing, Owes};
@@ -66,8 +65,7 @@ fn resolve(client: &mut Client, w: &Waiting) -> Option<Rc<Backend>> {
 
 fn send_released(client: &Client, w: Waiting, to: Option<Rc<Backend>>) {
     let Some(backend) = to else {
-        let down = Bytes::from_static(b"-CLUSTERDOWN Hash slot not served\r\n");
-        return client.cell.deliver_unsent(w.seq, w.frag, down);
+        return client.cell.deliver_no_route(w.seq, w.frag);
     };
     // Routed by the map of now: a MOVED for it is news about that map, not an older one.
     let routed = matches!(w.target, Target::Owner { .. });
