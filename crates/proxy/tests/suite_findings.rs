@@ -869,6 +869,53 @@ fn commands_for_every_master_or_the_proxy_run_inside_multi_as_redis_runs_them() 
     proxy.shutdown();
 }
 
+/// unit/lazyfree's "FLUSHALL SYNC in MULTI not optimized to run as blocking FLUSHALL
+/// ASYNC": since Redis 7.2 a FLUSHALL outside a transaction frees in the background while
+/// its client waits; inside one it frees at once. A transaction holding a command for every
+/// master is replayed at EXEC, and each master now runs its part inside a transaction of
+/// its own (`Part::in_multi`), so nothing is lazily freed, as on one Redis.
+#[test]
+fn a_flushall_replayed_at_exec_runs_inside_a_transaction_on_each_master() {
+    let Some(cluster) = common::redis86_cluster(3, "flushall-multi") else {
+        return;
+    };
+    let proxy = common::start_proxy(&cluster, |cfg| cfg.proxy.allow_admin_commands = true);
+    let mut c = Client::connect(proxy.local_addr());
+    assert_eq!(text(&c.call(&["CONFIG", "RESETSTAT"])), "OK");
+    for key in ["x", "y", "z", "w"] {
+        assert_eq!(text(&c.call(&["SET", key, "v"])), "OK");
+    }
+    assert_eq!(text(&c.call(&["MULTI"])), "OK");
+    assert_eq!(text(&c.call(&["FLUSHALL"])), "QUEUED");
+    assert_eq!(text(&c.call(&["DBSIZE"])), "QUEUED");
+    c.send(&[b"EXEC"]);
+    assert_eq!(
+        read_frames(&mut c, 1),
+        vec!["*2\r\n+OK\r\n:0\r\n".to_string()]
+    );
+    let info = text(&c.call(&["INFO", "memory"]));
+    let stat = |name: &str| {
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")));
+        line.unwrap_or_else(|| panic!("INFO memory has {name}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(stat("lazyfreed_objects"), "0");
+    // Outside a transaction, the same FLUSHALL frees in the background (Redis 8.6).
+    for key in ["x", "y"] {
+        assert_eq!(text(&c.call(&["SET", key, "v"])), "OK");
+    }
+    assert_eq!(text(&c.call(&["FLUSHALL"])), "OK");
+    let info = text(&c.call(&["INFO", "memory"]));
+    assert!(
+        !info.contains("lazyfreed_objects:0\r\n"),
+        "a FLUSHALL outside MULTI is lazily freed on Redis 8.6: {info}"
+    );
+    proxy.shutdown();
+}
+
 #[test]
 fn client_unblock_ends_a_blocking_command_as_redis_does() {
     let h = Harness::start(3, 0);

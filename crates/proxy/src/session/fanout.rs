@@ -39,6 +39,22 @@ pub(crate) struct Part {
     pub second: bool,
     /// Held for a failover (`failover_hold::Hold`).
     pub hold: Hold,
+    /// `frame` is `MULTI, the command, EXEC`: a command of a transaction replayed at EXEC
+    /// (`transaction.rs`) runs inside a transaction on each master, as it ran inside one
+    /// on one Redis (FLUSHALL there frees at once, not in the background). Two replies are
+    /// dropped before EXEC's, whose one element is the part's reply (`Fanout::complete`).
+    pub in_multi: bool,
+}
+
+impl Part {
+    /// Replies the node sends before the one owed (`backend::Outgoing::skip`), on every send
+    /// of `frame` (a resend too).
+    pub(crate) fn skip(&self) -> u32 {
+        match self.in_multi {
+            true => 2,
+            false => 0,
+        }
+    }
 }
 
 /// A request in flight as several parts.
@@ -100,11 +116,22 @@ impl Fanout {
         }
     }
 
-    /// The same request to each of `masters` masters.
-    pub(crate) fn broadcast(req: &Request, masters: usize, merge: Merge) -> Fanout {
+    /// The same request to each of `masters` masters; `in_multi`: inside a transaction of
+    /// its own on each (`Part::in_multi`).
+    pub(crate) fn broadcast(req: &Request, masters: usize, merge: Merge, in_multi: bool) -> Fanout {
+        let frame = match in_multi {
+            true => {
+                let mut frame = BytesMut::new();
+                resp::encode_command(&mut frame, &[b"MULTI"]);
+                frame.extend_from_slice(req.raw());
+                resp::encode_command(&mut frame, &[b"EXEC"]);
+                frame.freeze()
+            }
+            false => req.raw().clone(),
+        };
         let parts = (0..masters)
             .map(|_| Part {
-                frame: req.raw().clone(),
+                frame: frame.clone(),
                 reply: None,
                 sent_to: None,
                 hops: 0,
@@ -112,6 +139,7 @@ impl Fanout {
                 slot: None,
                 second: false,
                 hold: Hold::default(),
+                in_multi,
             })
             .collect::<Vec<_>>();
         Fanout::from_parts(parts, merge)
@@ -124,7 +152,7 @@ impl Fanout {
     /// reads the masters at unrelated moments and can miss it (or, with `Concat`, count it
     /// twice), where one Redis never does.
     pub(crate) fn twice(req: &Request, masters: usize) -> Fanout {
-        let mut fanout = Fanout::broadcast(req, masters * 2, Merge::Union);
+        let mut fanout = Fanout::broadcast(req, masters * 2, Merge::Union, false);
         fanout.parts[masters..]
             .iter_mut()
             .for_each(|p| p.second = true);
@@ -135,6 +163,12 @@ impl Fanout {
     /// Record a final reply for part `frag`; returns the merged reply once every part is in.
     pub(crate) fn complete(&mut self, frag: usize, reply: Bytes) -> Option<Bytes> {
         let part = self.parts.get_mut(frag)?;
+        // EXEC's array of one: its element. Anything else (EXECABORT: the node refused the
+        // command when queued) stands for the part as it is.
+        let reply = match part.in_multi && reply.starts_with(b"*1\r\n") {
+            true => reply.slice(4..),
+            false => reply,
+        };
         if part.reply.replace(reply).is_none() {
             self.remaining = self.remaining.saturating_sub(1);
         }
@@ -254,6 +288,7 @@ fn slot_part(req: &Request, slot: u16, idxs: Vec<usize>, step: usize, shape: Par
         slot: Some(slot),
         second: false,
         hold: Hold::default(),
+        in_multi: false,
     }
 }
 

@@ -576,7 +576,8 @@ impl Session {
                         });
                     }
                 }
-                send::parts::broadcast(&self.client, &req, merge)
+                // A transaction's command replayed at EXEC runs inside one on each master.
+                send::parts::broadcast(&self.client, &req, merge, self.tx.replaying())
             }
         }
     }

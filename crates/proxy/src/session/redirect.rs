@@ -216,6 +216,7 @@ fn plan_entry(entry: &mut Entry, frag: u32, rules: &Rules<'_>) -> Option<Plan> {
     if let Some(mut plan) = plan(hop, rules, map_version) {
         plan.slot = plan.slot.or(part.slot);
         plan.key_slot = part.slot;
+        plan.skip = part.skip();
         return Some(plan);
     }
     let final_reply = part.reply.take()?;

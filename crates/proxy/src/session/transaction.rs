@@ -34,7 +34,9 @@
 //! atomicity is not lost, as one command is atomic anyway. At EXEC its commands are
 //! dispatched again in their order (`Replay`, before anything the client sent after EXEC),
 //! and their replies written as EXEC's array: a header entry and one entry per command,
-//! with no pushed frame between them (`ClientCell::push_group`).
+//! with no pushed frame between them (`ClientCell::push_group`). A command for every master
+//! runs there inside a transaction of its own (`fanout::Part::in_multi`): FLUSHALL, for
+//! one, frees at once inside a transaction and in the background outside one.
 //!
 //! CLIENT PAUSE and UNPAUSE, well formed, are no such command: the proxy applies them at
 //! EXEC (Redis starts a pause queued in a transaction once the transaction ran), and the

@@ -73,10 +73,22 @@ impl Drop for Harness {
 /// caches (`make matrix`, `make suite`), or None (said on stderr) where it was never
 /// installed.
 pub fn valkey_cluster(masters: usize, tag: &str) -> Option<devcluster::Cluster> {
+    cached_server_cluster("valkey-9.1", masters, tag)
+}
+
+/// The same with Redis 8.6.
+pub fn redis86_cluster(masters: usize, tag: &str) -> Option<devcluster::Cluster> {
+    cached_server_cluster("redis-8.6", masters, tag)
+}
+
+fn cached_server_cluster(name: &str, masters: usize, tag: &str) -> Option<devcluster::Cluster> {
     let home = std::env::var_os("HOME")?;
-    let server = std::path::Path::new(&home).join(".cache/slotgate/servers/valkey-9.1/server");
+    let server = std::path::Path::new(&home)
+        .join(".cache/slotgate/servers")
+        .join(name)
+        .join("server");
     if !server.exists() {
-        eprintln!("skipped: no Valkey 9.1 in ~/.cache/slotgate/servers (scripts/install-servers)");
+        eprintln!("skipped: no {name} in ~/.cache/slotgate/servers (scripts/install-servers)");
         return None;
     }
     let opts = devcluster::Options {
@@ -86,7 +98,7 @@ pub fn valkey_cluster(masters: usize, tag: &str) -> Option<devcluster::Cluster> 
         redis_server: server,
         ..Default::default()
     };
-    Some(devcluster::Cluster::start(&opts).expect("Valkey cluster starts"))
+    Some(devcluster::Cluster::start(&opts).expect("cluster starts"))
 }
 
 pub fn start_proxy(cluster: &devcluster::Cluster, tweak: impl FnOnce(&mut Config)) -> Proxy {

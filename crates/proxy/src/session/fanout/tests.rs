@@ -97,26 +97,31 @@ fn mset_keeps_values_with_their_keys() {
 #[test]
 fn merges_follow_the_response_policy() {
     let r = req(&["DBSIZE"]);
-    let mut sum = Fanout::broadcast(&r, 3, Merge::Sum);
+    let mut sum = Fanout::broadcast(&r, 3, Merge::Sum, false);
     sum.complete(0, b(":2\r\n"));
     sum.complete(1, b(":0\r\n"));
     assert_eq!(sum.complete(2, b(":5\r\n")).unwrap(), b(":7\r\n"));
 
-    let mut keys = Fanout::broadcast(&req(&["KEYS", "*"]), 2, Merge::Concat);
+    let mut keys = Fanout::broadcast(&req(&["KEYS", "*"]), 2, Merge::Concat, false);
     keys.complete(0, b("*1\r\n$1\r\na\r\n"));
     assert_eq!(
         keys.complete(1, b("*1\r\n$1\r\nb\r\n")).unwrap(),
         b("*2\r\n$1\r\na\r\n$1\r\nb\r\n")
     );
 
-    let mut and = Fanout::broadcast(&req(&["SCRIPT", "EXISTS", "x", "y"]), 2, Merge::LogicalAnd);
+    let mut and = Fanout::broadcast(
+        &req(&["SCRIPT", "EXISTS", "x", "y"]),
+        2,
+        Merge::LogicalAnd,
+        false,
+    );
     and.complete(0, b("*2\r\n:1\r\n:1\r\n"));
     assert_eq!(
         and.complete(1, b("*2\r\n:1\r\n:0\r\n")).unwrap(),
         b("*2\r\n:1\r\n:0\r\n")
     );
 
-    let mut failed = Fanout::broadcast(&req(&["FLUSHALL"]), 2, Merge::AllSucceeded);
+    let mut failed = Fanout::broadcast(&req(&["FLUSHALL"]), 2, Merge::AllSucceeded, false);
     failed.complete(0, b("+OK\r\n"));
     assert_eq!(
         failed.complete(1, b("-ERR boom\r\n")).unwrap(),

@@ -168,7 +168,10 @@ pub(crate) fn send_admitted(
     match (admit, slot, out.owes) {
         // Released later through `Backend::send`, which reads its patience again.
         (Admit::Wait, Some(slot), Owes::Entry { seq, frag }) => {
-            let w = Waiting::fresh(seq, frag, slot, out.frame, backend.wire());
+            let w = Waiting {
+                skip: out.skip,
+                ..Waiting::fresh(seq, frag, slot, out.frame, backend.wire())
+            };
             client.cell.wait(w);
         }
         _ => backend.send_with(out, patience),

@@ -28,7 +28,10 @@ pub(crate) fn fan_out(client: &Client, fanout: Fanout) {
 /// snapshot. Counting the masters in one read and addressing the parts in another let a
 /// refresh in between skip a master (or send a part to nobody). (KEYS waits for its turn
 /// first, and comes back as `keys_twice`.)
-pub(crate) fn broadcast(client: &Client, req: &Request, merge: Merge) {
+///
+/// `in_multi`: a command of a transaction replayed at EXEC, run inside a transaction of
+/// its own on each master (`Part::in_multi`).
+pub(crate) fn broadcast(client: &Client, req: &Request, merge: Merge, in_multi: bool) {
     let map = client.worker.topology().current();
     let patience = Patience::of_request(req);
     // CONFIG GET needs one master's answer, not every master's.
@@ -36,7 +39,7 @@ pub(crate) fn broadcast(client: &Client, req: &Request, merge: Merge) {
         Merge::ConfigGet => map.nodes().len().min(1),
         _ => map.nodes().len(),
     };
-    let mut fanout = Fanout::broadcast(req, parts, merge);
+    let mut fanout = Fanout::broadcast(req, parts, merge, in_multi);
     if merge == Merge::Latency(crate::route::latency::Latency::Histogram) {
         let shared = &client.worker.shared;
         fanout.prefix = crate::admin::latency::own_histogram(shared, req, client.resp3());
@@ -95,16 +98,16 @@ fn send_parts(
             None => Admit::Untracked,
         })
         .collect();
-    let parts: Vec<(Bytes, Option<u16>, bool)> = fanout
+    let parts: Vec<(Bytes, Option<u16>, bool, u32)> = fanout
         .parts
         .iter()
-        .map(|p| (p.frame.clone(), p.slot, p.second))
+        .map(|p| (p.frame.clone(), p.slot, p.second, p.skip()))
         .collect();
     let mut fanout = fanout;
     fanout.map_version = map.version();
     let seq = client.cell.push(Entry::fanout(fanout));
     let sends = backends.into_iter().zip(parts).zip(admits);
-    for (frag, ((backend, (frame, slot, second)), admit)) in sends.enumerate() {
+    for (frag, ((backend, (frame, slot, second, skip)), admit)) in sends.enumerate() {
         let frag = frag as u32;
         if second && backend.is_some() {
             continue; // sent once the first round is answered (`Fanout::twice`)
@@ -115,6 +118,7 @@ fn send_parts(
         };
         let out = Outgoing {
             owes: Owes::Entry { seq, frag },
+            skip,
             ..Outgoing::new(frame, client.cell.clone(), seq)
         };
         super::send_admitted(client, admit, out, &b, slot, patience);
@@ -146,6 +150,7 @@ pub(crate) fn scan(client: &Client, req: &Request) {
         slot: None,
         second: false,
         hold: Default::default(),
+        in_multi: false,
     };
     let merge = Merge::Scan {
         node: cursor.node,
@@ -168,7 +173,7 @@ pub(crate) fn info_with_masters(client: &Client, req: &Request, sections: &[&str
     let mut args: Vec<&[u8]> = vec![b"INFO"];
     args.extend(sections.iter().map(|s| s.as_bytes()));
     let probe = Request::from_args(&args);
-    let mut fanout = Fanout::broadcast(&probe, map.nodes().len(), Merge::Info);
+    let mut fanout = Fanout::broadcast(&probe, map.nodes().len(), Merge::Info, false);
     fanout.prefix = Bytes::from(own);
     fan_out_on(client, fanout, &map, Patience::Normal);
 }
@@ -219,11 +224,12 @@ mod tests {
     fn a_broadcast_reaches_every_master_of_its_snapshot() {
         let req = Request::from_args(&[b"FLUSHALL"]);
         let (before, after) = (map_of(3), map_of(4));
-        let sized_by_before = Fanout::broadcast(&req, before.nodes().len(), Merge::AllSucceeded);
+        let sized_by_before =
+            Fanout::broadcast(&req, before.nodes().len(), Merge::AllSucceeded, false);
         let mixed = targets(&sized_by_before, &after);
         assert!(!mixed.contains(&Some("127.0.0.1:7003")), "{mixed:?}");
         for map in [&before, &after] {
-            let fanout = Fanout::broadcast(&req, map.nodes().len(), Merge::AllSucceeded);
+            let fanout = Fanout::broadcast(&req, map.nodes().len(), Merge::AllSucceeded, false);
             let mut got: Vec<&str> = targets(&fanout, map).into_iter().flatten().collect();
             got.sort();
             let mut want: Vec<&str> = map.nodes().iter().map(|n| &*n.addr).collect();
