@@ -178,7 +178,7 @@ SERVERS = $(HOME)/.cache/slotgate/servers
 SUITE_JOBS ?= 2
 SUITE_TIMEOUT ?= 300
 SUITE_UNITS ?=
-SUITE_CI_UNITS ?= unit/protocol,unit/keyspace,unit/info-command,unit/quit,unit/type/incr,unit/type/string,unit/type/hash,unit/type/set,unit/type/list,unit/type/zset,unit/expire,unit/multi,unit/bitops,unit/latency-monitor,unit/introspection-2,unit/introspection,unit/scripting,unit/functions
+SUITE_CI_UNITS ?= unit/protocol,unit/lazyfree,unit/keyspace,unit/info-command,unit/quit,unit/type/incr,unit/type/string,unit/type/hash,unit/type/set,unit/type/list,unit/type/zset,unit/expire,unit/multi,unit/bitops,unit/latency-monitor,unit/introspection-2,unit/introspection,unit/scripting,unit/functions
 SUITE_RUN = python3 scripts/server_suite.py --jobs $(SUITE_JOBS) --unit-timeout $(SUITE_TIMEOUT)
 suite: deps
 	$(CARGO) build -p slotgate
