@@ -503,7 +503,12 @@ class Gen:
                                                               C("SET", TX_KEYS["x"])]))
         end = C("EXEC") if r.random() < 0.8 else C("DISCARD")
         x = r.random()
-        if x < 0.55:
+        if x < 0.1:
+            # A command for every master beside at most one other: replayed at EXEC, each
+            # master running it inside a transaction of its own (docs/commands.md).
+            beside = C("SCRIPT", "EXISTS", "f" * 40, "0" * 40)
+            self.emit(c, pre + [C("MULTI")] + self.tx_atom()[:1] + [beside, end])
+        elif x < 0.55:
             self.emit(c, pre + [C("MULTI")] + body + [end])
         elif x < 0.8:
             cut = r.randint(0, len(body))
