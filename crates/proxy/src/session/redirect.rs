@@ -127,16 +127,18 @@ fn follow_one(session: &mut Session, seq: u64, frag: u32) {
         .unwrap_or(false);
     let wire = plan.wire.unwrap_or(session.client.wire());
     let asking = matches!(plan.kind, Kind::Ask { .. });
-    let fallback = plan.addr.map(Rc::<str>::from);
-    let (target, delay) = match (plan.kind, fallback) {
-        (Kind::Held(delay) | Kind::Reroute(delay), fallback) => {
+    let (target, delay) = match plan.kind {
+        Kind::Moved { to, .. } | Kind::Ask { to, .. } => (Target::Node(to.into()), plan.pace),
+        Kind::Second { to } => (Target::Node(to.into()), None),
+        Kind::Retry { delay, to } => (Target::Node(to.into()), Some(delay)),
+        Kind::Held { delay, fallback } => {
+            let fallback = Some(fallback.into());
             (Target::Owner { fallback }, Some(delay))
         }
-        (Kind::Moved { .. } | Kind::Ask { .. }, Some(to)) => (Target::Node(to), plan.pace),
-        (Kind::Second, Some(to)) => (Target::Node(to), None),
-        (Kind::Retry(delay), Some(to)) => (Target::Node(to), Some(delay)),
-        // Never planned: these name the node they go to.
-        (Kind::Moved { .. } | Kind::Ask { .. } | Kind::Second | Kind::Retry(_), None) => return,
+        Kind::Reroute { delay, fallback } => {
+            let fallback = fallback.map(Into::into);
+            (Target::Owner { fallback }, Some(delay))
+        }
     };
     session.client.cell.wait(Waiting {
         seq,
@@ -159,31 +161,28 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
     if plan.pace.is_some() {
         worker.topology().request_refresh_now();
     }
-    match plan.kind {
-        Kind::Second => {}
+    match &plan.kind {
+        Kind::Second { .. } => {}
         // Throttled by the topology service; the dead master's replacement is what it waits for.
-        Kind::Held(_) => worker.topology().request_refresh_now(),
-        Kind::Ask { slot } => worker.note_ask(slot),
-        Kind::Retry(_) => {
+        Kind::Held { .. } => worker.topology().request_refresh_now(),
+        Kind::Ask { slot, .. } => worker.note_ask(*slot),
+        Kind::Retry { .. } => {
             WorkerStats::bump(&worker.stats.tryagain_retries);
             if let Some(slot) = plan.key_slot {
                 worker.note_migrating(slot);
             }
         }
-        Kind::Reroute(_) => {
+        Kind::Reroute { .. } => {
             WorkerStats::bump(&worker.stats.cluster_error_retries);
             worker.topology().request_refresh_now();
         }
-        Kind::Moved { slot } => {
+        Kind::Moved { slot, to } => {
             WorkerStats::bump(&worker.stats.redirects_moved);
-            let Some(addr) = plan.addr.as_deref() else {
-                return;
-            };
             let map = worker.topology().current();
-            let already_known = map.node_of(slot).is_some_and(|n| n.addr == addr);
+            let already_known = map.node_of(*slot).is_some_and(|n| n.addr == *to);
             drop(map);
             if !already_known {
-                worker.topology().learn_moved(slot, addr, plan.map_version);
+                worker.topology().learn_moved(*slot, to, plan.map_version);
             }
         }
     }
@@ -228,9 +227,10 @@ fn plan_entry(entry: &mut Entry, frag: u32, rules: &Rules<'_>) -> Option<Plan> {
 fn second_round(part: &Part, map_version: u64) -> Option<Plan> {
     let to = part.sent_to.as_ref()?;
     Some(Plan {
-        kind: Kind::Second,
+        kind: Kind::Second {
+            to: to.addr.to_string(),
+        },
         slot: None,
-        addr: Some(to.addr.to_string()),
         frame: part.frame.clone(),
         map_version,
         key_slot: None,
@@ -291,7 +291,7 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
     if over && *hop.retries >= MAX_RETRIES {
         return None;
     }
-    let Some((kind, addr)) = redirect_target(reply, hop.sent_to, rules.map) else {
+    let Some(kind) = redirect_target(reply, hop.sent_to, rules.map) else {
         // `?` (`cluster-preferred-endpoint-type hostname` and the target has none) naming
         // a port no node of the map, or several, listens on: routed again by slot once a
         // fresh map is in, which has the target's IP from CLUSTER SLOTS' metadata
@@ -299,8 +299,10 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
         return plan_retry(hop, map_version, true);
     };
     let frame = hop.frame?;
-    tracing::debug!(from = ?hop.sent_to.as_ref().map(|b| b.addr.clone()), %addr,
-        hops = *hop.hops, retries = *hop.retries, "following a redirect");
+    if let Kind::Moved { to, .. } | Kind::Ask { to, .. } = &kind {
+        tracing::debug!(from = ?hop.sent_to.as_ref().map(|b| b.addr.clone()), %to,
+            hops = *hop.hops, retries = *hop.retries, "following a redirect");
+    }
     *hop.reply = None;
     let pace = if over {
         *hop.retries += 1;
@@ -311,13 +313,12 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
         (*hop.hops > PACED_AFTER).then(|| Backoff::DEFAULT.delay(u32::from(paced)))
     };
     let slot = match kind {
-        Kind::Moved { slot } => Some(slot),
+        Kind::Moved { slot, .. } => Some(slot),
         _ => None,
     };
     Some(Plan {
         kind,
         slot,
-        addr: Some(addr),
         frame,
         map_version,
         key_slot: None,
@@ -327,19 +328,25 @@ fn plan(mut hop: Hop<'_>, rules: &Rules<'_>, map_version: u64) -> Option<Plan> {
     })
 }
 
-/// Parse a `-MOVED`/`-ASK` reply line into its kind and target address, resolved against
-/// `sent_to`, the node that sent it, and `map` (`SlotMap::redirect_addr`).
+/// Parse a `-MOVED`/`-ASK` reply line into its kind, with its target address resolved
+/// against `sent_to`, the node that sent it, and `map` (`SlotMap::redirect_addr`).
 fn redirect_target(
     reply: &[u8],
     sent_to: &Option<Rc<Backend>>,
     map: &cluster::slot_map::SlotMap,
-) -> Option<(Kind, String)> {
+) -> Option<Kind> {
     let line = reply.get(1..reply.len().checked_sub(2)?)?;
-    let (kind, to) = match parse_redirect(line)? {
-        Redirect::Moved { slot, to } => (Kind::Moved { slot }, to),
-        Redirect::Ask { slot, to } => (Kind::Ask { slot }, to),
-    };
-    Some((kind, map.redirect_addr(to, &sent_to.as_ref()?.addr)?))
+    let from = &sent_to.as_ref()?.addr;
+    Some(match parse_redirect(line)? {
+        Redirect::Moved { slot, to } => Kind::Moved {
+            slot,
+            to: map.redirect_addr(to, from)?,
+        },
+        Redirect::Ask { slot, to } => Kind::Ask {
+            slot,
+            to: map.redirect_addr(to, from)?,
+        },
+    })
 }
 
 /// Retry after a jittered, doubling delay: on the same node (`reroute` false) or by slot.
@@ -348,19 +355,18 @@ fn plan_retry(hop: Hop<'_>, map_version: u64, reroute: bool) -> Option<Plan> {
     if *hop.retries >= MAX_RETRIES {
         return None;
     }
-    let addr = hop.sent_to.as_ref().map(|b| b.addr.to_string());
+    let node = hop.sent_to.as_ref().map(|b| b.addr.to_string());
     let delay = Backoff::DEFAULT.delay(u32::from(*hop.retries));
     let frame = hop.frame?;
     *hop.reply = None;
     *hop.retries += 1;
-    let kind = match reroute || addr.is_none() {
-        true => Kind::Reroute(delay),
-        false => Kind::Retry(delay),
+    let kind = match node {
+        Some(to) if !reroute => Kind::Retry { delay, to },
+        fallback => Kind::Reroute { delay, fallback },
     };
     Some(Plan {
         kind,
         slot: None,
-        addr,
         frame,
         map_version,
         key_slot: None,

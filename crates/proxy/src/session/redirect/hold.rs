@@ -60,9 +60,11 @@ pub(super) fn plan_hold(
     *hop.retries = hop.retries.saturating_add(1);
     *hop.reply = None;
     Some(Some(Plan {
-        kind: Kind::Held(delay),
+        kind: Kind::Held {
+            delay,
+            fallback: to.addr.to_string(),
+        },
         slot: None,
-        addr: Some(to.addr.to_string()),
         frame,
         map_version,
         key_slot: None,

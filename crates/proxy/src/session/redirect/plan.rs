@@ -10,26 +10,42 @@ use bytes::Bytes;
 use crate::backend::{Backend, Wire};
 use crate::session::failover_hold::Hold;
 
-/// What following a reply means.
+/// What following a reply means, and the node it goes to.
 pub(super) enum Kind {
     Moved {
         slot: u16,
+        to: String,
     },
     Ask {
         slot: u16,
+        to: String,
     },
     /// TRYAGAIN: the node refused before running it (a multi-key command during a slot
     /// migration); resend to the same node after this delay.
-    Retry(Duration),
+    Retry {
+        delay: Duration,
+        to: String,
+    },
     /// CLUSTERDOWN, MASTERDOWN, READONLY, LOADING: not executed, and the slot's owner may be
-    /// changing (failover). Ask for a refresh, wait, then route by slot again. Also a
-    /// request whose slot had no owner in the map (`send/mod.rs`): a hole, as a refresh
-    /// taken in the middle of a failover can show one, is the node's CLUSTERDOWN here.
-    Reroute(Duration),
+    /// changing (failover). Ask for a refresh, wait, then route by slot again; `fallback`,
+    /// the node it was on, if the slot has no owner then. Also a request whose slot had no
+    /// owner in the map (`send/mod.rs`), which never had a node (`fallback` None): a hole,
+    /// as a refresh taken in the middle of a failover can show one, is the node's
+    /// CLUSTERDOWN here.
+    Reroute {
+        delay: Duration,
+        fallback: Option<String>,
+    },
     /// Not a redirect: a second-round part (`Fanout::twice`), due now at its master.
-    Second,
-    /// Never reached its node: routed by slot again after this delay (`hold.rs`).
-    Held(Duration),
+    Second {
+        to: String,
+    },
+    /// Never reached its node (`fallback`): routed by slot again after this delay
+    /// (`hold.rs`).
+    Held {
+        delay: Duration,
+        fallback: String,
+    },
 }
 
 /// A redirect or retry the session decided to follow.
@@ -37,10 +53,6 @@ pub(super) struct Plan {
     pub(super) kind: Kind,
     /// The slot to route by again (Reroute), when known.
     pub(super) slot: Option<u16>,
-    /// The node it goes to (MOVED, ASK, TRYAGAIN, a second round), or, routed by slot
-    /// again, the node it was on, used if the slot has no owner then; None for a request
-    /// that never had a node (a hole in the map).
-    pub(super) addr: Option<String>,
     pub(super) frame: Bytes,
     pub(super) map_version: u64,
     /// The slot that orders the request among its client's (None: keyless).
