@@ -365,3 +365,44 @@ fn client_reply_off_does_not_silence_messages() {
     c.send(&[b"CLIENT", b"REPLY", b"ON"]);
     assert_eq!(text(&c.read().expect("+OK")), "OK");
 }
+
+/// The client unsubscribes while the proxy is silently resubscribing its shard channels
+/// (their slot just moved, and the proxy's map may still name the old owner): one Redis
+/// would leave subscribed mode at count 0, so the proxy must not keep a resubscription
+/// alive on the new owner. The next PING is a plain `PONG`, and no node keeps a subscriber.
+/// Rounds alternate naming the channels and SUNSUBSCRIBE without arguments.
+#[test]
+fn unsubscribing_while_a_moved_slot_is_resubscribed_leaves_subscribed_mode() {
+    let h = Harness::start(3, 0);
+    for round in 0..8 {
+        let mut sub = h.client();
+        let chans: Vec<String> = ["a", "b", "c"]
+            .iter()
+            .map(|x| format!("{{su{round}}}{x}"))
+            .collect();
+        let names: Vec<&str> = chans.iter().map(String::as_str).collect();
+        let mut cmd = vec!["SSUBSCRIBE"];
+        cmd.extend_from_slice(&names);
+        sub.call(&cmd);
+        sub.read().unwrap();
+        sub.read().unwrap();
+        wait_subscribed(&h, "SHARDNUMSUB", &names);
+        common::slots::move_slot_of(&h.cluster, &chans[0]);
+        let mut cmd = vec!["SUNSUBSCRIBE"];
+        if round % 2 == 0 {
+            cmd.extend_from_slice(&names);
+        }
+        let mut counts = vec![sub.call(&cmd)];
+        while counts.last().map(strings).and_then(|v| v.last().cloned()) != Some(":0".into()) {
+            counts.push(sub.read().expect("a confirmation"));
+        }
+        assert_eq!(counts.len(), 3, "round {round}: {counts:?}");
+        assert_eq!(text(&sub.call(&["PING"])), "PONG", "round {round}");
+        let masters = h.cluster.masters();
+        wait_until(CEILING, || {
+            counted_on(&masters, "SHARDNUMSUB", &names)
+                .iter()
+                .all(|n| *n == 0)
+        });
+    }
+}

@@ -105,7 +105,7 @@ impl Session {
             Intake::Open | Intake::Serial | Intake::Blocked => return false,
         };
         match held {
-            Held::PubSub(frame, target) => self.pubsub.send(&self.client, frame, target),
+            Held::PubSub(req, target) => self.pubsub.dispatch(&self.client, &req, target),
             Held::BusExec { frame, queued } => self.pubsub.exec_on_bus(&self.client, frame, queued),
             Held::Local(req, cmd) => self.run_mode_change(&req, cmd),
             Held::Exclusive(ex) => self.run_exclusive(ex),

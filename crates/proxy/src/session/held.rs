@@ -52,7 +52,7 @@ pub(crate) enum Held {
     /// Sent alone on one of the session's own connections.
     Exclusive(Exclusive),
     /// A pub/sub command, for the subscription connection(s).
-    PubSub(Bytes, PubSubTarget),
+    PubSub(Request, PubSubTarget),
     /// EXEC of a transaction of (un)subscribe commands (and PINGs): `MULTI`, the `queued`
     /// commands and `EXEC`, for the subscription bus (`pubsub.rs`, `exec_on_bus`).
     BusExec { frame: Bytes, queued: u32 },

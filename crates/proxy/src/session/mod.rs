@@ -484,7 +484,7 @@ impl Session {
     /// Normal mode, outside MULTI: act on the route, answering here or sending on.
     fn dispatch_routed(&mut self, req: Request, route: Route) {
         if let Some(target) = self.pubsub.own_publish(&self.client, &req) {
-            return self.hold(Held::PubSub(req.raw().clone(), target));
+            return self.hold(Held::PubSub(req, target));
         }
         // On every routed request: a session with no user pays one compare.
         let mirror = match self.client.login.user() {

@@ -49,7 +49,7 @@ pub(crate) struct PubSub {
     /// channels apart from channels and patterns, so one connection has two counts.
     counts: Vec<(usize, bool, i64)>,
     /// Sync markers sent and not yet answered: the session reads no request meanwhile.
-    syncs: u32,
+    pub(crate) syncs: u32,
     /// The last pub/sub command sent for the client: a `-MOVED` on a stream answers it
     /// (SSUBSCRIBE on a stale map), and it is resent to the slot's owner.
     pub(crate) last_sent: Option<(Bytes, PubSubTarget)>,
@@ -63,6 +63,11 @@ pub(crate) struct PubSub {
     pub(crate) silent: HashMap<Bytes, Rc<str>>,
     /// Shard channels confirmed, over every connection: the count Redis reports.
     pub(crate) shard_confirmed: HashSet<Bytes>,
+    /// The `sunsubscribe` confirmations the client's last SUNSUBSCRIBE is owed, each
+    /// channel with how many times (Redis confirms a repeated name each time): exactly
+    /// these reach it, whatever the nodes send (`resubscribe.rs`); with each, its first
+    /// position in the command (what the proxy confirms itself goes in the client's order).
+    pub(crate) owed: HashMap<Bytes, (u32, usize)>,
     /// The last SUNSUBSCRIBE without channels, and whether a confirmation answered it.
     pub(crate) unsub_all: Option<bool>,
     /// The client switched protocol while subscribed: frames may need its type byte.
@@ -159,9 +164,6 @@ impl ClientPubSub {
     /// before it confirmed, to its connection.
     /// Returns it as the request to hold.
     pub(crate) fn command(&mut self, req: Request, target: PubSubTarget) -> Held {
-        if matches!(target, PubSubTarget::Shard(_)) {
-            self.note_shard_command(&req);
-        }
         let part = crate::route::keyspace::notification_part(&req);
         if let Some(p) = self.subs.as_mut() {
             p.moved_resends = 0;
@@ -170,7 +172,17 @@ impl ClientPubSub {
             let p = self.subs.get_or_insert_with(PubSub::default);
             p.notification_part = part;
         }
-        Held::PubSub(req.raw().clone(), target)
+        Held::PubSub(req, target)
+    }
+
+    /// The held pub/sub command, its turn come: the shard channels it names are wanted (or
+    /// not) from now, as the node will see it, not from when it was read (a resubscription
+    /// confirmed meanwhile is still the client's).
+    pub(crate) fn dispatch(&mut self, client: &Client, req: &Request, target: PubSubTarget) {
+        if matches!(target, PubSubTarget::Shard(_)) {
+            self.note_shard_command(req);
+        }
+        self.send(client, req.raw().clone(), target);
     }
 
     /// A RESP3 subscriber's own PUBLISH or SPUBLISH goes down its subscription connection,
@@ -189,9 +201,13 @@ impl ClientPubSub {
         shard.then(|| PubSubTarget::Shard(Some(placement.slot(req.arg(1)))))
     }
 
-    /// Whether a pub/sub command still waits for its sync marker.
+    /// Whether a pub/sub command still waits for its sync marker, or a shard channel the
+    /// client let go of is still being resubscribed (`resubscribe.rs`): until it is
+    /// dropped again, the mode the client's next command finds is not known.
     pub(crate) fn syncing(&self) -> bool {
-        self.subs.as_ref().is_some_and(|p| p.syncs > 0)
+        self.subs
+            .as_ref()
+            .is_some_and(|p| p.syncs > 0 || p.silent.keys().any(|c| !p.wanted.contains(c)))
     }
 
     /// Send `frame` (if any), then a sync marker, on every open subscription connection.
@@ -424,10 +440,14 @@ impl ClientPubSub {
         frame: Bytes,
     ) -> (Option<Bytes>, bool) {
         if is_sync(&frame) {
-            if let Some(p) = self.subs.as_mut() {
-                p.syncs = p.syncs.saturating_sub(1);
+            let Some(p) = self.subs.as_mut() else {
+                return (None, false);
+            };
+            p.syncs = p.syncs.saturating_sub(1);
+            if p.syncs > 0 || p.owed.is_empty() {
+                return (None, false);
             }
-            return (None, false);
+            return (Some(p.confirm_owed(client.resp3())), true);
         }
         if self.reset_swallows(source, &frame) {
             return (None, false);

@@ -14,6 +14,21 @@
 //! A `-MOVED` answering the client's own SSUBSCRIBE (sent on a stale map) is followed the
 //! same way: the command goes to the slot's owner, within `max_redirects` hops.
 //!
+//! The client may unsubscribe meanwhile, and its SUNSUBSCRIBE may go to another node than
+//! the resubscription (the map changed between them). The client gets exactly the
+//! confirmations Redis would send, one per channel it named (or had, without names), each
+//! `owed` until one arrives; the nodes' others are hidden:
+//!
+//! ```text
+//!   SUNSUBSCRIBE C ─▶ C owed ─▶ first `sunsubscribe C` from any node: to the client
+//!                               later ones (the node's unsolicited drop, our own): hidden
+//!                    sync markers all back, C still owed ─▶ the proxy confirms C itself
+//!   silent C confirmed, C no longer wanted ─▶ hidden SUNSUBSCRIBE C on that connection
+//! ```
+//!
+//! Until such a resubscription is dropped again the session reads no further command
+//! (`ClientPubSub::syncing`): whether the client left subscribed mode depends on it.
+//!
 //! Messages published between the drop and the resubscription are lost, as they would be
 //! for any Redis client that resubscribes; messages after it are delivered.
 
@@ -41,10 +56,16 @@ impl ClientPubSub {
             b"sunsubscribe" if req.argc() == 1 => {
                 p.wanted.clear();
                 p.unsub_all = Some(false);
+                let had = p.shard_confirmed.iter().enumerate();
+                p.owed = had.map(|(i, c)| (c.clone(), (1, i))).collect();
             }
-            b"sunsubscribe" => channels.for_each(|c| {
-                p.wanted.remove(&c);
-            }),
+            b"sunsubscribe" => {
+                p.owed.clear();
+                for (i, c) in channels.enumerate() {
+                    p.wanted.remove(&c);
+                    p.owed.entry(c).or_insert((0, i)).0 += 1;
+                }
+            }
             _ => {}
         }
     }
@@ -63,19 +84,50 @@ impl ClientPubSub {
                 client.worker.topology().request_refresh_now();
                 let slot = client.worker.shared.placement.slot(&c.channel);
                 if let Some(conn) = self.shard_connection(client, slot) {
-                    conn.send(Self::ssubscribe(client, &[&c.channel]));
+                    conn.send(Self::shard_frame(client, b"SSUBSCRIBE", &[&c.channel]));
                     self.note_silent(&c.channel, &conn.addr);
                 }
                 true
             }
             b"ssubscribe" if p.silent.contains_key(&c.channel) => {
-                p.silent.remove(&c.channel);
+                let to = p.silent.remove(&c.channel);
+                if !p.wanted.contains(&c.channel) {
+                    // The client unsubscribed meanwhile, on another node: drop it here too.
+                    let conn = p.shards.iter().find(|s| Some(&s.addr) == to.as_ref());
+                    if let Some(conn) = conn.cloned() {
+                        p.syncs += 1;
+                        conn.send(Self::shard_frame(client, b"SUNSUBSCRIBE", &[&c.channel]));
+                        conn.send(crate::backend::Outgoing::stream(
+                            Bytes::from_static(crate::session::pubsub_frame::SYNC_PING),
+                            client.cell.clone(),
+                        ));
+                    }
+                }
                 true
             }
+            b"sunsubscribe" if !c.channel.is_empty() => match p.owed.get_mut(&c.channel) {
+                Some((n, _)) => {
+                    *n -= 1;
+                    if *n == 0 {
+                        p.owed.remove(&c.channel);
+                    }
+                    if let Some(answered) = p.unsub_all.as_mut() {
+                        *answered = true;
+                    }
+                    false
+                }
+                // Not asked for and not wanted: the node dropped a channel the client had
+                // already let go of (its slot moved), or the answer to our own drop above.
+                None => true,
+            },
+            // "Nothing to unsubscribe" while the client is owed the channels it had (a node
+            // dropped them when their slot moved): they are confirmed instead, by a node or
+            // by the proxy once every sync marker is back.
+            b"sunsubscribe" if !p.owed.is_empty() => true,
             // "Nothing to unsubscribe" from a connection whose last channel the node dropped
             // (slot moved) while the client's SUNSUBSCRIBE was on its way: the channel's own
             // confirmation already answered it, and Redis sends one or the other, never both.
-            b"sunsubscribe" if c.channel.is_empty() && p.unsub_all == Some(true) => true,
+            b"sunsubscribe" if p.unsub_all == Some(true) => true,
             b"sunsubscribe" => {
                 if let Some(answered) = p.unsub_all.as_mut() {
                     *answered = true;
@@ -114,6 +166,9 @@ impl ClientPubSub {
         let Some((slot, addr)) = Self::moved_target(client, frame, from.as_deref()) else {
             return false;
         };
+        // Channels the client let go of meanwhile are sent too: the other MOVED replies on
+        // their way are recognised by the resubscriptions still pending, and the new
+        // owner's confirmation drops them again (`resubscribe_on_confirmation`).
         let again: Vec<Bytes> = p
             .silent
             .iter()
@@ -131,7 +186,7 @@ impl ClientPubSub {
             return true;
         };
         let channels: Vec<&[u8]> = again.iter().map(|c| &c[..]).collect();
-        conn.send(Self::ssubscribe(client, &channels));
+        conn.send(Self::shard_frame(client, b"SSUBSCRIBE", &channels));
         again.iter().for_each(|ch| self.note_silent(ch, &conn.addr));
         true
     }
@@ -189,11 +244,33 @@ impl ClientPubSub {
         Some((slot, addr?))
     }
 
-    fn ssubscribe(client: &Client, channels: &[&[u8]]) -> crate::backend::Outgoing {
+    /// `SSUBSCRIBE` or `SUNSUBSCRIBE` of `channels`, for a subscription connection.
+    fn shard_frame(client: &Client, name: &[u8], channels: &[&[u8]]) -> crate::backend::Outgoing {
         let mut frame = BytesMut::new();
-        let mut args: Vec<&[u8]> = vec![b"SSUBSCRIBE"];
+        let mut args: Vec<&[u8]> = vec![name];
         args.extend_from_slice(channels);
         resp::encode_command(&mut frame, &args);
         crate::backend::Outgoing::stream(frame.freeze(), client.cell.clone())
+    }
+}
+
+impl PubSub {
+    /// The `sunsubscribe` confirmations still owed once every sync marker is back: no node
+    /// sent them (each had dropped the channel when its slot moved), so the proxy does, as
+    /// Redis would have, each with the count left.
+    pub(crate) fn confirm_owed(&mut self, resp3: bool) -> Bytes {
+        let mut out = BytesMut::new();
+        let mut owed: Vec<(Bytes, (u32, usize))> = self.owed.drain().collect();
+        owed.sort_by_key(|(_, (_, at))| *at);
+        for (channel, (times, _)) in owed {
+            self.shard_confirmed.remove(&channel);
+            for _ in 0..times {
+                out.extend_from_slice(if resp3 { b">3\r\n" } else { b"*3\r\n" });
+                resp::write_bulk(&mut out, b"sunsubscribe");
+                resp::write_bulk(&mut out, &channel);
+                resp::write_int(&mut out, self.shard_confirmed.len() as i64);
+            }
+        }
+        out.freeze()
     }
 }
