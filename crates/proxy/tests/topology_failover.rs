@@ -207,3 +207,64 @@ fn a_request_for_a_slot_with_no_owner_waits_for_one() {
     assert!(info(&mut c, "cluster_error_retries") >= 1);
     proxy.shutdown();
 }
+
+/// The same hole for a request on the session's own connection: a BLPOP for a slot with no
+/// owner waits for one, then blocks on its node as with one Redis, and the LPUSH that
+/// follows the slot's return wakes it (before: CLUSTERDOWN at once).
+#[test]
+fn a_blocking_command_for_a_slot_with_no_owner_waits_for_one() {
+    let opts = devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: common::tempdir("hole-block"),
+        extra_config: vec![("cluster-require-full-coverage".into(), "no".into())],
+        ..Default::default()
+    };
+    let cluster = Cluster::start(&opts).expect("cluster starts");
+    let node = cluster.masters()[0];
+    let proxy = common::start_proxy(&cluster, |c| {
+        c.proxy.threads = 1;
+        c.cluster.min_refresh_interval_ms = 50;
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    let mut pusher = Client::connect(proxy.local_addr());
+    let slot = cluster::key_slot(b"hole").to_string();
+    let slot_n: u16 = slot.parse().unwrap();
+    let delslots = cluster
+        .command(node, &["CLUSTER", "DELSLOTS", &slot])
+        .unwrap();
+    assert_eq!(format!("{delslots:?}"), "Status(\"OK\")");
+    // A GET for the slot meets the node's CLUSTERDOWN; the refresh that follows puts the
+    // hole in the proxy's map.
+    pusher.send(&[b"GET", b"hole"]);
+    wait_until(CEILING, || {
+        proxy.topology().current().node_of(slot_n).is_none()
+    });
+    c.send(&[b"BLPOP", b"hole", b"0"]);
+    let addslots = cluster
+        .command(node, &["CLUSTER", "ADDSLOTS", &slot])
+        .unwrap();
+    assert_eq!(format!("{addslots:?}"), "Status(\"OK\")");
+    assert_eq!(format!("{:?}", pusher.read().expect("GET's reply")), "Null");
+    // The BLPOP reaches the node and blocks there (`blocked_clients` on the node), then
+    // the push wakes it.
+    wait_until(CEILING, || {
+        let info = cluster.command(node, &["INFO", "clients"]).unwrap();
+        info.as_text()
+            .unwrap_or_default()
+            .contains("blocked_clients:1")
+    });
+    assert_eq!(text(&pusher.call(&["LPUSH", "hole", "v"])), ":1");
+    let popped = c.read().expect("BLPOP's reply");
+    assert_eq!(
+        format!("{popped:?}"),
+        format!(
+            "{:?}",
+            resp::Value::Array(vec![
+                resp::Value::BulkString("hole".into()),
+                resp::Value::BulkString("v".into()),
+            ])
+        )
+    );
+    proxy.shutdown();
+}

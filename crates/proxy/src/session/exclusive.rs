@@ -46,6 +46,7 @@ use crate::route::{Counted, Local, Route};
 use crate::session::held::{Exclusive, Held, Intake, Paused, Via};
 use crate::session::local::SessionInfo;
 use crate::session::login::Login;
+use crate::session::order::Waiting;
 use crate::session::pause;
 use crate::session::queue::{Conn, Entry, Sent};
 use crate::session::transaction::{EXEC, EXECABORT};
@@ -146,9 +147,7 @@ impl Session {
             }
         }
         let Some(addr) = addr else {
-            let down = Bytes::from_static(crate::reply::NO_ROUTE);
-            self.client.cell.push(Entry::ready(down));
-            return;
+            return self.wait_for_owner(ex, map.version());
         };
         if on_node.as_ref().is_some_and(|on| *on.conn.addr == *addr) {
             ex.frame = Bytes::from_static(EXEC);
@@ -186,6 +185,35 @@ impl Session {
         };
         // EXEC alone: as patient as the whole transaction it runs.
         backend.send_like(out, &whole.0);
+        self.intake = match ex.blocks {
+            true => Intake::Blocked,
+            false => Intake::Serial,
+        };
+    }
+
+    /// A slot with no owner in the map (a hole, `send/mod.rs::no_owner`): the request waits
+    /// for a fresh map like any other, in its client's order, and goes to the slot's owner
+    /// on the session's own connection (`send/release.rs`, pinned), so a BLPOP there blocks
+    /// as it would have. WATCH and an EXEC after one need the connection that holds the
+    /// WATCH: they get the CLUSTERDOWN a node would give at once, as before.
+    fn wait_for_owner(&mut self, ex: Exclusive, map_version: u64) {
+        let (Some(slot), Via::Dedicated) = (ex.slot, ex.via) else {
+            let down = Bytes::from_static(crate::reply::NO_ROUTE);
+            self.client.cell.push(Entry::ready(down));
+            return;
+        };
+        let mut sent = Sent::unrouted(ex.resend, slot);
+        sent.conn = Conn::Own;
+        sent.map_version = map_version;
+        let seq = self.client.cell.push(Entry::sent(sent));
+        self.client.cell.start_ordering();
+        let wire = self.client.wire();
+        self.client.cell.wait(Waiting {
+            pinned: true,
+            skip: ex.skip,
+            ..Waiting::fresh(seq, 0, slot, ex.frame, wire)
+        });
+        self.client.worker.topology().request_refresh_now();
         self.intake = match ex.blocks {
             true => Intake::Blocked,
             false => Intake::Serial,
