@@ -126,10 +126,12 @@ NORMALISE = {
     "HGETALL": norm_sorted_pairs,
 }
 # Remaining time to live is read at slightly different moments: TTL may differ by 1 s,
-# PTTL by 1.5 s, plus how far the two runs drifted apart in time (`Reply.drift`: an idle
-# standalone reference wakes for a blocked command's 10 ms timeout only at its next cron
-# tick, 100 ms later, so a script of many short blocking timeouts runs seconds slower there
-# than through busy cluster nodes). Negative answers (-1 no expiry, -2 no key) must be equal.
+# PTTL by 1.5 s, plus how much the lag between the two runs changed since the TTL could
+# have been set (`run.py`: an idle standalone reference wakes for a blocked command's 10 ms
+# timeout only at its next cron tick, 100 ms later, so a script of many short blocking
+# timeouts runs seconds slower there than through busy cluster nodes). Only the change
+# counts: a steady lag moves the set and the read alike, and an EXPIRE run again later
+# through the proxy still shows. Negative answers (-1 no expiry, -2 no key) must be equal.
 TOLERANCE = {"TTL": 1, "PTTL": 1500}
 TOLERANCE_UNIT = {"TTL": 1.0, "PTTL": 0.001}
 # (P|S)UNSUBSCRIBE without arguments: Redis walks the client's subscription dict, so the

@@ -90,9 +90,11 @@ def run(target, script, ref=None, timeout=5.0, stop_on_diff=True, trace=None):
     target.prepare()
     res = RunResult()
     started = time.monotonic()
-    # The most the two runs had drifted apart at any earlier reply: a TTL set then and read
-    # now may differ by that plus the drift now (compare.TOLERANCE).
-    drifted = 0.0
+    # How far the proxy's run was behind the reference's (signed, seconds) at the earlier
+    # replies, lowest and highest: a TTL set at one of them and read now differs between
+    # the runs by the change of that lag since (compare.TOLERANCE), so the slack is the
+    # largest change from any of them (0: both runs start together).
+    lag_lo = lag_hi = 0.0
     sessions, gens = {}, collections.Counter()
     all_sessions = []
     if script.uses_pubsub():
@@ -137,9 +139,9 @@ def run(target, script, ref=None, timeout=5.0, stop_on_diff=True, trace=None):
                 rep.at = time.monotonic() - started
                 reps.append(rep)
                 if ref:
-                    drift = abs(rep.at - rref.at)
-                    kind = classify(rref, rep, drift + drifted)
-                    drifted = max(drifted, drift)
+                    lag = rep.at - rref.at
+                    kind = classify(rref, rep, max(abs(lag - lag_lo), abs(lag - lag_hi)))
+                    lag_lo, lag_hi = min(lag_lo, lag), max(lag_hi, lag)
                     if kind and fail(Diff(kind, si, ci, cmd, rref, rep)):
                         return res
                 if rep.status != "ok":
