@@ -110,7 +110,9 @@ pub(crate) async fn serve(
     let id = worker.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(client.id = id, client.addr = %peer, "client connected");
     let client = crate::session::client_command::register(&worker, id, peer, &stream, extra).await;
-    let mut session = Session::new(stream, peer, worker, client);
+    // Boxed: the task's future holds a pointer, not the session, so the runtime's moves of
+    // the future (its spawn and each stage change, about seven per connection) stay small.
+    let mut session = Box::new(Session::new(stream, peer, worker, client));
     poll_fn(|cx| session.poll(cx)).await;
     close::goodbye(&mut session.io.stream).await;
     tracing::debug!(client.id = id, "client closed");
@@ -156,6 +158,10 @@ impl Drop for Session {
         self.pubsub.leave(&self.client);
         self.tracking.off(&mut self.client);
         self.monitor.stop(&self.client.worker.shared);
+        // The request buffer goes to the worker's next client, as at the end of an idle
+        // turn (`io.rs`): a short connection then reads into a spare, not a new one.
+        self.io.read_buf.clear();
+        io::hand_back(&mut self.io.read_buf);
         self.client
             .worker
             .shared
