@@ -38,6 +38,16 @@ impl Patience {
     /// get the timeout their own arguments name.
     pub(crate) fn of_request(req: &Request) -> Patience {
         let raw = req.arg(0);
+        // The names below have 4 to 10 bytes and start with one of these letters: most
+        // requests (GET, SET, HGET, INCR…) are told apart by their first byte alone.
+        if raw.len() < 4
+            || !matches!(
+                raw[0] | 0x20,
+                b'b' | b'd' | b'e' | b'f' | b'k' | b'm' | b's' | b'x'
+            )
+        {
+            return Patience::Normal;
+        }
         // The longest name below has 10 bytes; anything longer is none of them.
         let mut buf = [0u8; 10];
         let Some(name) = buf.get_mut(..raw.len()) else {
@@ -125,6 +135,47 @@ mod tests {
     fn of(args: &[&str]) -> Patience {
         let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
         Patience::of_request(&Request::from_args(&a))
+    }
+
+    /// The first-byte filter in `of_request` lets every slow name through, in any case.
+    #[test]
+    fn every_slow_name_passes_the_first_byte_filter() {
+        let slow = [
+            "keys",
+            "flushall",
+            "flushdb",
+            "eval",
+            "evalsha",
+            "eval_ro",
+            "evalsha_ro",
+            "fcall",
+            "fcall_ro",
+            "script",
+            "function",
+            "debug",
+            "save",
+            "migrate",
+            "sort",
+            "sort_ro",
+        ];
+        for name in slow {
+            assert_eq!(of(&[name]), Patience::Slow, "{name}");
+            assert_eq!(of(&[&name.to_uppercase()]), Patience::Slow, "{name}");
+        }
+        let blocking = [
+            "blpop",
+            "brpop",
+            "brpoplpush",
+            "blmove",
+            "bzpopmin",
+            "bzpopmax",
+            "blmpop",
+            "bzmpop",
+        ];
+        for name in blocking {
+            let req = of(&[&name.to_uppercase(), "1", "1", "a", "LEFT", "LEFT", "0"]);
+            assert_ne!(req, Patience::Normal, "{name}");
+        }
     }
 
     #[test]
