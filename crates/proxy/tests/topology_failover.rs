@@ -161,18 +161,14 @@ fn manual_failover_under_load() {
     );
 }
 
-/// A slot with no owner in the proxy's map (a hole: a refresh taken mid-failover can show
-/// one) is what a node's CLUSTERDOWN is: the request waits for a fresh map and is routed
-/// again, paced, instead of failing at once. Here a real node gives its slot up (CLUSTER
-/// DELSLOTS, with `cluster-require-full-coverage no` so its other slots keep working), the
-/// proxy's map gets the hole, a GET for the slot is sent, and the slot comes back (ADDSLOTS)
-/// while the GET waits: it is answered with the value, not CLUSTERDOWN.
-#[test]
-fn a_request_for_a_slot_with_no_owner_waits_for_one() {
+/// A 1-master cluster whose other slots keep working while one is given up
+/// (`cluster-require-full-coverage no`), its node, and a 1-worker proxy that refreshes
+/// its map quickly.
+fn one_node_that_may_lose_a_slot(name: &str) -> (Cluster, SocketAddr, proxy::Proxy) {
     let opts = devcluster::Options {
         masters: 1,
         replicas: 0,
-        dir: common::tempdir("hole"),
+        dir: common::tempdir(name),
         extra_config: vec![("cluster-require-full-coverage".into(), "no".into())],
         ..Default::default()
     };
@@ -182,6 +178,18 @@ fn a_request_for_a_slot_with_no_owner_waits_for_one() {
         c.proxy.threads = 1;
         c.cluster.min_refresh_interval_ms = 50;
     });
+    (cluster, node, proxy)
+}
+
+/// A slot with no owner in the proxy's map (a hole: a refresh taken mid-failover can show
+/// one) is what a node's CLUSTERDOWN is: the request waits for a fresh map and is routed
+/// again, paced, instead of failing at once. Here a real node gives its slot up (CLUSTER
+/// DELSLOTS, with `cluster-require-full-coverage no` so its other slots keep working), the
+/// proxy's map gets the hole, a GET for the slot is sent, and the slot comes back (ADDSLOTS)
+/// while the GET waits: it is answered with the value, not CLUSTERDOWN.
+#[test]
+fn a_request_for_a_slot_with_no_owner_waits_for_one() {
+    let (cluster, node, proxy) = one_node_that_may_lose_a_slot("hole");
     let mut c = Client::connect(proxy.local_addr());
     assert_eq!(text(&c.call(&["SET", "hole", "v"])), "OK");
     let slot = cluster::key_slot(b"hole").to_string();
@@ -213,19 +221,7 @@ fn a_request_for_a_slot_with_no_owner_waits_for_one() {
 /// follows the slot's return wakes it (before: CLUSTERDOWN at once).
 #[test]
 fn a_blocking_command_for_a_slot_with_no_owner_waits_for_one() {
-    let opts = devcluster::Options {
-        masters: 1,
-        replicas: 0,
-        dir: common::tempdir("hole-block"),
-        extra_config: vec![("cluster-require-full-coverage".into(), "no".into())],
-        ..Default::default()
-    };
-    let cluster = Cluster::start(&opts).expect("cluster starts");
-    let node = cluster.masters()[0];
-    let proxy = common::start_proxy(&cluster, |c| {
-        c.proxy.threads = 1;
-        c.cluster.min_refresh_interval_ms = 50;
-    });
+    let (cluster, node, proxy) = one_node_that_may_lose_a_slot("hole-block");
     let mut c = Client::connect(proxy.local_addr());
     let mut pusher = Client::connect(proxy.local_addr());
     let slot = cluster::key_slot(b"hole").to_string();
