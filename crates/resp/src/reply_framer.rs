@@ -91,6 +91,11 @@ impl ReplyFramer {
     /// `buf` (the caller splits the `n` bytes off). Errors are final for the
     /// connection: the byte stream cannot be resynchronised.
     pub fn next_frame(&mut self, buf: &[u8]) -> Result<Option<usize>, FrameError> {
+        if self.pos == 0 && self.phase == (Phase::Header { scan: 0 }) && self.stack.is_empty() {
+            if let Some(len) = self.whole_simple(buf) {
+                return Ok(Some(len));
+            }
+        }
         if buf.len() < self.resume_point() {
             // The caller broke the append-only contract; rescan from scratch
             // rather than index past the end.
@@ -101,6 +106,40 @@ impl ReplyFramer {
             self.reset();
         }
         result
+    }
+
+    /// Most replies in one pass: a fresh frame that is a bulk string with a length of at
+    /// most 9 plain digits, a null bulk, or a status line, wholly buffered (a GET's, a
+    /// SET's). `None`
+    /// for anything else; the resumable scan then decides, so both frame alike.
+    fn whole_simple(&self, buf: &[u8]) -> Option<usize> {
+        match *buf.first()? {
+            b'$' if buf.starts_with(b"$-1\r\n") => Some(5),
+            b'$' => {
+                let mut len = 0usize;
+                let mut i = 1;
+                while let Some(&d) = buf.get(i) {
+                    if !d.is_ascii_digit() {
+                        break;
+                    }
+                    if i > 9 {
+                        return None;
+                    }
+                    len = len * 10 + usize::from(d - b'0');
+                    i += 1;
+                }
+                if i == 1 || buf.get(i..i + 2)? != b"\r\n" || len as u64 > self.max_bulk_len {
+                    return None;
+                }
+                let end = i + 2 + len;
+                (buf.get(end..end + 2)? == b"\r\n").then_some(end + 2)
+            }
+            b'+' => {
+                let cr = buf.iter().position(|&b| b == b'\r')?;
+                (buf.get(cr + 1) == Some(&b'\n')).then_some(cr + 2)
+            }
+            _ => None,
+        }
     }
 
     /// Total bytes the buffer must hold before the pending bulk payload is

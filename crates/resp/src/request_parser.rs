@@ -33,6 +33,8 @@ const UNAUTH_MAX_MULTIBULK: i64 = 10;
 const UNAUTH_MAX_BULK: i64 = 16384;
 /// Never trust a declared count for allocation: reserve at most this many slots.
 const MAX_ARG_RESERVE: usize = 1024;
+/// Requests of at most this many arguments are tried in one pass first (`whole`).
+const WHOLE_MAX_ARGS: usize = 64;
 
 /// The outcome of one complete request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +184,13 @@ impl RequestParser {
         let result = match std::mem::replace(&mut self.state, State::Start) {
             State::Start => match buf.first() {
                 None => incomplete(None),
-                Some(b'*') => self.count(buf, 1),
+                Some(b'*') => match self.whole(buf) {
+                    Some((len, args)) => {
+                        let raw = buf.split_to(len).freeze();
+                        Ok(Progress::Done(classify(Request::from_parts(raw, args, false))))
+                    }
+                    None => self.count(buf, 1),
+                },
                 Some(_) => self.inline(buf, 0),
             },
             State::Inline { scan } => self.inline(buf, scan),
@@ -237,6 +245,66 @@ impl RequestParser {
                 Stage::Payload { .. } => mb.pos,
             },
         }
+    }
+
+    /// The common case in one pass: a request of at most [`WHOLE_MAX_ARGS`] arguments,
+    /// wholly buffered, every length line short and valid and within the limits. `None`
+    /// for anything else (not all here, malformed, a limit in play): the resumable path
+    /// below then reads it from the start and decides, so both accept exactly the same
+    /// requests with the same arguments. Returns the frame's length and its arguments.
+    fn whole(&self, buf: &[u8]) -> Option<(usize, ArgRanges)> {
+        let (n, mut pos) = self.short_length(buf, 0)?;
+        if n == 0 || n > WHOLE_MAX_ARGS || n > self.limits.max_multibulk_len {
+            return None;
+        }
+        if self.unauthenticated && n as i64 > UNAUTH_MAX_MULTIBULK {
+            return None;
+        }
+        let mut args = ArgRanges::new();
+        for _ in 0..n {
+            if *buf.get(pos)? != b'$' {
+                return None;
+            }
+            let (len, payload) = self.short_length(buf, pos)?;
+            if len > self.limits.max_bulk_len
+                || (self.unauthenticated && len as i64 > UNAUTH_MAX_BULK)
+            {
+                return None;
+            }
+            let end = payload.checked_add(len)?;
+            if buf.get(end..end.checked_add(2)?)? != b"\r\n" {
+                return None;
+            }
+            args.push((u32::try_from(payload).ok()?, u32::try_from(end).ok()?));
+            pos = end + 2;
+        }
+        u32::try_from(pos).ok()?;
+        Some((pos, args))
+    }
+
+    /// The length line starting at `start` (`*N` or `$N`) when it is what
+    /// [`string2ll`] accepts as a non-negative number of at most 9 digits, ends in CRLF
+    /// and is within `max_inline_len`: the number and the offset after the CRLF.
+    fn short_length(&self, buf: &[u8], start: usize) -> Option<(usize, usize)> {
+        let digits = buf.get(start + 1..)?;
+        let mut n = 0usize;
+        let mut i = 0;
+        while let Some(&d) = digits.get(i) {
+            if !d.is_ascii_digit() {
+                break;
+            }
+            if i == 9 || (i == 1 && n == 0) {
+                // Ten digits or more, or a leading zero: the general path decides.
+                return None;
+            }
+            n = n * 10 + usize::from(d - b'0');
+            i += 1;
+        }
+        let cr = start + 1 + i;
+        if i == 0 || cr - start > self.limits.max_inline_len {
+            return None;
+        }
+        (buf.get(cr..cr + 2)? == b"\r\n").then_some((n, cr + 2))
     }
 
     fn inline(&mut self, buf: &mut BytesMut, scan: usize) -> Result<Progress, ProtocolError> {

@@ -102,6 +102,40 @@ fn garbage() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// Multibulk requests with their length lines bent at the edges the one-pass path
+/// (`RequestParser::whole`) must hand to the general one: leading zeros, counts and
+/// lengths off by one, at and past the limits, many arguments, a missing CR or LF.
+fn near_valid() -> impl Strategy<Value = Vec<u8>> {
+    fn length(n: usize) -> impl Strategy<Value = String> {
+        prop_oneof![
+            6 => Just(n.to_string()),
+            1 => Just(format!("0{n}")),
+            1 => Just(n.saturating_sub(1).to_string()),
+            1 => Just((n + 1).to_string()),
+            1 => Just("-1".to_string()),
+            1 => Just("1234567890".to_string()),
+        ]
+    }
+    let end = prop_oneof![8 => Just("\r\n"), 1 => Just("\n"), 1 => Just("\r")];
+    let arg = proptest::collection::vec(prop::sample::select(b"ab\r\n$*0".to_vec()), 0..20);
+    (proptest::collection::vec(arg, 1..70), end).prop_flat_map(
+        |(args, end)| {
+            let count = length(args.len());
+            let lens: Vec<_> = args.iter().map(|a| length(a.len())).collect();
+            (Just(args), count, lens, Just(end))
+        },
+    )
+    .prop_map(|(args, count, lens, end)| {
+        let mut out = format!("*{count}{end}").into_bytes();
+        for (a, len) in args.iter().zip(lens) {
+            out.extend_from_slice(format!("${len}\r\n").as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    })
+}
+
 fn small_limits() -> Limits {
     Limits {
         max_bulk_len: 8,
@@ -132,6 +166,21 @@ proptest! {
             let bytewise = feed(Limits::default(), false, &input, &vec![1; input.len()]);
             prop_assert_eq!(&bytewise, &whole);
         }
+    }
+
+    #[test]
+    fn bent_length_lines_parse_the_same_however_split(
+        input in near_valid(),
+        cuts in proptest::collection::vec(any::<usize>(), 0..8),
+        unauth in any::<bool>(),
+        small in any::<bool>(),
+    ) {
+        let limits = if small { small_limits() } else { Limits::default() };
+        let whole = feed(limits, unauth, &input, &[]);
+        let split = feed(limits, unauth, &input, &chunks_from(&cuts, input.len()));
+        prop_assert_eq!(&split, &whole);
+        let bytewise = feed(limits, unauth, &input, &vec![1; input.len()]);
+        prop_assert_eq!(&bytewise, &whole);
     }
 
     #[test]
