@@ -187,7 +187,9 @@ impl RequestParser {
                 Some(b'*') => match self.whole(buf) {
                     Some((len, args)) => {
                         let raw = buf.split_to(len).freeze();
-                        Ok(Progress::Done(classify(Request::from_parts(raw, args, false))))
+                        Ok(Progress::Done(classify(Request::from_parts(
+                            raw, args, false,
+                        ))))
                     }
                     None => self.count(buf, 1),
                 },

@@ -118,22 +118,21 @@ fn near_valid() -> impl Strategy<Value = Vec<u8>> {
     }
     let end = prop_oneof![8 => Just("\r\n"), 1 => Just("\n"), 1 => Just("\r")];
     let arg = proptest::collection::vec(prop::sample::select(b"ab\r\n$*0".to_vec()), 0..20);
-    (proptest::collection::vec(arg, 1..70), end).prop_flat_map(
-        |(args, end)| {
+    (proptest::collection::vec(arg, 1..70), end)
+        .prop_flat_map(|(args, end)| {
             let count = length(args.len());
             let lens: Vec<_> = args.iter().map(|a| length(a.len())).collect();
             (Just(args), count, lens, Just(end))
-        },
-    )
-    .prop_map(|(args, count, lens, end)| {
-        let mut out = format!("*{count}{end}").into_bytes();
-        for (a, len) in args.iter().zip(lens) {
-            out.extend_from_slice(format!("${len}\r\n").as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        out
-    })
+        })
+        .prop_map(|(args, count, lens, end)| {
+            let mut out = format!("*{count}{end}").into_bytes();
+            for (a, len) in args.iter().zip(lens) {
+                out.extend_from_slice(format!("${len}\r\n").as_bytes());
+                out.extend_from_slice(a);
+                out.extend_from_slice(b"\r\n");
+            }
+            out
+        })
 }
 
 fn small_limits() -> Limits {
