@@ -321,14 +321,15 @@ impl ClientCell {
         !self.slow_marks.borrow().is_empty()
     }
 
-    /// The marks of the entries popped so far (their replies are with the writer).
-    pub(crate) fn take_answered_marks(&self, into: &mut Vec<Mark>) {
+    /// Hand `each` the marks of the entries popped so far (their replies are with the
+    /// writer), oldest first; nothing is collected on the way.
+    pub(crate) fn drain_answered_marks(&self, mut each: impl FnMut(Mark)) {
         let head = self.queue.borrow().head_seq;
         let mut marks = self.slow_marks.borrow_mut();
         while marks.front().is_some_and(|(seq, _)| *seq < head) {
             if let Some((_, mark)) = marks.pop_front() {
-                into.push(mark);
                 self.sized.set(self.sized.get().saturating_sub(1));
+                each(mark);
             }
         }
     }

@@ -51,8 +51,6 @@ pub(crate) struct Tracker {
     peer: Option<SocketAddr>,
     /// Coarse time of the latest read from the client's socket.
     read_us: u64,
-    /// Reused buffer for the marks of answered requests.
-    scratch: Vec<Mark>,
     /// Marks were armed and may still wait for their replies: recording goes on even if a
     /// reload turned the logs off meanwhile, so they are drained, not left to pile up.
     armed: bool,
@@ -68,7 +66,6 @@ impl Tracker {
             generation,
             peer,
             read_us: 0,
-            scratch: Vec::new(),
             armed: false,
         }
     }
@@ -169,32 +166,29 @@ impl Tracker {
         }
         // Turned off since: drain what was armed, log nothing.
         let never = u64::MAX;
-        let mut marks = std::mem::take(&mut self.scratch);
-        cell.take_answered_marks(&mut marks);
-        if !marks.is_empty() {
-            let time = log.now_us();
-            let client = Client {
-                peer: self.peer,
-                name,
-            };
-            for mark in marks.drain(..) {
-                let checks = [
-                    (
-                        LogKind::Slow,
-                        time.saturating_sub(mark.read_us),
-                        now.slow_us,
-                    ),
-                    (LogKind::LargeRequest, mark.request_bytes, now.request_bytes),
-                    (LogKind::LargeReply, mark.reply_bytes, now.reply_bytes),
-                ];
-                for (kind, value, threshold) in checks {
-                    if value >= threshold.unwrap_or(never) {
-                        log.log_as(kind, stats.log_ring(kind), &mark.request, value, client);
-                    }
+        let client = Client {
+            peer: self.peer,
+            name,
+        };
+        // Read once per batch of replies, and only when one of them was marked.
+        let mut time = None;
+        cell.drain_answered_marks(|mark| {
+            let time = *time.get_or_insert_with(|| log.now_us());
+            let checks = [
+                (
+                    LogKind::Slow,
+                    time.saturating_sub(mark.read_us),
+                    now.slow_us,
+                ),
+                (LogKind::LargeRequest, mark.request_bytes, now.request_bytes),
+                (LogKind::LargeReply, mark.reply_bytes, now.reply_bytes),
+            ];
+            for (kind, value, threshold) in checks {
+                if value >= threshold.unwrap_or(never) {
+                    log.log_as(kind, stats.log_ring(kind), &mark.request, value, client);
                 }
             }
-        }
-        self.scratch = marks;
+        });
         if !now.any() {
             self.armed = cell.has_slow_marks();
         }
