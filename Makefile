@@ -91,8 +91,9 @@ compat-all: deps
 # Then 20 s of execution order through key-by-key migration (scripts/migration_order.py:
 # MSET k m o m ; SET k s ; GET k while one slot moves one key per MIGRATE), and 15 s of chaos
 # each with the nodes announcing hostnames without one set (`?` in MOVED, ASK and CLUSTER
-# SLOTS) and no endpoint at all (`:port`). Then 30 s behind a `[sharded]` pool of three
-# standalone servers (docs/nutcracker.md), and last 30 s of chaos with the near cache on for
+# SLOTS) and no endpoint at all (`:port`). Then 15 s behind a `[sharded]` pool of three
+# standalone servers (docs/nutcracker.md), 15 s with routes by key prefix over them
+# (`[[routes]]`, pools sharing servers), and last 30 s of chaos with the near cache on for
 # every key (docs/hotkeys.md): no GET it answers may differ from one Redis.
 # No family is skipped, with chaos or without. Under chaos, a WATCH the proxy cannot vouch
 # for after its slot moved makes EXEC answer nil, where one Redis (which never moves a slot)
@@ -108,7 +109,8 @@ difftest: deps
 	python3 scripts/migration_order.py --seconds 20
 	python3 scripts/difftest.py --seconds 15 --chaos --quiet --shrink-budget 20 --cluster-config cluster-preferred-endpoint-type=hostname
 	python3 scripts/difftest.py --seconds 15 --chaos --quiet --shrink-budget 20 --cluster-config cluster-preferred-endpoint-type=unknown-endpoint
-	python3 scripts/difftest.py --seconds 30 --sharded --quiet --shrink-budget 20
+	python3 scripts/difftest.py --seconds 15 --sharded --quiet --shrink-budget 20
+	python3 scripts/difftest.py --seconds 15 --routes --quiet --shrink-budget 20
 	python3 scripts/difftest.py --seconds 30 --near-cache --chaos --quiet --shrink-budget 20
 
 # The server matrix (docs/clients.md, "Servers"): Debian's Redis 7.0, Redis 8.6 and

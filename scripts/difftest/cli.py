@@ -163,6 +163,10 @@ def main():
     ap.add_argument("--sharded", action="store_true",
                     help="behind a [sharded] pool of three standalone servers (docs/nutcracker.md)"
                          " instead of a cluster")
+    ap.add_argument("--routes", action="store_true",
+                    help="like --sharded, with key-prefix routes ([[routes]]) over the three"
+                         " servers: each key family to a pool of its own, pools sharing"
+                         " servers (docs/nutcracker.md)")
     ap.add_argument("--near-cache", action="store_true",
                     help="the proxy with [near_cache] on for every key (patterns = [\"*\"]):"
                          " every GET after a key's first read may be answered from the cache"
@@ -183,11 +187,13 @@ def main():
         sys.exit(f"difftest: unknown --relax {sorted(RELAXED - RELAXATIONS)}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1 << 31)
 
+    args.sharded = args.sharded or args.routes
     if args.sharded and (args.chaos or args.faults):
         sys.exit("difftest: --sharded has no cluster to move slots in or fail over")
     if args.sharded and args.near_cache:
         sys.exit("difftest: --near-cache runs in front of a cluster, not --sharded")
-    env = Env(args.cluster_config, sharded=args.sharded, near_cache=args.near_cache)
+    env = Env(args.cluster_config, sharded=args.sharded, near_cache=args.near_cache,
+              routes=args.routes)
     atexit.register(env.stop)
 
     def on_signal(signum, frame):

@@ -37,12 +37,14 @@ def wait_ping(addr, proc, what, seconds=20):
 
 
 class Env:
-    def __init__(self, cluster_config=(), sharded=False, near_cache=False):
+    def __init__(self, cluster_config=(), sharded=False, near_cache=False, routes=False):
         # `NAME=VALUE` directives for every cluster node (`cluster up --config`).
         self.cluster_config = list(cluster_config)
         # Three standalone servers as a nutcracker-style pool (`[sharded]`) instead of a
         # cluster: docs/nutcracker.md's mode, held to the same oracle.
         self.sharded = sharded
+        # With it, key-prefix routes (`[[routes]]`) over the same three servers.
+        self.routes = routes
         # `[near_cache]` on for every key: GETs answered from the proxy's cache are held
         # to the same oracle (docs/hotkeys.md).
         self.near_cache = near_cache
@@ -140,6 +142,8 @@ class Env:
             f.write(f'[proxy]\nlisten = "127.0.0.1:{pport}"\nthreads = 2\n[sharded]\n'
                     'hash_tag = "{}"\nservers = [' +
                     ", ".join(f'"{a}:1"' for a in self.masters) + "]\n")
+            if self.routes:
+                f.write(self.route_table())
         self.proxy_log = os.path.join(self.dir, "proxy.log")
         with open(self.proxy_log, "w") as logf:
             self.proxyproc = subprocess.Popen(
@@ -150,6 +154,20 @@ class Env:
         self.ref = Target("reference", raddr)
         self.proxy = Target("proxy", ("127.0.0.1", pport), retry_s=30)
         self.failover_every = chaos_failover_every
+
+    def route_table(self):
+        """Routes for the generator's key families (gen.py): tagged families to pools of
+        their own (one tag, one server, as one slot), strings and hashes to pools that share
+        servers with the catch-all and with each other, the longest prefix winning over `s`."""
+        m = self.masters
+        routes = [("{a}", [m[1], m[2]], "md5"), ("{b}", [m[2]], ""), ("s", [m[0], m[1]], "murmur"),
+                  ("s0", [m[2]], ""), ("h", [m[1]], "")]
+        out = ""
+        for prefix, servers, hash_fn in routes:
+            out += (f'[[routes]]\nprefix = "{prefix}"\n[routes.pool]\nhash_tag = "{{}}"\n'
+                    f'hash = "{hash_fn}"\nservers = [' +
+                    ", ".join(f'"{a}:1"' for a in servers) + "]\n")
+        return out
 
     def start_chaos(self, seed):
         if self.chaos is None:

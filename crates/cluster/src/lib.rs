@@ -6,6 +6,7 @@
 pub mod command;
 pub mod placement;
 pub mod redirect;
+pub mod routes;
 pub mod sharding;
 pub mod slot;
 pub mod slot_map;

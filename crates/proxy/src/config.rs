@@ -17,6 +17,7 @@ mod mirror;
 mod near_cache;
 pub mod nutcracker;
 pub mod read_policy;
+mod routes;
 mod secret;
 mod sentinel;
 mod sharded;
@@ -31,6 +32,7 @@ use listen::{is_host_port, parse_addr};
 pub use mirror::MirrorConfig;
 pub use near_cache::NearCacheConfig;
 pub use read_policy::ReadPolicy;
+pub use routes::RouteConfig;
 pub use secret::Secret;
 pub use sentinel::SentinelConfig;
 pub use sharded::ShardedConfig;
@@ -52,6 +54,8 @@ pub struct Config {
     pub group: GroupConfig,
     /// A sharded pool of standalone servers instead of a cluster.
     pub sharded: ShardedConfig,
+    /// Key-prefix routes to sharded pools of their own, `sharded` taking every other key.
+    pub routes: Vec<RouteConfig>,
     /// A Sentinel-managed master instead of a cluster.
     pub sentinel: SentinelConfig,
     /// A copy of some requests to a second pool.
@@ -266,11 +270,15 @@ impl Default for LogConfig {
 }
 
 impl Config {
-    /// How keys map to slots: a sharded pool's servers, a Sentinel master's slot 0, or
-    /// Redis Cluster's own slots.
+    /// How keys map to slots: a sharded pool's servers, several pools' by key prefix, a
+    /// Sentinel master's slot 0, or Redis Cluster's own slots.
     pub fn placement(&self) -> Result<cluster::Placement, ConfigError> {
         if self.sentinel.is_set() {
             return Ok(cluster::Placement::One);
+        }
+        if !self.routes.is_empty() {
+            let table = routes::table(&self.sharded, &self.routes)?;
+            return Ok(cluster::Placement::Routes(std::sync::Arc::new(table)));
         }
         Ok(match self.sharded.is_set() {
             true => cluster::Placement::Servers(std::sync::Arc::new(self.sharded.sharding()?)),
@@ -312,6 +320,7 @@ impl Config {
         ];
         match pools {
             _ if pools.iter().filter(|p| **p).count() > 1 => return Err(ConfigError::TwoPools),
+            _ if !self.routes.is_empty() => drop(routes::table(&self.sharded, &self.routes)?),
             [_, true, _] => drop(self.sharded.sharding()?),
             [_, _, true] => self.sentinel.check()?,
             _ => self.check_seeds()?,

@@ -60,6 +60,7 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
         keep(&mut n.cluster.seeds, &o.cluster.seeds)
     }),
     ("sharded", |n, o| keep(&mut n.sharded, &o.sharded)),
+    ("routes", |n, o| keep(&mut n.routes, &o.routes)),
     ("sentinel", |n, o| keep(&mut n.sentinel, &o.sentinel)),
     ("mirror", |n, o| keep(&mut n.mirror, &o.mirror)),
     ("near_cache", |n, o| keep(&mut n.near_cache, &o.near_cache)),

@@ -269,14 +269,19 @@ impl Worker {
         })
     }
 
-    /// Some master, rotating, for keyless commands.
+    /// Some master, rotating, for keyless commands: behind routes by key prefix, one of
+    /// the catch-all pool's servers (its slots come first).
     pub(crate) fn any_backend(&self, map: &SlotMap, wire: Wire) -> Option<Rc<Backend>> {
+        let i = self.round_robin.get().wrapping_add(1);
+        self.round_robin.set(i);
+        if let Some(n) = self.shared.placement.keyless_slots() {
+            let node = map.node_of((i % usize::from(n)) as u16)?;
+            return Some(self.backend_for_addr(&node.addr, wire));
+        }
         let n = map.nodes().len();
         if n == 0 {
             return None;
         }
-        let i = self.round_robin.get().wrapping_add(1);
-        self.round_robin.set(i);
         Some(self.backend_for_addr(&map.nodes()[i % n].addr, wire))
     }
 

@@ -401,3 +401,110 @@ fn a_mirror_copies_no_request_over_16_kib() {
     assert_eq!(c.call(&["STRLEN", "big"]), Value::Integer(big.len() as i64));
     proxy.shutdown();
 }
+
+#[test]
+fn routes_send_each_key_prefix_to_its_own_pool() {
+    let refs = [
+        Reference::start(),
+        Reference::start(),
+        Reference::start(),
+        Reference::start(),
+    ];
+    let line = |r: &Reference| format!("{}:1", r.addr);
+    let mut config = proxy::Config::default();
+    config.proxy.listen = "127.0.0.1:0".into();
+    config.proxy.threads = 1;
+    config.sharded.servers = vec![line(&refs[0])];
+    let route = |prefix: &str, servers: &[&Reference], hash: &str| proxy::config::RouteConfig {
+        prefix: prefix.into(),
+        pool: proxy::config::ShardedConfig {
+            servers: servers.iter().map(|r| line(r)).collect(),
+            hash: hash.into(),
+            hash_tag: "{}".into(),
+            ..Default::default()
+        },
+    };
+    config.routes = vec![
+        route("user:", &[&refs[1], &refs[2]], "md5"),
+        route("user:session:", &[&refs[3]], ""),
+    ];
+    let users = config.routes[0].pool.sharding().unwrap();
+    let proxy = Proxy::start(config).expect("slotgate starts");
+    let mut c = Client::connect(proxy.local_addr());
+    let family =
+        |prefix: &str| -> Vec<String> { (0..200).map(|i| format!("{prefix}{i}")).collect() };
+    let (others, user, session) = (family("k"), family("user:"), family("user:session:"));
+    let mut mset = vec!["MSET"];
+    for k in others.iter().chain(&user).chain(&session) {
+        mset.extend([k.as_str(), k.as_str()]);
+    }
+    assert_eq!(text(&c.call(&mset)), "OK");
+    // Each key on its pool's server, the longest prefix winning.
+    let on = |r: &Reference| -> std::collections::BTreeSet<String> {
+        keys_on(r)
+            .into_iter()
+            .map(|k| String::from_utf8(k).unwrap())
+            .collect()
+    };
+    assert_eq!(on(&refs[0]), others.iter().cloned().collect());
+    assert_eq!(on(&refs[3]), session.iter().cloned().collect());
+    let expected = |i: u16| -> std::collections::BTreeSet<String> {
+        let wanted = &users.servers()[usize::from(i)].addr;
+        user.iter()
+            .filter(|k| &users.servers()[usize::from(users.server_of(k.as_bytes()))].addr == wanted)
+            .cloned()
+            .collect()
+    };
+    let (b, c_keys) = (on(&refs[1]), on(&refs[2]));
+    assert!(!b.is_empty() && !c_keys.is_empty());
+    let by_addr = |r: &Reference| {
+        let i = users
+            .servers()
+            .iter()
+            .position(|s| s.addr == r.addr.to_string());
+        expected(i.unwrap() as u16)
+    };
+    assert_eq!(b, by_addr(&refs[1]));
+    assert_eq!(c_keys, by_addr(&refs[2]));
+    // Multi-key commands over pools are split and merged in key order.
+    let mget = ["MGET", "k1", "user:1", "user:session:1", "user:2", "nokey"];
+    let Value::Array(values) = c.call(&mget) else {
+        panic!("MGET")
+    };
+    assert_eq!(
+        values[..4].iter().map(text).collect::<Vec<_>>(),
+        &mget[1..5]
+    );
+    assert_eq!(values[4], Value::Null);
+    assert_eq!(c.call(&["DBSIZE"]), Value::Integer(600));
+    // Atomic commands over two pools are refused; within one server they run.
+    let err = text(&c.call(&["RENAME", "k1", "user:{k1}"]));
+    assert!(err.contains("CROSSSLOT"), "{err}");
+    assert_eq!(
+        text(&c.call(&["RENAME", "user:{a}1", "user:{a}2"])),
+        "-ERR no such key"
+    );
+    assert_eq!(text(&c.call(&["SET", "user:{a}1", "v"])), "OK");
+    assert_eq!(text(&c.call(&["RENAME", "user:{a}1", "user:{a}2"])), "OK");
+    // Commands without keys go to the catch-all (its own statistics count them), those
+    // over the keyspace to every pool.
+    for _ in 0..20 {
+        assert!(matches!(c.call(&["LASTSAVE"]), Value::Integer(_)));
+    }
+    let calls = |r: &Reference| {
+        let info = text(&r.client().call(&["INFO", "commandstats"]));
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_lastsave:calls="))
+            .map_or(0, |v| v.split(',').next().unwrap().parse::<u64>().unwrap())
+    };
+    assert_eq!(refs.iter().map(calls).collect::<Vec<_>>(), [20, 0, 0, 0]);
+    let Value::Array(all) = c.call(&["KEYS", "*"]) else {
+        panic!("KEYS")
+    };
+    assert_eq!(all.len(), 601);
+    assert_eq!(
+        c.call(&["DEL", "k1", "user:1", "user:session:1", "user:{a}2"]),
+        Value::Integer(4)
+    );
+    proxy.shutdown();
+}

@@ -26,6 +26,8 @@ pub enum ConfigError {
     Seed(String),
     #[error("sharded: {0}")]
     Sharded(String),
+    #[error("routes: {0}")]
+    Routes(String),
     #[error("nutcracker file: {0}")]
     Nutcracker(String),
     #[error("cluster.seeds, sharded.servers and sentinel.sentinels are exclusive: the proxy serves one pool")]
