@@ -13,6 +13,7 @@ mod error;
 mod group;
 mod hotkeys;
 mod listen;
+mod migration;
 mod mirror;
 mod near_cache;
 pub mod nutcracker;
@@ -29,6 +30,7 @@ pub use group::{GroupConfig, GroupMembers};
 pub use hotkeys::HotkeysConfig;
 pub use listen::ListenAddrs;
 use listen::{is_host_port, parse_addr};
+pub use migration::MigrationConfig;
 pub use mirror::MirrorConfig;
 pub use near_cache::NearCacheConfig;
 pub use read_policy::ReadPolicy;
@@ -60,6 +62,8 @@ pub struct Config {
     pub sentinel: SentinelConfig,
     /// A copy of some requests to a second pool.
     pub mirror: MirrorConfig,
+    /// A pool of standalone servers whose keys move into the cluster served.
+    pub migration: MigrationConfig,
     /// The hot-key board.
     pub hotkeys: HotkeysConfig,
     /// Hot keys' values served by the proxy.
@@ -327,6 +331,10 @@ impl Config {
         }
         if self.mirror.is_set() {
             self.mirror.check()?;
+        }
+        if self.migration.is_set() {
+            let cluster = !self.sharded.is_set() && !self.sentinel.is_set();
+            self.migration.check(cluster)?;
         }
         self.hotkeys.check()?;
         self.near_cache.check()?;

@@ -31,6 +31,7 @@ mod context;
 mod group;
 mod identity;
 mod keepalive;
+mod migration;
 mod node_query;
 mod patience;
 mod redact;
@@ -112,13 +113,29 @@ impl Proxy {
         let addr = listeners.addr;
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
         let pools = (placement, traffic_mirror.map(Arc::new));
-        let shared = build_shared(config, addr, &topology, pools, &workers, tls);
+        let migration = match config.migration.is_set() {
+            true => Some(Arc::new(migration::Migration::new(
+                &config.migration,
+                topology::backend_auth(&config.cluster),
+                tls.backend.clone(),
+            )?)),
+            false => None,
+        };
+        let shared = build_shared(config, addr, &topology, pools, migration, &workers, tls);
         let (tx, rx) = watch::channel(false);
         let admin = start_admin(&shared, rx.clone())?;
         let (drain, drain_rx) = watch::channel(false);
         let tls_addr = listeners.tls_addr;
         let stops = (rx, drain_rx);
+        let copier = match &shared.migration {
+            Some(m) => Some(
+                migration::copier::spawn(m.clone(), topology.clone(), stops.0.clone())
+                    .map_err(StartError::Thread)?,
+            ),
+            None => None,
+        };
         let mut threads = spawn_threads(&topology, &shared, listeners.per_worker, workers, stops)?;
+        threads.extend(copier);
         let admin_addr = admin.map(|(addr, thread)| {
             threads.push(thread);
             addr
@@ -265,6 +282,7 @@ fn build_shared(
         cluster::Placement,
         Option<Arc<context::traffic_mirror::TrafficMirror>>,
     ),
+    migration: Option<Arc<migration::Migration>>,
     workers: &[Arc<WorkerStats>],
     tls: Tls,
 ) -> Arc<Shared> {
@@ -280,6 +298,7 @@ fn build_shared(
         topology: topology.clone(),
         placement,
         traffic_mirror,
+        migration,
         write_epochs,
         workers: workers.to_vec(),
         started: Instant::now(),

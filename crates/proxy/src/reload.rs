@@ -63,6 +63,7 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
     ("routes", |n, o| keep(&mut n.routes, &o.routes)),
     ("sentinel", |n, o| keep(&mut n.sentinel, &o.sentinel)),
     ("mirror", |n, o| keep(&mut n.mirror, &o.mirror)),
+    ("migration", |n, o| keep(&mut n.migration, &o.migration)),
     ("near_cache", |n, o| keep(&mut n.near_cache, &o.near_cache)),
     ("cluster.topology_command", |n, o| {
         keep(&mut n.cluster.topology_command, &o.cluster.topology_command)

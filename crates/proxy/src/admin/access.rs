@@ -30,7 +30,7 @@ pub(crate) enum Guard {
     Open,
     /// Reads (`/`, `/status.json`, `/metrics`, unknown paths): Host, Origin, token.
     Read,
-    /// `POST /reload`: as `Read`, and no form-like body.
+    /// `POST /reload` and `POST /migration/*`: as `Read`, and no form-like body.
     Action,
 }
 

@@ -17,6 +17,8 @@ pub(crate) enum Endpoint {
     Live,
     Ready,
     Reload,
+    /// `POST /migration/<action>` (`migration.rs`).
+    Migration(&'static str),
     NotFound,
 }
 
@@ -49,6 +51,9 @@ impl Endpoint {
             "/healthz" | "/livez" => Endpoint::Live,
             "/readyz" => Endpoint::Ready,
             "/reload" => Endpoint::Reload,
+            "/migration/pause" => Endpoint::Migration("pause"),
+            "/migration/resume" => Endpoint::Migration("resume"),
+            "/migration/cutover" => Endpoint::Migration("cutover"),
             _ => Endpoint::NotFound,
         }
     }
@@ -56,7 +61,7 @@ impl Endpoint {
     pub(crate) fn guard(self) -> Guard {
         match self {
             Endpoint::Live | Endpoint::Ready => Guard::Open,
-            Endpoint::Reload => Guard::Action,
+            Endpoint::Reload | Endpoint::Migration(_) => Guard::Action,
             _ => Guard::Read,
         }
     }
@@ -65,14 +70,14 @@ impl Endpoint {
     /// only, so a crawler or a prefetch cannot trigger it.
     pub(crate) fn allow(self) -> &'static str {
         match self {
-            Endpoint::Reload => "POST",
+            Endpoint::Reload | Endpoint::Migration(_) => "POST",
             _ => "GET, HEAD",
         }
     }
 
     pub(crate) fn allows(self, method: &Method) -> bool {
         match self {
-            Endpoint::Reload => method == Method::POST,
+            Endpoint::Reload | Endpoint::Migration(_) => method == Method::POST,
             _ => method == Method::GET || method == Method::HEAD,
         }
     }
@@ -113,9 +118,16 @@ impl Endpoint {
                     Err(_) => Answer::text(StatusCode::INTERNAL_SERVER_ERROR, "reload failed\n"),
                 }
             }
+            Endpoint::Migration(action) => match crate::admin::migration::act(shared, action).await
+            {
+                Ok(body) => Answer::text(StatusCode::OK, body),
+                Err((true, why)) => Answer::text(StatusCode::CONFLICT, why),
+                Err((false, why)) => Answer::text(StatusCode::NOT_FOUND, why),
+            },
             Endpoint::NotFound => Answer::text(
                 StatusCode::NOT_FOUND,
-                "try /, /status.json, /metrics, /healthz, /readyz or POST /reload\n",
+                "try /, /status.json, /metrics, /healthz, /readyz, POST /reload or POST \
+                 /migration/<pause|resume|cutover>\n",
             ),
         }
     }

@@ -48,6 +48,7 @@ const SECTIONS: &[(&str, &str, Section)] = &[
     ("tls", "Tls", crate::admin::tls::info),
     ("group", "Group", crate::admin::group::info),
     ("hotkeys", "Hotkeys", hotkeys),
+    ("migration", "Migration", crate::admin::migration::info),
     ("keyspace", "Keyspace", |_, out| merged("keyspace", out)),
     // Left out whole behind servers without it (`route::info::merge_info`).
     ("keysizes", "Keysizes", |_, out| merged("keysizes", out)),
@@ -67,6 +68,7 @@ const NOT_DEFAULT: &[&str] = &[
     "tls",
     "group",
     "hotkeys",
+    "migration",
 ];
 
 /// The sections `INFO [section ...]` asks for that come from the masters (none: the proxy
@@ -97,6 +99,10 @@ pub(crate) fn render(shared: &Shared, req: &Request) -> String {
         .any(|w| matches!(w.as_str(), "all" | "everything"));
     let mut out = String::new();
     for (name, title, section) in SECTIONS {
+        if *name == "migration" && shared.migration.is_none() {
+            // A section of `[migration]`'s only, as Redis prints a module's only with it.
+            continue;
+        }
         let by_default = default && !NOT_DEFAULT.contains(name);
         if all || by_default || wanted.iter().any(|w| w == name) {
             if !out.is_empty() {

@@ -191,7 +191,11 @@ pub const METRICS: &[Metric] = &[
 /// The whole scrape.
 pub fn render(shared: &Shared) -> String {
     let mut out = String::new();
-    let mut described = Described::new(&[METRICS, crate::admin::replicas::METRICS]);
+    let mut described = Described::new(&[
+        METRICS,
+        crate::admin::replicas::METRICS,
+        crate::admin::migration::METRICS,
+    ]);
     worker_totals(shared, &mut out, &mut described);
     topology(shared, &mut out, &mut described);
     let logged = shared.slowlog.logged();
@@ -206,6 +210,7 @@ pub fn render(shared: &Shared) -> String {
     crate::admin::replicas::metrics(shared, &mut out, &mut described);
     crate::admin::tls::metrics(shared, &mut out, &mut described);
     crate::admin::group::metrics(shared, &mut out, &mut described);
+    crate::admin::migration::metrics(shared, &mut out, &mut described);
     for (result, counter) in [("ok", &shared.reloads), ("failed", &shared.reload_failures)] {
         let labels = format!("result=\"{result}\"");
         let n = counter.load(Ordering::Relaxed);
@@ -454,6 +459,7 @@ mod tests {
         let all: Vec<_> = METRICS
             .iter()
             .chain(crate::admin::replicas::METRICS)
+            .chain(crate::admin::migration::METRICS)
             .collect();
         for (i, (name, kind, _)) in all.iter().enumerate() {
             assert!(

@@ -16,6 +16,7 @@ pub(crate) mod http;
 pub(crate) mod info;
 pub(crate) mod latency;
 pub(crate) mod metrics;
+pub(crate) mod migration;
 pub(crate) mod replicas;
 pub(crate) mod slowlog;
 pub(crate) mod status;

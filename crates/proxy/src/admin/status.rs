@@ -55,6 +55,7 @@ pub(crate) fn json(shared: &Shared) -> String {
         },
         "hotkeys": hotkeys(shared),
         "near_cache": near_cache(shared),
+        "migration": migration(shared),
         "history": history(shared),
         "limits_hit": {
             "maxclients": t.rejected_connections,
@@ -81,6 +82,26 @@ fn near_cache(shared: &Shared) -> Value {
         "evicted": c.evicted,
         "keys": c.entries,
         "bytes": c.bytes,
+    })
+}
+
+/// `[migration]`'s phase and progress; null without one.
+fn migration(shared: &Shared) -> Value {
+    let Some(m) = shared.migration.as_deref() else {
+        return Value::Null;
+    };
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    json!({
+        "name": m.name(),
+        "phase": m.phase().name(),
+        "moved": get(&m.stats.moved),
+        "absent": get(&m.stats.absent),
+        "errors": get(&m.stats.errors),
+        "gated": get(&m.stats.gated),
+        "scanned": get(&m.stats.scanned),
+        "passes": get(&m.stats.passes),
+        "left": m.left(),
+        "last_error": m.last_error(),
     })
 }
 

@@ -34,6 +34,8 @@ pub enum ConfigError {
     TwoPools,
     #[error("sentinel.sentinels: {0:?} is not a host:port address")]
     Sentinel(String),
+    #[error("migration: {0}")]
+    Migration(String),
     #[error("mirror: {0}")]
     Mirror(String),
     #[error("hotkeys: {0}")]

@@ -37,6 +37,8 @@ pub struct Shared {
     pub placement: cluster::Placement,
     /// `[mirror]`: where copies of requests go, if anywhere (fixed at start).
     pub traffic_mirror: Option<Arc<traffic_mirror::TrafficMirror>>,
+    /// `[migration]`: the source pool whose keys move into the cluster (fixed at start).
+    pub(crate) migration: Option<Arc<crate::migration::Migration>>,
     /// `[near_cache]`: the write epochs every worker's cache checks (None when off).
     pub(crate) write_epochs: Option<Arc<near_cache::WriteEpochs>>,
     pub workers: Vec<Arc<WorkerStats>>,

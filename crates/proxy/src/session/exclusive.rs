@@ -43,7 +43,7 @@ use resp::Request;
 
 use crate::backend::Outgoing;
 use crate::route::{Counted, Local, Route};
-use crate::session::held::{Exclusive, Held, Intake, Paused, Via};
+use crate::session::held::{Exclusive, Held, Intake, Migrating, Paused, Via};
 use crate::session::local::SessionInfo;
 use crate::session::login::Login;
 use crate::session::order::Waiting;
@@ -99,8 +99,8 @@ impl Session {
                 self.intake = Intake::UploadWaiting;
                 return false;
             }
-            paused @ Intake::Paused(_) => {
-                self.intake = paused;
+            waiting @ (Intake::Paused(_) | Intake::Migrating(_)) => {
+                self.intake = waiting;
                 return false;
             }
             Intake::Open | Intake::Serial | Intake::Blocked => return false,
@@ -226,7 +226,7 @@ impl Session {
     pub(crate) fn exclusive_busy(&self) -> bool {
         let waiting = match self.intake {
             Intake::Open => false,
-            Intake::Held(_) | Intake::Paused(_) => true,
+            Intake::Held(_) | Intake::Paused(_) | Intake::Migrating(_) => true,
             Intake::Serial | Intake::Blocked | Intake::UploadWaiting => {
                 self.client.cell.in_flight() > 0
             }
@@ -362,7 +362,52 @@ impl Session {
             command,
             ..
         } = *paused;
-        self.dispatch_admitted(req, route, command);
+        self.dispatch_unpaused(req, route, command);
+        true
+    }
+
+    /// Hold `req` until the migration's movers say whether its keys left the source.
+    pub(super) fn wait_for_migration(
+        &mut self,
+        req: Request,
+        route: Route,
+        command: Counted,
+        moved: tokio::sync::oneshot::Receiver<Result<(), Bytes>>,
+    ) {
+        self.intake = Intake::Migrating(Box::new(Migrating {
+            req,
+            route,
+            command,
+            moved,
+        }));
+    }
+
+    /// Dispatch the request the migration held once its keys moved, or answer the
+    /// TRYAGAIN a failed move left. True when it was released.
+    pub(crate) fn release_migrating(&mut self, cx: &mut Context<'_>) -> bool {
+        let Intake::Migrating(waiting) = &mut self.intake else {
+            return false;
+        };
+        let outcome = match std::pin::Pin::new(&mut waiting.moved).poll(cx) {
+            std::task::Poll::Pending => return false,
+            std::task::Poll::Ready(outcome) => outcome,
+        };
+        let Intake::Migrating(waiting) = std::mem::take(&mut self.intake) else {
+            return false;
+        };
+        let Migrating {
+            req,
+            route,
+            command,
+            ..
+        } = *waiting;
+        match outcome {
+            Ok(Ok(())) => self.dispatch_admitted(req, route, command),
+            Ok(Err(reply)) => self.refuse_queued(reply),
+            Err(_) => self.refuse_queued(crate::reply::error_line(
+                "TRYAGAIN slotgate: migration: the mover stopped; nothing was run",
+            )),
+        }
         true
     }
 }

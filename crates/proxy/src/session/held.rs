@@ -36,6 +36,18 @@ pub(crate) enum Intake {
     /// CLIENT PAUSE holds this request (`context/pause.rs`): nothing after it is parsed
     /// until the pause ends or is lifted; CLIENT LIST shows `b`, INFO counts it blocked.
     Paused(Box<Paused>),
+    /// `[migration]` holds this request until its keys left the source
+    /// (`migration_gate.rs`): nothing after it is parsed meanwhile.
+    Migrating(Box<Migrating>),
+}
+
+/// A request waiting for its keys to move, already checked, routed and past any pause.
+pub(crate) struct Migrating {
+    pub req: Request,
+    pub route: crate::route::Route,
+    pub command: crate::route::Counted,
+    /// Ok: the keys moved. Err: the reply (TRYAGAIN) instead of running it.
+    pub moved: tokio::sync::oneshot::Receiver<Result<(), Bytes>>,
 }
 
 /// A request held by CLIENT PAUSE, already checked (AUTH, ACL) and routed, and the timer

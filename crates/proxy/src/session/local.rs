@@ -338,6 +338,7 @@ mod tests {
             topology,
             placement: cluster::Placement::Slots,
             traffic_mirror: None,
+            migration: None,
             write_epochs: None,
             workers: vec![],
             started: tokio::time::Instant::now(),

@@ -68,6 +68,7 @@ pub(crate) mod keyspace;
 pub(crate) mod limits;
 pub(crate) mod local;
 pub(crate) mod login;
+mod migration_gate;
 mod monitor;
 pub(crate) mod near_cache;
 pub(crate) mod order;
@@ -270,7 +271,8 @@ impl Session {
     /// Every request read is answered and written, and no partial one is buffered (a
     /// draining session closes then, `drain.rs`).
     fn owes_nothing(&self) -> bool {
-        self.io.out.is_empty()
+        !matches!(self.intake, Intake::Paused(_) | Intake::Migrating(_))
+            && self.io.out.is_empty()
             && self.client.cell.in_flight() == 0
             && self.io.read_buf.is_empty()
             && !self.upload.active()
@@ -386,7 +388,37 @@ impl Session {
                 return self.pause(req, route, command, end);
             }
         }
+        self.dispatch_unpaused(req, route, command);
+    }
+
+    /// A request no pause holds: dispatched once the migration's gate lets it pass. While
+    /// keys move, reads go to the masters: a replica may not have a key's RESTORE yet.
+    fn dispatch_unpaused(&mut self, req: Request, mut route: Route, command: Counted) {
+        let migrating = self.client.worker.shared.migration.as_ref();
+        if migrating.is_some_and(|m| m.gating())
+            && !matches!(route, Route::Refuse(_) | Route::Local(_))
+        {
+            if let Route::Read(slot) = route {
+                route = Route::Slot(slot);
+            }
+            match migration_gate::check(&self.client, &req) {
+                migration_gate::Gate::Pass => {}
+                migration_gate::Gate::Refuse(reply) => return self.refuse_queued(reply),
+                migration_gate::Gate::Wait(moved) => {
+                    return self.wait_for_migration(req, route, command, moved)
+                }
+            }
+        }
         self.dispatch_admitted(req, route, command);
+    }
+
+    /// Answer `reply` in place of a request; one inside MULTI makes EXEC answer EXECABORT,
+    /// as Redis's queue-time refusals do.
+    fn refuse_queued(&mut self, reply: Bytes) {
+        if let Some(tx) = self.tx.open.as_mut() {
+            tx.abort();
+        }
+        self.client.reply_now(reply);
     }
 
     /// A request past AUTH, ACL and CLIENT PAUSE: counted, noted, and sent on its way.

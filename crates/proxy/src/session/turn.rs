@@ -92,7 +92,7 @@ impl Session {
         }
         // After the pop: a held request waits for the replies before it to be written. One
         // that ran may have answered at once (QUIT, RESET, HELLO): pop that reply too.
-        if self.release_held() || self.release_paused(cx) {
+        if self.release_held() || self.release_paused(cx) || self.release_migrating(cx) {
             self.io.out_bytes += self.client.cell.pop_ready(&mut self.io.out);
         }
         if self.poll_flush(cx).is_err()

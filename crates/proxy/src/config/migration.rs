@@ -1,0 +1,75 @@
+//! `[migration]`: the keys of a pool of standalone servers (the source, placed as
+//! twemproxy places them) moved into the Redis Cluster the proxy serves, while clients go
+//! on through the proxy (docs/migration.md).
+
+use serde::Deserialize;
+
+use super::{ConfigError, Secret, ShardedConfig};
+
+/// Migration, when `source.servers` is not empty; then the proxy must serve a cluster.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MigrationConfig {
+    /// Names the migration's state in the target cluster (`__slotgate:migration:<name>`),
+    /// which every proxy migrating the same source shares.
+    pub name: String,
+    /// The pool the keys leave: nutcracker's server lines, hash, distribution and tag.
+    pub source: ShardedConfig,
+    /// The source servers' password (`AUTH`), if they have one.
+    pub source_password: Secret,
+    /// Keys the background copier moves per second (per proxy); 0: no copier, keys move
+    /// only when clients touch them.
+    pub copy_keys_per_second: u32,
+    /// How long a mover's claim on a source key lasts if it dies mid-way.
+    pub lease_ms: u64,
+}
+
+impl Default for MigrationConfig {
+    fn default() -> Self {
+        MigrationConfig {
+            name: "default".into(),
+            source: ShardedConfig::default(),
+            source_password: Secret::default(),
+            copy_keys_per_second: 2000,
+            lease_ms: 10_000,
+        }
+    }
+}
+
+impl MigrationConfig {
+    pub fn is_set(&self) -> bool {
+        self.source.is_set()
+    }
+
+    /// `AUTH password` for the source servers, encoded once.
+    pub(crate) fn source_auth(&self) -> Option<bytes::Bytes> {
+        if self.source_password.is_empty() {
+            return None;
+        }
+        let mut frame = bytes::BytesMut::new();
+        resp::encode_command(
+            &mut frame,
+            &[b"AUTH", self.source_password.expose().as_bytes()],
+        );
+        Some(frame.freeze())
+    }
+
+    /// The checks a configured migration needs; `cluster` says whether the proxy serves a
+    /// Redis Cluster (the only target built).
+    pub(super) fn check(&self, cluster: bool) -> Result<(), ConfigError> {
+        let bad = |why: String| Err(ConfigError::Migration(why));
+        if !cluster {
+            return bad("the target must be a Redis Cluster (cluster.seeds)".into());
+        }
+        if self.name.is_empty() || self.name.len() > 64 {
+            return bad("name must be 1 to 64 characters".into());
+        }
+        if self.lease_ms < 100 {
+            return bad("lease_ms must be at least 100".into());
+        }
+        self.source
+            .sharding()
+            .map(drop)
+            .map_err(|e| ConfigError::Migration(format!("source: {e}")))
+    }
+}

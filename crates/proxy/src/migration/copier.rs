@@ -1,0 +1,177 @@
+//! The background copier: one thread per proxy that SCANs every source server and moves
+//! each key it meets with the gate's own mover, `copy_keys_per_second` at most, a few at a
+//! time. Since a moved key leaves the source, resuming (after a pause or a restart) is a
+//! new SCAN: what is left is what remains to move. A pass that meets no key records
+//! `left = 0`, which cut-over waits for. It also adopts the phase the target holds every
+//! second, so an operator's action on any proxy reaches this one.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use resp::Value;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::mover::{self, Conns, LEASE_PREFIX};
+use super::{Migration, Phase};
+
+/// Moves under way at once.
+const PARALLEL: usize = 16;
+/// Keys one SCAN step asks for.
+const SCAN_COUNT: &[u8] = b"100";
+/// How often the phase is read from the target.
+const PHASE_EVERY: Duration = Duration::from_secs(1);
+
+/// Start the copier's thread; it ends when `shutdown` turns true.
+pub(crate) fn spawn(
+    m: Arc<Migration>,
+    topology: Arc<topology::Topology>,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("slotgate-migration".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build_local(tokio::runtime::LocalOptions::default())
+            {
+                Ok(rt) => rt,
+                Err(e) => return tracing::error!(error = %e, "migration copier cannot start"),
+            };
+            rt.block_on(run(m, topology, shutdown));
+        })
+}
+
+async fn run(
+    m: Arc<Migration>,
+    topology: Arc<topology::Topology>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let conns = Rc::new(Conns::default());
+    let mut logged = None;
+    while !*shutdown.borrow() {
+        if let Err(e) = m.load_phase(&topology).await {
+            m.note_error(&format!("reading the phase: {e}"));
+        }
+        let phase = m.phase();
+        if logged != Some(phase) {
+            tracing::info!(
+                migration = m.name(),
+                phase = phase.name(),
+                "migration phase"
+            );
+            logged = Some(phase);
+        }
+        if phase == Phase::Copying && m.copy_rate > 0 {
+            if let Some(found) = pass(&m, &conns, &topology, &shutdown).await {
+                m.left.store(found, Relaxed);
+                m.stats.passes.fetch_add(1, Relaxed);
+                if found > 0 {
+                    continue;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(PHASE_EVERY) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// One pass over every source server: the keys met (each moved, or found gone). None when
+/// a pause, the cut-over or shutdown stopped it before the end.
+async fn pass(
+    m: &Arc<Migration>,
+    conns: &Rc<Conns>,
+    topology: &Arc<topology::Topology>,
+    shutdown: &watch::Receiver<bool>,
+) -> Option<u64> {
+    let servers: Vec<String> = m.source.servers().iter().map(|s| s.addr.clone()).collect();
+    let every = Duration::from_secs(1) / m.copy_rate.max(1);
+    let mut ticker = tokio::time::interval(every);
+    let mut moves = JoinSet::new();
+    let mut phase_read = Instant::now();
+    let mut found = 0u64;
+    for addr in servers {
+        let mut cursor = b"0".to_vec();
+        loop {
+            if *shutdown.borrow() {
+                return None;
+            }
+            if phase_read.elapsed() >= PHASE_EVERY {
+                let _ = m.load_phase(topology).await;
+                phase_read = Instant::now();
+            }
+            if m.phase() != Phase::Copying {
+                return None;
+            }
+            let scan: &[&[u8]] = &[b"SCAN", &cursor, b"COUNT", SCAN_COUNT];
+            let keys = match conns.calls(m, mover::Side::Source, &addr, &[scan]).await {
+                Ok(reply) => match scanned(reply) {
+                    Some((next, keys)) => {
+                        cursor = next;
+                        keys
+                    }
+                    None => {
+                        m.note_error(&format!("SCAN on {addr}: unexpected reply"));
+                        return None;
+                    }
+                },
+                Err(e) => {
+                    m.note_error(&format!("SCAN: {e}"));
+                    return None;
+                }
+            };
+            for key in keys {
+                if key.starts_with(LEASE_PREFIX) {
+                    continue;
+                }
+                found += 1;
+                m.stats.scanned.fetch_add(1, Relaxed);
+                ticker.tick().await;
+                while moves.len() >= PARALLEL {
+                    moves.join_next().await;
+                }
+                let (m, conns, topology) = (m.clone(), conns.clone(), topology.clone());
+                let source = addr.clone();
+                moves.spawn_local(async move {
+                    // Counted, and a failure noted, by the mover; the key stays for the next
+                    // pass. From where it is, even if the placement puts it elsewhere.
+                    let _ = mover::move_key_from(&m, &conns, &topology, &key, &source).await;
+                });
+            }
+            if cursor == b"0" {
+                break;
+            }
+        }
+    }
+    while moves.join_next().await.is_some() {}
+    Some(found)
+}
+
+/// SCAN's reply: the next cursor and the keys.
+fn scanned(reply: Value) -> Option<(Vec<u8>, Vec<bytes::Bytes>)> {
+    let Value::Array(mut parts) = reply else {
+        return None;
+    };
+    if parts.len() != 2 {
+        return None;
+    }
+    let Value::Array(keys) = parts.pop()? else {
+        return None;
+    };
+    let Value::BulkString(cursor) = parts.pop()? else {
+        return None;
+    };
+    let keys = keys
+        .into_iter()
+        .filter_map(|k| match k {
+            Value::BulkString(k) => Some(k),
+            _ => None,
+        })
+        .collect();
+    Some((cursor.to_vec(), keys))
+}

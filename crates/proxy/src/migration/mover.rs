@@ -1,0 +1,303 @@
+//! Moving one key from its source server to the target cluster, the three steps of
+//! docs/migration.md: **take** (a Lua script on the source: absent, busy, or a lease and the
+//! key's DUMP and PTTL), **put** (RESTORE without REPLACE on the key's master, following
+//! MOVED and ASK; BUSYKEY keeps the target's copy), **release** (a script that deletes the
+//! key and the lease if the lease is still ours).
+//!
+//! Both the workers' gates and the copier move keys with this; each keeps its own idle
+//! connections (`Conns`), so the moves of one thread never wait for another's.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use bytes::Bytes;
+use resp::Value;
+
+use super::Migration;
+use crate::node_query::NodeConn;
+
+/// Absent: `{0}`. Another mover's lease: `{1}`. Else the lease is ours and the value
+/// follows: `{2, DUMP, PTTL}`.
+const TAKE: &[u8] = b"if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end \
+local holder = redis.call('GET', KEYS[2]) \
+if holder and holder ~= ARGV[1] then return {1} end \
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) \
+return {2, redis.call('DUMP', KEYS[1]), redis.call('PTTL', KEYS[1])}";
+
+/// The key and its lease deleted if the lease is still ours: 1, else 0.
+const RELEASE: &[u8] = b"if redis.call('GET', KEYS[2]) == ARGV[1] then \
+redis.call('DEL', KEYS[1], KEYS[2]) return 1 end return 0";
+
+/// The lease alone dropped if still ours (a RESTORE that failed).
+const UNLEASE: &[u8] = b"if redis.call('GET', KEYS[1]) == ARGV[1] then \
+redis.call('DEL', KEYS[1]) end return 0";
+
+/// The prefix of a lease's key on the source; the copier skips such keys.
+pub(crate) const LEASE_PREFIX: &[u8] = b"__slotgate:lease:";
+
+/// Idle connections kept per server and side.
+const IDLE_PER_SERVER: usize = 32;
+
+/// Redirects a RESTORE follows before the move fails.
+const MAX_HOPS: usize = 5;
+
+/// What moving a key found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// Not on the source: moved before, or never there.
+    Absent,
+    /// Restored on the target and deleted from the source.
+    Restored,
+    /// The target had it already (a mover died after its RESTORE): the target's kept.
+    Kept,
+}
+
+/// Idle connections to the source servers and the target masters, of one thread.
+#[derive(Default)]
+pub(crate) struct Conns {
+    source: RefCell<HashMap<String, Vec<NodeConn>>>,
+    target: RefCell<HashMap<String, Vec<NodeConn>>>,
+}
+
+/// Which side a call goes to: it decides the password and TLS.
+#[derive(Clone, Copy)]
+pub(crate) enum Side {
+    Source,
+    Target,
+}
+
+impl Conns {
+    /// `calls` in order on one connection to `addr` (an idle one, or a new one); the
+    /// connection goes back to the idle ones unless it failed.
+    pub(crate) async fn calls(
+        &self,
+        m: &Migration,
+        side: Side,
+        addr: &str,
+        calls: &[&[&[u8]]],
+    ) -> Result<Value, String> {
+        let pool = match side {
+            Side::Source => &self.source,
+            Side::Target => &self.target,
+        };
+        let idle = pool.borrow_mut().get_mut(addr).and_then(Vec::pop);
+        let (mut conn, reused) = match idle {
+            Some(conn) => (conn, true),
+            None => (self.connect(m, side, addr).await?, false),
+        };
+        let last = match Self::run(&mut conn, calls).await {
+            Ok(last) => Ok(last),
+            // An idle connection the server closed meanwhile (a restart, a timeout): once
+            // more on a new one. Every step may run twice: the take renews our own lease,
+            // a second RESTORE meets BUSYKEY (ours), the release finds nothing.
+            Err(_) if reused => {
+                conn = self.connect(m, side, addr).await?;
+                Self::run(&mut conn, calls).await
+            }
+            Err(e) => Err(e),
+        }
+        .map_err(|e| format!("{addr}: {e}"))?;
+        let mut pool = pool.borrow_mut();
+        let idle = pool.entry(addr.to_string()).or_default();
+        if idle.len() < IDLE_PER_SERVER {
+            idle.push(conn);
+        }
+        Ok(last)
+    }
+}
+
+impl Conns {
+    async fn connect(&self, m: &Migration, side: Side, addr: &str) -> Result<NodeConn, String> {
+        let (auth, tls) = match side {
+            Side::Source => (m.source_auth.as_ref(), None),
+            Side::Target => (m.target_auth.as_ref(), m.target_tls.as_deref()),
+        };
+        NodeConn::connect(addr, auth, tls)
+            .await
+            .map_err(|e| format!("{addr}: {e}"))
+    }
+
+    async fn run(conn: &mut NodeConn, calls: &[&[&[u8]]]) -> Result<Value, String> {
+        let mut last = Value::Null;
+        for args in calls {
+            last = conn.call(args).await?;
+        }
+        Ok(last)
+    }
+}
+
+/// Move `key` (module doc), counted in the migration's statistics. Err: the key is still
+/// on the source (or its lease will expire), in words for the client's TRYAGAIN and the
+/// operator's `last_error`.
+pub(crate) async fn move_key(
+    m: &Migration,
+    conns: &Conns,
+    topology: &topology::Topology,
+    key: &[u8],
+) -> Result<Moved, String> {
+    move_key_from(m, conns, topology, key, m.source_of(key)).await
+}
+
+/// `move_key` from the source server `source`: where the copier found the key, which may
+/// not be where the placement puts it (a key nutcracker's `auto_eject_hosts` left).
+pub(crate) async fn move_key_from(
+    m: &Migration,
+    conns: &Conns,
+    topology: &topology::Topology,
+    key: &[u8],
+    source: &str,
+) -> Result<Moved, String> {
+    let outcome = move_uncounted(m, conns, topology, key, source).await;
+    let counter = match &outcome {
+        Ok(Moved::Absent) => &m.stats.absent,
+        Ok(Moved::Restored) => &m.stats.moved,
+        Ok(Moved::Kept) => &m.stats.kept,
+        Err(e) => {
+            m.note_error(e);
+            return outcome;
+        }
+    };
+    counter.fetch_add(1, Relaxed);
+    outcome
+}
+
+async fn move_uncounted(
+    m: &Migration,
+    conns: &Conns,
+    topology: &topology::Topology,
+    key: &[u8],
+    source: &str,
+) -> Result<Moved, String> {
+    let mut lease = LEASE_PREFIX.to_vec();
+    lease.extend_from_slice(key);
+    let token = m.token();
+    let lease_ms = m.lease_ms.to_string();
+    let take: &[&[u8]] = &[
+        b"EVAL",
+        TAKE,
+        b"2",
+        key,
+        &lease,
+        &token,
+        lease_ms.as_bytes(),
+    ];
+    let mut waited = Duration::ZERO;
+    let mut pause = Duration::from_millis(1);
+    let (payload, pttl) = loop {
+        let reply = conns.calls(m, Side::Source, source, &[take]).await?;
+        match taken(reply)? {
+            Taken::Absent => return Ok(Moved::Absent),
+            Taken::Value(payload, pttl) => break (payload, pttl),
+            Taken::Busy if waited.as_millis() as u64 > m.lease_ms + 1000 => {
+                return Err("another mover holds the key".into())
+            }
+            Taken::Busy => {
+                m.stats.busy.fetch_add(1, Relaxed);
+                tokio::time::sleep(pause).await;
+                waited += pause;
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+        }
+    };
+    // -1: no TTL (RESTORE's 0). 0: the key's last millisecond (the script's clock stands
+    // still, so it existed): 1 keeps it that instant rather than for ever.
+    let ttl = match pttl {
+        ..=-1 => b"0".to_vec(),
+        0 => b"1".to_vec(),
+        ms => ms.to_string().into_bytes(),
+    };
+    let outcome = match put(m, conns, topology, key, &ttl, &payload).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // The key stays on the source: let the next mover take it at once.
+            let unlease: &[&[u8]] = &[b"EVAL", UNLEASE, b"1", &lease, &token];
+            let _ = conns.calls(m, Side::Source, source, &[unlease]).await;
+            return Err(e);
+        }
+    };
+    m.stats.bytes.fetch_add(payload.len() as u64, Relaxed);
+    let release: &[&[u8]] = &[b"EVAL", RELEASE, b"2", key, &lease, &token];
+    conns.calls(m, Side::Source, source, &[release]).await?;
+    Ok(outcome)
+}
+
+/// What the take script answered.
+enum Taken {
+    Absent,
+    Busy,
+    Value(Bytes, i64),
+}
+
+fn taken(reply: Value) -> Result<Taken, String> {
+    let Value::Array(parts) = reply else {
+        return Err(format!("migration take: {}", shown(&reply)));
+    };
+    match parts.as_slice() {
+        [Value::Integer(0)] => Ok(Taken::Absent),
+        [Value::Integer(1)] => Ok(Taken::Busy),
+        [Value::Integer(2), Value::BulkString(payload), Value::Integer(pttl)] => {
+            Ok(Taken::Value(payload.clone(), *pttl))
+        }
+        _ => Err("migration take: unexpected reply".into()),
+    }
+}
+
+/// RESTORE on the key's master, following redirects.
+async fn put(
+    m: &Migration,
+    conns: &Conns,
+    topology: &topology::Topology,
+    key: &[u8],
+    ttl: &[u8],
+    payload: &[u8],
+) -> Result<Moved, String> {
+    let restore: &[&[u8]] = &[b"RESTORE", key, ttl, payload];
+    let map = topology.current();
+    let slot = cluster::key_slot(key);
+    let mut addr = map
+        .node_of(slot)
+        .map(|n| n.addr.to_string())
+        .ok_or("no master serves the key's slot")?;
+    let mut asking = false;
+    for _ in 0..MAX_HOPS {
+        let reply = match asking {
+            true => {
+                let calls: &[&[&[u8]]] = &[&[b"ASKING"], restore];
+                conns.calls(m, Side::Target, &addr, calls).await?
+            }
+            false => conns.calls(m, Side::Target, &addr, &[restore]).await?,
+        };
+        let Value::Error(e) = &reply else {
+            return Ok(Moved::Restored);
+        };
+        if e.starts_with(b"BUSYKEY") {
+            return Ok(Moved::Kept);
+        }
+        match cluster::parse_redirect(e) {
+            Some(cluster::Redirect::Moved { to, .. }) => {
+                topology.request_refresh_now();
+                addr = map.redirect_addr(to, &addr).ok_or("bad MOVED")?;
+                asking = false;
+            }
+            Some(cluster::Redirect::Ask { to, .. }) => {
+                addr = map.redirect_addr(to, &addr).ok_or("bad ASK")?;
+                asking = true;
+            }
+            None if e.starts_with(b"TRYAGAIN") || e.starts_with(b"CLUSTERDOWN") => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            None => return Err(format!("RESTORE on {addr}: {}", String::from_utf8_lossy(e))),
+        }
+    }
+    Err("RESTORE: too many redirects".into())
+}
+
+/// A reply shown in an error message, short.
+fn shown(reply: &Value) -> String {
+    match reply {
+        Value::Error(e) => String::from_utf8_lossy(&e[..e.len().min(200)]).into_owned(),
+        _ => "unexpected reply".into(),
+    }
+}

@@ -1,0 +1,319 @@
+//! `[migration]` (issue 26, docs/migration.md): the keys of a three-server ketama pool move
+//! into a three-master cluster while clients write through two proxies, checked as the
+//! issue's acceptance asks, at a smaller scale: every acknowledged increment counted once,
+//! every key's last acknowledged write read after cut-over, every type's content and TTLs
+//! kept, nothing left on the source, no client error.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::reference::Reference;
+use common::{start_proxy, tempdir, text, wait_until, Client};
+use proxy::config::ShardedConfig;
+use resp::Value;
+
+/// Keys of each family on the source before the move.
+const PER_FAMILY: usize = 300;
+/// Counters the load increments.
+const COUNTERS: usize = 50;
+/// The TTL the `t:` keys are written with, in ms.
+const TTL_MS: i64 = 600_000;
+
+fn pool(refs: &[Reference]) -> ShardedConfig {
+    ShardedConfig {
+        servers: refs.iter().map(|r| format!("{}:1", r.addr)).collect(),
+        ..Default::default()
+    }
+}
+
+/// Each key written on the server the pool places it on, pipelined.
+fn fill(refs: &[Reference], pool: &ShardedConfig, commands: &[Vec<Vec<u8>>]) {
+    let sharding = pool.sharding().unwrap();
+    let mut clients: Vec<Client> = refs.iter().map(Reference::client).collect();
+    let mut sent = vec![0usize; refs.len()];
+    for cmd in commands {
+        let addr = &sharding.servers()[usize::from(sharding.server_of(&cmd[1]))].addr;
+        let i = refs
+            .iter()
+            .position(|r| r.addr.to_string() == *addr)
+            .unwrap();
+        let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+        clients[i].send(&args);
+        sent[i] += 1;
+    }
+    for (c, n) in clients.iter_mut().zip(sent) {
+        for _ in 0..n {
+            let reply = c.read().unwrap();
+            assert!(!matches!(reply, Value::Error(_)), "{reply:?}");
+        }
+    }
+}
+
+fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
+}
+
+/// `POST path` on the admin endpoint: the status and the body.
+fn post(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    let status = answer[9..12].parse().unwrap();
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+fn info_field(c: &mut Client, name: &str) -> String {
+    let info = text(&c.call(&["INFO", "migration"]));
+    let prefix = format!("{name}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("{name} in {info}"))
+        .trim()
+        .to_string()
+}
+
+/// What one load thread had acknowledged.
+#[derive(Default)]
+struct Acked {
+    incrs: HashMap<usize, i64>,
+    last_set: HashMap<usize, String>,
+    pushes: HashMap<usize, i64>,
+    errors: Vec<String>,
+}
+
+/// Writes through `addr` until `stop`: INCR on the counters, SET on the strings (each
+/// thread its own share of them, so "last acknowledged" is one thread's), LPUSH on lists.
+fn load(addr: SocketAddr, id: usize, threads: usize, stop: Arc<AtomicBool>) -> Acked {
+    let mut c = Client::connect(addr);
+    let mut acked = Acked::default();
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let counter = (n * 7 + id) % COUNTERS;
+        let string = ((n * 13) % (PER_FAMILY / threads)) * threads + id;
+        let list = ((n * 11) % (PER_FAMILY / threads)) * threads + id;
+        let value = format!("w{id}-{n}");
+        let (ck, sk, lk) = (
+            format!("c:{counter}"),
+            format!("s:{string}"),
+            format!("l:{list}"),
+        );
+        c.send(&[b"INCR", ck.as_bytes()]);
+        c.send(&[b"SET", sk.as_bytes(), value.as_bytes()]);
+        c.send(&[b"LPUSH", lk.as_bytes(), value.as_bytes()]);
+        match c.read() {
+            Some(Value::Integer(_)) => *acked.incrs.entry(counter).or_default() += 1,
+            other => acked.errors.push(format!("INCR {ck}: {other:?}")),
+        }
+        match c.read() {
+            Some(Value::SimpleString(_)) => drop(acked.last_set.insert(string, value)),
+            other => acked.errors.push(format!("SET {sk}: {other:?}")),
+        }
+        match c.read() {
+            Some(Value::Integer(_)) => *acked.pushes.entry(list).or_default() += 1,
+            other => acked.errors.push(format!("LPUSH {lk}: {other:?}")),
+        }
+    }
+    acked
+}
+
+#[test]
+fn a_pool_moves_into_a_cluster_under_load_through_two_proxies_with_nothing_lost() {
+    let refs = [Reference::start(), Reference::start(), Reference::start()];
+    let source = pool(&refs);
+    let mut commands = Vec::new();
+    for i in 0..PER_FAMILY {
+        let i = i.to_string();
+        commands.push(cmd(&["SET", &format!("s:{i}"), "v0"]));
+        commands.push(cmd(&["HSET", &format!("h:{i}"), "a", &i, "b", "2"]));
+        commands.push(cmd(&["RPUSH", &format!("l:{i}"), "x", "y"]));
+        commands.push(cmd(&["SADD", &format!("S:{i}"), "m1", "m2", &i]));
+        commands.push(cmd(&["ZADD", &format!("z:{i}"), "1", "a", "2.5", &i]));
+        commands.push(cmd(&["XADD", &format!("x:{i}"), "*", "f", &i]));
+        let ttl = TTL_MS.to_string();
+        commands.push(cmd(&["SET", &format!("t:{i}"), &i, "PX", &ttl]));
+    }
+    for i in 0..COUNTERS {
+        commands.push(cmd(&["SET", &format!("c:{i}"), "1000"]));
+    }
+    fill(&refs, &source, &commands);
+    let written = Instant::now();
+    let opts = devcluster::Options {
+        masters: 3,
+        replicas: 0,
+        dir: tempdir("migration"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let start = |rate: u32| {
+        start_proxy(&cluster, |c| {
+            c.migration.source = source.clone();
+            c.migration.copy_keys_per_second = rate;
+            c.admin.listen = "127.0.0.1:0".into();
+        })
+    };
+    let (a, b) = (start(2000), start(2000));
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = 4;
+    let loads: Vec<_> = (0..threads)
+        .map(|id| {
+            let addr = if id % 2 == 0 {
+                a.local_addr()
+            } else {
+                b.local_addr()
+            };
+            let stop = stop.clone();
+            std::thread::spawn(move || load(addr, id, threads, stop))
+        })
+        .collect();
+    // The copiers run until a pass finds the source empty.
+    let mut watch = Client::connect(a.local_addr());
+    wait_until(Duration::from_secs(120), || {
+        info_field(&mut watch, "migration_left_keys") == "0"
+    });
+    stop.store(true, Ordering::Relaxed);
+    let acked: Vec<Acked> = loads.into_iter().map(|t| t.join().unwrap()).collect();
+    let errors: Vec<&String> = acked.iter().flat_map(|a| &a.errors).collect();
+    assert!(errors.is_empty(), "client errors: {errors:?}");
+    assert!(
+        acked
+            .iter()
+            .map(|a| a.incrs.values().sum::<i64>())
+            .sum::<i64>()
+            > 0
+    );
+
+    // Cut over: refused by a proxy whose copier has not found the source empty is not
+    // tested here (both have); accepted by one, adopted by the other from the target.
+    let (status, body) = post(a.admin_addr().unwrap(), "/migration/cutover");
+    assert_eq!((status, body.trim()), (200, "migration default: done"));
+    let mut on_b = Client::connect(b.local_addr());
+    wait_until(Duration::from_secs(10), || {
+        info_field(&mut on_b, "migration_phase") == "done"
+    });
+    for r in &refs {
+        assert_eq!(
+            r.client().call(&["DBSIZE"]),
+            Value::Integer(0),
+            "source {}",
+            r.addr
+        );
+    }
+
+    // Every acknowledged write, once.
+    let mut c = Client::connect(b.local_addr());
+    for i in 0..COUNTERS {
+        let incrs: i64 = acked.iter().filter_map(|a| a.incrs.get(&i)).sum();
+        let got = text(&c.call(&["GET", &format!("c:{i}")]));
+        assert_eq!(got, (1000 + incrs).to_string(), "c:{i}");
+    }
+    for i in 0..PER_FAMILY {
+        let last = acked.iter().find_map(|a| a.last_set.get(&i));
+        let want = last.map_or("v0", String::as_str);
+        assert_eq!(text(&c.call(&["GET", &format!("s:{i}")])), want, "s:{i}");
+        let pushes: i64 = acked.iter().filter_map(|a| a.pushes.get(&i)).sum();
+        let len = c.call(&["LLEN", &format!("l:{i}")]);
+        assert_eq!(len, Value::Integer(2 + pushes), "l:{i}");
+    }
+    // Every type's content, and TTLs within a second of the source's.
+    let elapsed = written.elapsed().as_millis() as i64;
+    for i in 0..PER_FAMILY {
+        let s = i.to_string();
+        let h = c.call(&["HGET", &format!("h:{i}"), "a"]);
+        assert_eq!(text(&h), s, "h:{i}");
+        assert_eq!(c.call(&["SCARD", &format!("S:{i}")]), Value::Integer(3));
+        assert_eq!(text(&c.call(&["ZSCORE", &format!("z:{i}"), &s])), "2.5");
+        assert_eq!(c.call(&["XLEN", &format!("x:{i}")]), Value::Integer(1));
+        assert_eq!(text(&c.call(&["GET", &format!("t:{i}")])), s);
+        let Value::Integer(pttl) = c.call(&["PTTL", &format!("t:{i}")]) else {
+            panic!("PTTL t:{i}")
+        };
+        let elapsed_now = written.elapsed().as_millis() as i64;
+        assert!(
+            pttl <= TTL_MS - elapsed + 1000 && pttl >= TTL_MS - elapsed_now - 1000,
+            "t:{i} PTTL {pttl}"
+        );
+    }
+    let moved: u64 = [&a, &b]
+        .iter()
+        .map(|p| {
+            let mut c = Client::connect(p.local_addr());
+            info_field(&mut c, "migration_keys_moved")
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(moved as usize, 7 * PER_FAMILY + COUNTERS);
+    // The load met keys still on the source: the gate moved some of them.
+    let gated: u64 = [&a, &b]
+        .iter()
+        .map(|p| {
+            let mut c = Client::connect(p.local_addr());
+            let info = text(&c.call(&["INFO", "migration"]));
+            eprintln!("{info}");
+            info_field(&mut c, "migration_requests_gated")
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert!(gated > 0);
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn a_failed_move_answers_tryagain_and_runs_nothing() {
+    // The source is down: a key not known moved cannot be looked for, so the request is
+    // not run (a retry is safe) rather than run on a target that may lack the key.
+    let dead = common::reference::free_port();
+    let opts = devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: tempdir("migration-down"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let proxy = start_proxy(&cluster, |c| {
+        c.migration.source.servers = vec![format!("127.0.0.1:{dead}:1")];
+        c.migration.copy_keys_per_second = 0;
+        c.admin.listen = "127.0.0.1:0".into();
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    c.call(&["MULTI"]);
+    let err = text(&c.call(&["INCR", "k"]));
+    assert!(err.starts_with("-TRYAGAIN slotgate: migration:"), "{err}");
+    assert!(text(&c.call(&["EXEC"])).starts_with("-EXECABORT"));
+    let err = text(&c.call(&["FLUSHALL"]));
+    assert!(err.contains("cut the migration over first"), "{err}");
+    // Nothing reached the target.
+    let node = cluster.masters()[0];
+    assert_eq!(
+        Client::connect(node).call(&["EXISTS", "k"]),
+        Value::Integer(0)
+    );
+    // Keyless commands and shard channels pass.
+    assert_eq!(text(&c.call(&["PING"])), "PONG");
+    assert_eq!(c.call(&["SPUBLISH", "ch", "m"]), Value::Integer(0));
+    // Cut-over waits for a copier pass that found the source empty; this proxy has none.
+    let admin = proxy.admin_addr().unwrap();
+    let (status, body) = post(admin, "/migration/cutover");
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("no copier pass has ended"), "{body}");
+    let (status, _) = post(admin, "/migration/pause");
+    assert_eq!(status, 200);
+    assert_eq!(info_field(&mut c, "migration_phase"), "paused");
+    proxy.shutdown();
+}
