@@ -2,13 +2,16 @@
 //! docs/migration.md: **take** (a Lua script on the source: absent, busy, or a lease and the
 //! key's DUMP and PTTL), **put** (RESTORE without REPLACE on the key's master, following
 //! MOVED and ASK; BUSYKEY keeps the target's copy), **release** (a script that deletes the
-//! key and the lease if the lease is still ours).
+//! key and the lease if the lease is still ours). The key counts as moved once the put is
+//! acknowledged; the release runs on its own task, so a request waits two round trips.
 //!
 //! Both the workers' gates and the copier move keys with this; each keeps its own idle
 //! connections (`Conns`), so the moves of one thread never wait for another's.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -132,8 +135,8 @@ impl Conns {
 /// on the source (or its lease will expire), in words for the client's TRYAGAIN and the
 /// operator's `last_error`.
 pub(crate) async fn move_key(
-    m: &Migration,
-    conns: &Conns,
+    m: &Arc<Migration>,
+    conns: &Rc<Conns>,
     topology: &topology::Topology,
     key: &[u8],
 ) -> Result<Moved, String> {
@@ -143,8 +146,8 @@ pub(crate) async fn move_key(
 /// `move_key` from the source server `source`: where the copier found the key, which may
 /// not be where the placement puts it (a key nutcracker's `auto_eject_hosts` left).
 pub(crate) async fn move_key_from(
-    m: &Migration,
-    conns: &Conns,
+    m: &Arc<Migration>,
+    conns: &Rc<Conns>,
     topology: &topology::Topology,
     key: &[u8],
     source: &str,
@@ -164,8 +167,8 @@ pub(crate) async fn move_key_from(
 }
 
 async fn move_uncounted(
-    m: &Migration,
-    conns: &Conns,
+    m: &Arc<Migration>,
+    conns: &Rc<Conns>,
     topology: &topology::Topology,
     key: &[u8],
     source: &str,
@@ -218,8 +221,16 @@ async fn move_uncounted(
         }
     };
     m.stats.bytes.fetch_add(payload.len() as u64, Relaxed);
-    let release: &[&[u8]] = &[b"EVAL", RELEASE, b"2", key, &lease, &token];
-    conns.calls(m, Side::Source, source, &[release]).await?;
+    // The key is on the target now: the request that asked for it may go (every other
+    // mover finds our lease, then the key gone). The release follows on its own; if it
+    // never lands, the lease expires and the next mover's RESTORE meets BUSYKEY.
+    let (m, conns, key, source) = (m.clone(), conns.clone(), key.to_vec(), source.to_string());
+    tokio::task::spawn_local(async move {
+        let release: &[&[u8]] = &[b"EVAL", RELEASE, b"2", &key, &lease, &token];
+        if let Err(e) = conns.calls(&m, Side::Source, &source, &[release]).await {
+            m.note_error(&format!("release: {e}"));
+        }
+    });
     Ok(outcome)
 }
 

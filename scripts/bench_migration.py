@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""A pool moved into a cluster under load (issue 26's acceptance, docs/migration.md).
+
+1,000,000 keys on a three-server ketama pool (nutcracker's defaults, hash tag `{}`) move
+into a three-master, one-replica-each cluster through one slotgate with `[migration]`,
+while 50 clients run INCR, SET, HSET and LPUSH at a fixed total rate (20,000/s by
+default). Measured and checked:
+
+- the load's p50/p99 before the move (through slotgate in front of the pool, as served
+  before a migration) and during the copy (through the migrating slotgate), and the copy's
+  rate (keys moved per second, from INFO migration);
+- Jepsen-style, after cut-over: every counter equals its acknowledged INCRs, every string
+  and hash field its last acknowledged write, every list its initial length plus its
+  acknowledged LPUSHes, TTLs within a second of the source's, types' contents (sets, sorted
+  sets, streams), one big key (100 MB by default) byte-sampled; 0 client errors; the
+  source empty.
+
+Each client owns its share of the strings, hashes and lists (index % clients), so "last
+acknowledged" is one client's; counters are shared.
+
+Processes: the servers and the load on CPU0, the proxy (with its copier) on CPU1, as
+bench_core.py pins them.
+
+Usage: python3 scripts/bench_migration.py [--keys 1000000] [--rate 20000] [--clients 50]
+           [--copy-rate 20000] [--before 20] [--big-mb 100] [--slotgate BIN]
+"""
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_core as bc  # noqa: E402
+from slotgate_tools.resp import Conn, Incomplete, RespError, encode, parse, value  # noqa: E402
+
+COUNTERS = 10_000
+FAMILY = 10_000  # strings, hashes, lists, sets, sorted sets, streams, TTL keys: each
+TTL_MS = 3_600_000
+
+
+def fill(port, keys, big_mb):
+    """The source's data, written through `port` (slotgate in front of the pool)."""
+    c = Conn(port, timeout=120)
+    batch = []
+
+    def flush():
+        for r in c.pipeline(*batch):
+            if isinstance(r, RespError):
+                raise bc.BenchError(f"fill: {r}")
+        batch.clear()
+
+    def add(*cmd):
+        batch.append(cmd)
+        if len(batch) >= 2000:
+            flush()
+
+    for i in range(COUNTERS):
+        add("SET", f"c:{i}", "0")
+    for i in range(FAMILY):
+        add("SET", f"s:{i}", "v0")
+        add("HSET", f"h:{i}", "base", "1")
+        add("RPUSH", f"l:{i}", "a", "b")
+        add("SADD", f"S:{i}", "m1", "m2", str(i))
+        add("ZADD", f"z:{i}", "1", "a", "2.5", str(i))
+        add("XADD", f"x:{i}", "*", "f", str(i))
+        add("SET", f"t:{i}", str(i), "PX", str(TTL_MS))
+    rest = keys - COUNTERS - 7 * FAMILY - (1 if big_mb else 0)
+    value64 = "v" * 64
+    for i in range(max(rest, 0)):
+        add("SET", f"k:{i}", value64)
+    flush()
+    if big_mb:
+        big = (b"0123456789abcdef" * 65536)  # 1 MiB
+        c.call("SET", "big:0", "")
+        for _ in range(big_mb):
+            c.call("APPEND", "big:0", big)
+    c.close()
+
+
+# ---------------------------------------------------------------------------- load
+
+
+async def client(cid, clients, port, rate, stop_at, stop, out):
+    """One connection: a request every 1/rate s (closed loop: the next waits for the
+    reply), INCR / SET / HSET / LPUSH in turn, until `stop_at` or `stop[0]`: it ends
+    between requests, so no outcome is left unknown."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    buf = bytearray()
+    lat = out["lat"]
+    interval = 1.0 / rate
+    rng = random.Random(cid)
+    mine = list(range(cid, FAMILY, clients))
+    n = 0
+    next_at = time.monotonic()
+    while time.monotonic() < stop_at and not stop[0]:
+        n += 1
+        kind = n % 4
+        if kind == 0:
+            ctr = rng.randrange(COUNTERS)
+            cmd = ("INCR", f"c:{ctr}")
+        elif kind == 1:
+            i = rng.choice(mine)
+            val = f"w{cid}-{n}"
+            cmd = ("SET", f"s:{i}", val)
+        elif kind == 2:
+            i = rng.choice(mine)
+            val = f"h{cid}-{n}"
+            cmd = ("HSET", f"h:{i}", f"f{cid}", val)
+        else:
+            i = rng.choice(mine)
+            cmd = ("LPUSH", f"l:{i}", f"p{n}")
+        t0 = time.perf_counter()
+        writer.write(encode(*cmd))
+        while True:
+            try:
+                frame, end = parse(buf, 0)
+                del buf[:end]
+                break
+            except Incomplete:
+                chunk = await reader.read(65536)
+                if not chunk:
+                    out["errors"].append(f"{cmd[0]}: connection closed")
+                    return
+                buf += chunk
+        lat.append(time.perf_counter() - t0)
+        reply = value(frame, text=True)
+        if isinstance(reply, RespError):
+            out["errors"].append(f"{cmd[0]} {cmd[1]}: {reply}")
+        elif kind == 0:
+            out["incr"][ctr] = out["incr"].get(ctr, 0) + 1
+        elif kind == 1:
+            out["set"][i] = val
+        elif kind == 2:
+            out["hset"][f"{i}:{cid}"] = val
+        else:
+            out["lpush"][i] = out["lpush"].get(i, 0) + 1
+        next_at += interval
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        else:
+            next_at = time.monotonic()
+    writer.close()
+
+
+def load_process(first, count, clients, port, rate, seconds, path):
+    """`count` clients from `first` in one process for `seconds` (or until the file
+    `path + '.stop'` appears); acks and latencies to `path` as JSON."""
+    outs = [{"lat": [], "errors": [], "incr": {}, "set": {}, "hset": {}, "lpush": {}}
+            for _ in range(count)]
+
+    async def main():
+        stop_at = time.monotonic() + seconds
+        stop = [False]
+        tasks = [asyncio.create_task(client(first + j, clients, port, rate, stop_at, stop,
+                                            outs[j]))
+                 for j in range(count)]
+
+        async def watch():
+            while not all(t.done() for t in tasks):
+                if os.path.exists(path + ".stop"):
+                    stop[0] = True
+                    return
+                await asyncio.sleep(0.2)
+
+        await asyncio.gather(*tasks, watch(), return_exceptions=True)
+
+    asyncio.run(main())
+    merged = {"lat": [], "errors": [], "incr": {}, "set": {}, "hset": {}, "lpush": {}}
+    for o in outs:
+        merged["lat"] += o["lat"]
+        merged["errors"] += o["errors"]
+        for k, v in o["incr"].items():
+            merged["incr"][k] = merged["incr"].get(k, 0) + v
+        for k, v in o["lpush"].items():
+            merged["lpush"][k] = merged["lpush"].get(k, 0) + v
+        merged["set"].update(o["set"])
+        merged["hset"].update(o["hset"])
+    with open(path, "w") as f:
+        json.dump(merged, f)
+
+
+def run_load(port, clients, rate, seconds, workdir, name, procs_n=2, until=None):
+    """The load for `seconds`, or until `until()` turns true; returns the merged acks."""
+    per = [clients // procs_n + (1 if i < clients % procs_n else 0) for i in range(procs_n)]
+    paths, ps, first = [], [], 0
+    for i, count in enumerate(per):
+        path = os.path.join(workdir, f"{name}-{i}.json")
+        paths.append(path)
+        p = multiprocessing.Process(target=load_process, args=(
+            first, count, clients, port, rate / clients, seconds, path))
+        p.start()
+        os.sched_setaffinity(p.pid, {bc.LOADGEN_CPU})
+        ps.append(p)
+        first += count
+    started = time.monotonic()
+    if until is not None:
+        while time.monotonic() - started < seconds and not until():
+            time.sleep(0.5)
+        for path in paths:
+            open(path + ".stop", "w").close()
+    for p in ps:
+        p.join()
+    elapsed = time.monotonic() - started
+    merged = {"lat": [], "errors": [], "incr": {}, "set": {}, "hset": {}, "lpush": {}}
+    for path in paths:
+        with open(path) as f:
+            o = json.load(f)
+        merged["lat"] += o["lat"]
+        merged["errors"] += o["errors"]
+        for k, v in o["incr"].items():
+            merged["incr"][k] = merged["incr"].get(k, 0) + v
+        for k, v in o["lpush"].items():
+            merged["lpush"][k] = merged["lpush"].get(k, 0) + v
+        merged["set"].update(o["set"])
+        merged["hset"].update(o["hset"])
+    merged["elapsed"] = elapsed
+    return merged
+
+
+def pct(lat, q):
+    s = sorted(lat)
+    return s[min(len(s) - 1, int(q * len(s)))] * 1000 if s else float("nan")
+
+
+# ---------------------------------------------------------------------------- checks
+
+
+def info_migration(port):
+    c = Conn(port)
+    text = c.call("INFO", "migration")
+    c.close()
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def check(port, acks, big_mb, written_at):
+    """Every acknowledged write, once; contents and TTLs; the big key. Returns problems."""
+    problems = []
+    c = Conn(port, timeout=120)
+    incr, sets, hsets, pushes = {}, {}, {}, {}
+    for a in acks:
+        for k, v in a["incr"].items():
+            incr[int(k)] = incr.get(int(k), 0) + v
+        for k, v in a["lpush"].items():
+            pushes[int(k)] = pushes.get(int(k), 0) + v
+        sets.update({int(k): v for k, v in a["set"].items()})
+        hsets.update(a["hset"])
+    got = c.pipeline(*[("GET", f"c:{i}") for i in range(COUNTERS)])
+    for i, g in enumerate(got):
+        if int(g) != incr.get(i, 0):
+            problems.append(f"c:{i} = {g}, acknowledged INCRs {incr.get(i, 0)}")
+    got = c.pipeline(*[("GET", f"s:{i}") for i in range(FAMILY)])
+    for i, g in enumerate(got):
+        if g != sets.get(i, "v0"):
+            problems.append(f"s:{i} = {g!r}, last acknowledged {sets.get(i, 'v0')!r}")
+    keys = list(hsets)
+    got = c.pipeline(*[("HGET", f"h:{k.split(':')[0]}", f"f{k.split(':')[1]}") for k in keys])
+    for k, g in zip(keys, got, strict=True):
+        if g != hsets[k]:
+            problems.append(f"h:{k} = {g!r}, last acknowledged {hsets[k]!r}")
+    got = c.pipeline(*[("LLEN", f"l:{i}") for i in range(FAMILY)])
+    for i, g in enumerate(got):
+        if g != 2 + pushes.get(i, 0):
+            problems.append(f"l:{i} LLEN {g}, expected {2 + pushes.get(i, 0)}")
+    cards = c.pipeline(*[("SCARD", f"S:{i}") for i in range(FAMILY)])
+    scores = c.pipeline(*[("ZSCORE", f"z:{i}", str(i)) for i in range(FAMILY)])
+    xlens = c.pipeline(*[("XLEN", f"x:{i}") for i in range(FAMILY)])
+    for i in range(FAMILY):
+        if cards[i] != 3 or scores[i] != "2.5" or xlens[i] != 1:
+            problems.append(f"S:{i}/z:{i}/x:{i}: {cards[i]} {scores[i]} {xlens[i]}")
+    before = (time.monotonic() - written_at) * 1000
+    ttls = c.pipeline(*[("PTTL", f"t:{i}") for i in range(FAMILY)])
+    after = (time.monotonic() - written_at) * 1000
+    for i, t in enumerate(ttls):
+        if not (TTL_MS - after - 1000 <= t <= TTL_MS - before + 1000):
+            problems.append(f"t:{i} PTTL {t}, expected {TTL_MS - after:.0f}..{TTL_MS - before:.0f}")
+    if big_mb:
+        n = c.call("STRLEN", "big:0")
+        if n != big_mb * 1 << 20:
+            problems.append(f"big:0 STRLEN {n}")
+        for at in (0, 12345, n // 2, n - 16):
+            if c.call("GETRANGE", "big:0", at, at + 15) != ("0123456789abcdef" * 2)[at % 16:][:16]:
+                problems.append(f"big:0 bytes at {at}")
+    c.close()
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--rate", type=int, default=20_000, help="requests/s, all clients")
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--copy-rate", type=int, default=20_000, help="copy_keys_per_second")
+    ap.add_argument("--before", type=int, default=20, help="seconds of load before")
+    ap.add_argument("--big-mb", type=int, default=100)
+    ap.add_argument("--max-copy", type=int, default=1800, help="seconds the copy may take")
+    ap.add_argument("--slotgate", default=bc.SLOTGATE)
+    args = ap.parse_args()
+    os.sched_setaffinity(0, {bc.LOADGEN_CPU})
+    workdir = tempfile.mkdtemp(prefix="bench-migration-")
+    procs = bc.Processes(workdir)
+    try:
+        source = [bc.start_redis(procs, f"source{i}") for i in range(3)]
+        before_proxy = bc.start_slotgate_sharded(procs, args.slotgate, source, "before")
+        t0 = time.monotonic()
+        fill(before_proxy.port, args.keys, args.big_mb)
+        written_at = time.monotonic()
+        print(f"filled {args.keys} keys in {written_at - t0:.1f} s", flush=True)
+        before = run_load(before_proxy.port, args.clients, args.rate, args.before, workdir,
+                          "before")
+        # The pool is served by one proxy at a time: the migrating one from now on.
+        os.kill(before_proxy.sut_pid, signal.SIGTERM)
+        wait_gone(before_proxy.sut_pid)
+
+        # The target, and the migrating proxy.
+        cluster_dir = os.path.join(workdir, "cluster")
+        base = bc.free_cluster_base(6)
+        procs.on_close(subprocess.run, [args.slotgate, "cluster", "down", "--dir", cluster_dir],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        up = subprocess.run(["taskset", "-c", str(bc.LOADGEN_CPU), args.slotgate, "cluster",
+                             "up", "--masters", "3", "--replicas", "1", "--port", str(base),
+                             "--dir", cluster_dir], capture_output=True, text=True,
+                            timeout=180, start_new_session=True)
+        if up.returncode != 0:
+            raise bc.BenchError(f"cluster up: {up.stderr or up.stdout}")
+        seed = re.search(r"^seed:\s*(\S+)", up.stdout, re.M).group(1)
+        port, admin = bc.free_port(), bc.free_port()
+        conf = os.path.join(workdir, "migrating.toml")
+        with open(conf, "w") as f:
+            f.write(f'[proxy]\nlisten = "127.0.0.1:{port}"\nthreads = 1\n'
+                    f'[cluster]\nseeds = ["{seed}"]\n'
+                    f'[admin]\nlisten = "127.0.0.1:{admin}"\n'
+                    f'[migration]\ncopy_keys_per_second = {args.copy_rate}\n'
+                    '[migration.source]\nhash = "fnv1a_64"\ndistribution = "ketama"\n'
+                    'hash_tag = "{}"\nservers = [' +
+                    ", ".join(f'"127.0.0.1:{p}:1 redis{i}"' for i, (p, _) in enumerate(source))
+                    + "]\n")
+        proxy = procs.start("migrating", [args.slotgate, "proxy", "--config", conf],
+                            cpu=bc.SUT_CPU, env=dict(os.environ, RUST_LOG="warn"))
+        bc.wait_ready(port, proxy, "migrating proxy")
+        copy_started = time.monotonic()
+        done = lambda: info_migration(port).get("migration_left_keys") == "0"  # noqa: E731
+        during = run_load(port, args.clients, args.rate, args.max_copy, workdir, "during",
+                          until=done)
+        copy_s = time.monotonic() - copy_started
+        info = info_migration(port)
+        req = urllib.request.Request(f"http://127.0.0.1:{admin}/migration/cutover",
+                                     method="POST", data=b"",
+                                     headers={"Content-Type": "application/json"})
+        cut = urllib.request.urlopen(req, timeout=30).read().decode().strip()
+        left = [bc.resp_call(p, "DBSIZE") for p, _ in source]
+        problems = check(port, [before, during], args.big_mb, written_at)
+        errors = before["errors"] + during["errors"]
+        moved = int(info["migration_keys_moved"])
+        rows = [
+            ("keys", args.keys), ("clients", args.clients), ("target rate /s", args.rate),
+            ("load before: requests/s", f"{len(before['lat']) / before['elapsed']:.0f}"),
+            ("load before: p50 / p99 ms",
+             f"{pct(before['lat'], .5):.2f} / {pct(before['lat'], .99):.2f}"),
+            ("load during: requests/s", f"{len(during['lat']) / during['elapsed']:.0f}"),
+            ("load during: p50 / p99 ms",
+             f"{pct(during['lat'], .5):.2f} / {pct(during['lat'], .99):.2f}"),
+            ("p99 during ÷ before", f"{pct(during['lat'], .99) / pct(before['lat'], .99):.2f}"),
+            ("copy: seconds", f"{copy_s:.1f}"), ("copy: keys moved", moved),
+            ("copy: keys/s", f"{moved / copy_s:.0f}"),
+            ("requests gated", info["migration_requests_gated"]),
+            ("lease waits", info["migration_lease_waits"]),
+            ("move errors", info["migration_errors"]),
+            ("cut-over", cut), ("source keys left", left),
+            ("client errors", len(errors)), ("check problems", len(problems)),
+        ]
+        for k, v in rows:
+            print(f"{k:28} {v}")
+        for e in (errors + problems)[:20]:
+            print("  ", e)
+        return 0 if not errors and not problems and sum(left) == 0 else 1
+    finally:
+        procs.close()
+
+
+def wait_gone(pid, timeout=30.0):
+    """Wait until process `pid` has exited (it is the child of another process here, so
+    only its disappearance can be seen)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    raise bc.BenchError(f"process {pid} still running after {timeout:.0f}s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
