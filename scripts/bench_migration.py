@@ -49,7 +49,8 @@ TTL_MS = 3_600_000
 
 
 def fill(port, keys, big_mb):
-    """The source's data, written through `port` (slotgate in front of the pool)."""
+    """The source's data, written through `port` (slotgate in front of the pool). Returns
+    the window in which the TTL keys were written."""
     c = Conn(port, timeout=120)
     batch = []
 
@@ -73,7 +74,6 @@ def fill(port, keys, big_mb):
         add("SADD", f"S:{i}", "m1", "m2", str(i))
         add("ZADD", f"z:{i}", "1", "a", "2.5", str(i))
         add("XADD", f"x:{i}", "*", "f", str(i))
-        add("SET", f"t:{i}", str(i), "PX", str(TTL_MS))
     rest = keys - COUNTERS - 7 * FAMILY - (1 if big_mb else 0)
     value64 = "v" * 64
     for i in range(max(rest, 0)):
@@ -84,7 +84,14 @@ def fill(port, keys, big_mb):
         c.call("SET", "big:0", "")
         for _ in range(big_mb):
             c.call("APPEND", "big:0", big)
+    # The TTL keys last, timed: their PTTL after the move is checked against this window.
+    ttl_from = time.monotonic()
+    for i in range(FAMILY):
+        add("SET", f"t:{i}", str(i), "PX", str(TTL_MS))
+    flush()
+    ttl_to = time.monotonic()
     c.close()
+    return ttl_from, ttl_to
 
 
 # ---------------------------------------------------------------------------- load
@@ -243,7 +250,7 @@ def info_migration(port):
     return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
 
-def check(port, acks, big_mb, written_at):
+def check(port, acks, big_mb, written):
     """Every acknowledged write, once; contents and TTLs; the big key. Returns problems."""
     problems = []
     c = Conn(port, timeout=120)
@@ -278,12 +285,13 @@ def check(port, acks, big_mb, written_at):
     for i in range(FAMILY):
         if cards[i] != 3 or scores[i] != "2.5" or xlens[i] != 1:
             problems.append(f"S:{i}/z:{i}/x:{i}: {cards[i]} {scores[i]} {xlens[i]}")
-    before = (time.monotonic() - written_at) * 1000
+    # Elapsed since the write, at least and at most, when PTTL answers.
+    least = (time.monotonic() - written[1]) * 1000
     ttls = c.pipeline(*[("PTTL", f"t:{i}") for i in range(FAMILY)])
-    after = (time.monotonic() - written_at) * 1000
+    most = (time.monotonic() - written[0]) * 1000
     for i, t in enumerate(ttls):
-        if not (TTL_MS - after - 1000 <= t <= TTL_MS - before + 1000):
-            problems.append(f"t:{i} PTTL {t}, expected {TTL_MS - after:.0f}..{TTL_MS - before:.0f}")
+        if not (TTL_MS - most - 1000 <= t <= TTL_MS - least + 1000):
+            problems.append(f"t:{i} PTTL {t}, expected {TTL_MS - most:.0f}..{TTL_MS - least:.0f}")
     if big_mb:
         n = c.call("STRLEN", "big:0")
         if n != big_mb * 1 << 20:
@@ -313,9 +321,8 @@ def main():
         source = [bc.start_redis(procs, f"source{i}") for i in range(3)]
         before_proxy = bc.start_slotgate_sharded(procs, args.slotgate, source, "before")
         t0 = time.monotonic()
-        fill(before_proxy.port, args.keys, args.big_mb)
-        written_at = time.monotonic()
-        print(f"filled {args.keys} keys in {written_at - t0:.1f} s", flush=True)
+        written = fill(before_proxy.port, args.keys, args.big_mb)
+        print(f"filled {args.keys} keys in {time.monotonic() - t0:.1f} s", flush=True)
         before = run_load(before_proxy.port, args.clients, args.rate, args.before, workdir,
                           "before")
         # The pool is served by one proxy at a time: the migrating one from now on.
@@ -359,7 +366,7 @@ def main():
                                      headers={"Content-Type": "application/json"})
         cut = urllib.request.urlopen(req, timeout=30).read().decode().strip()
         left = [bc.resp_call(p, "DBSIZE") for p, _ in source]
-        problems = check(port, [before, during], args.big_mb, written_at)
+        problems = check(port, [before, during], args.big_mb, written)
         errors = before["errors"] + during["errors"]
         moved = int(info["migration_keys_moved"])
         rows = [
