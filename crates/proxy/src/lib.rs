@@ -75,6 +75,8 @@ pub enum StartError {
     Thread(std::io::Error),
     #[error("sharded pool: {0}")]
     Pool(cluster::slot_map::TopologyError),
+    #[error("migration source: {0}")]
+    MigrationSource(String),
 }
 
 /// A running proxy. Dropping it does not stop it; call `shutdown`.
@@ -114,11 +116,15 @@ impl Proxy {
         let workers: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::default()).collect();
         let pools = (placement, traffic_mirror.map(Arc::new));
         let migration = match config.migration.is_set() {
-            true => Some(Arc::new(migration::Migration::new(
-                &config.migration,
-                topology::backend_auth(&config.cluster),
-                tls.backend.clone(),
-            )?)),
+            true => {
+                let m = migration::Migration::new(
+                    &config.migration,
+                    topology::backend_auth(&config.cluster),
+                    tls.backend.clone(),
+                )?;
+                migration::copier::learn_master(&m).map_err(StartError::MigrationSource)?;
+                Some(Arc::new(m))
+            }
             false => None,
         };
         let shared = build_shared(config, addr, &topology, pools, migration, &workers, tls);

@@ -25,7 +25,7 @@ use crate::node_query::NodeConn;
 mod identity;
 mod replica_info;
 pub mod replicas;
-mod sentinel;
+pub(crate) mod sentinel;
 pub use replicas::ReplicaHealth;
 
 /// TLS towards the nodes, when `backend_tls.enabled`.

@@ -317,3 +317,120 @@ fn a_failed_move_answers_tryagain_and_runs_nothing() {
     assert_eq!(info_field(&mut c, "migration_phase"), "paused");
     proxy.shutdown();
 }
+
+#[test]
+fn a_sentinel_master_moves_into_a_cluster_across_its_own_failover() {
+    use common::sentinel::Server;
+    let dir = tempdir("migration-sentinel");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut master = Server::start(&[]);
+    let port = master.addr.port().to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let link = |c: &mut Client| {
+        let info = text(&c.call(&["INFO", "replication"]));
+        info.contains("master_link_status:up")
+    };
+    let mut r = replica.client();
+    wait_until(Duration::from_secs(20), || link(&mut r));
+    let sentinel = Server::sentinel(&dir, master.addr);
+    let mut s = sentinel.client();
+    wait_until(
+        Duration::from_secs(30),
+        || matches!(s.call(&["SENTINEL", "REPLICAS", "mymaster"]), Value::Array(v) if !v.is_empty()),
+    );
+    let keys = 400;
+    let mut m = master.client();
+    for i in 0..COUNTERS {
+        m.send(&[b"SET", format!("c:{i}").as_bytes(), b"0"]);
+    }
+    for i in 0..keys {
+        m.send(&[b"SET", format!("k:{i}").as_bytes(), b"v"]);
+    }
+    for _ in 0..COUNTERS + keys {
+        assert_eq!(text(&m.read().unwrap()), "OK");
+    }
+    let total = Value::Integer((COUNTERS + keys) as i64);
+    wait_until(Duration::from_secs(10), || r.call(&["DBSIZE"]) == total);
+
+    let opts = devcluster::Options {
+        masters: 3,
+        replicas: 0,
+        dir: tempdir("migration-sentinel-target"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let proxy = start_proxy(&cluster, |c| {
+        c.migration.source_sentinel.sentinels = vec![sentinel.addr.to_string()];
+        c.migration.source_sentinel.master_name = "mymaster".into();
+        // Slow enough that the failover comes mid-way.
+        c.migration.copy_keys_per_second = 60;
+        c.admin.listen = "127.0.0.1:0".into();
+    });
+    let addr = proxy.local_addr();
+    let mut watch = Client::connect(addr);
+    assert_eq!(
+        info_field(&mut watch, "migration_source"),
+        master.addr.to_string()
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(addr);
+            let (mut acked, mut retry, mut other) = (HashMap::new(), 0u64, Vec::new());
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let i = (n * 7) % COUNTERS;
+                match c.call(&["INCR", &format!("c:{i}")]) {
+                    Value::Integer(_) => *acked.entry(i).or_insert(0i64) += 1,
+                    Value::Error(e) if e.starts_with(b"TRYAGAIN") => retry += 1,
+                    reply => other.push(format!("{reply:?}")),
+                }
+                // Reads of keys the copier has not reached: some meet the failover.
+                match c.call(&["GET", &format!("k:{}", n % keys)]) {
+                    Value::BulkString(v) if &v[..] == b"v" => {}
+                    Value::Error(e) if e.starts_with(b"TRYAGAIN") => retry += 1,
+                    reply => other.push(format!("{reply:?}")),
+                }
+            }
+            (acked, retry, other)
+        })
+    };
+    wait_until(Duration::from_secs(30), || {
+        info_field(&mut watch, "migration_keys_moved")
+            .parse::<u64>()
+            .unwrap()
+            >= 100
+    });
+    let _ = master.child.kill();
+    let _ = master.child.wait();
+    // The moves follow the promotion.
+    wait_until(Duration::from_secs(30), || {
+        info_field(&mut watch, "migration_source") == replica.addr.to_string()
+    });
+    wait_until(Duration::from_secs(60), || {
+        info_field(&mut watch, "migration_left_keys") == "0"
+    });
+    stop.store(true, Ordering::Relaxed);
+    let (acked, retry, other) = load.join().unwrap();
+    assert!(other.is_empty(), "{other:?}");
+    eprintln!("TRYAGAIN answers during the source's failover: {retry}");
+    let mut c = Client::connect(addr);
+    for i in 0..COUNTERS {
+        let want = acked.get(&i).copied().unwrap_or(0);
+        assert_eq!(
+            text(&c.call(&["GET", &format!("c:{i}")])),
+            want.to_string(),
+            "c:{i}"
+        );
+    }
+    for i in 0..keys {
+        assert_eq!(text(&c.call(&["GET", &format!("k:{i}")])), "v", "k:{i}");
+    }
+    assert_eq!(replica.client().call(&["DBSIZE"]), Value::Integer(0));
+    let (status, body) = post(proxy.admin_addr().unwrap(), "/migration/cutover");
+    assert_eq!(status, 200, "{body}");
+    proxy.shutdown();
+}

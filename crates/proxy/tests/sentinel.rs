@@ -5,79 +5,14 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::reference::free_port;
+use common::sentinel::Server;
 use common::{text, wait_until, Client};
 use proxy::{Config, Proxy};
 use resp::Value;
-
-/// A redis-server (or sentinel) process, killed when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> Server {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server runs");
-        Self::ready(child, port)
-    }
-
-    fn sentinel(dir: &std::path::Path, master: SocketAddr) -> Server {
-        let port = free_port();
-        let conf = dir.join(format!("sentinel-{port}.conf"));
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {} 1\n\
-                 sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 10000\n",
-                dir.display(),
-                master.port()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("redis-server")
-            .arg(&conf)
-            .arg("--sentinel")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server --sentinel runs");
-        Self::ready(child, port)
-    }
-
-    fn ready(child: Child, port: u16) -> Server {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        wait_until(Duration::from_secs(20), || {
-            std::net::TcpStream::connect(addr).is_ok()
-        });
-        Server { child, addr }
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(self.addr)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn info_field(c: &mut Client, section: &str, field: &str) -> String {
     let info = text(&c.call(&["INFO", section]));

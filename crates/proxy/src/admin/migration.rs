@@ -52,7 +52,7 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
     let lines: [(&str, String); 13] = [
         ("migration_name", m.name().into()),
         ("migration_phase", m.phase().name().into()),
-        ("migration_source_servers", m.source_servers().to_string()),
+        ("migration_source", m.source_servers().join(",")),
         ("migration_keys_moved", s.moved.load(Relaxed).to_string()),
         ("migration_keys_absent", s.absent.load(Relaxed).to_string()),
         ("migration_keys_kept", s.kept.load(Relaxed).to_string()),

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::{ConfigError, Secret, ShardedConfig};
+use super::{ConfigError, Secret, SentinelConfig, ShardedConfig};
 
 /// Migration, when `source.servers` is not empty; then the proxy must serve a cluster.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -15,6 +15,8 @@ pub struct MigrationConfig {
     pub name: String,
     /// The pool the keys leave: nutcracker's server lines, hash, distribution and tag.
     pub source: ShardedConfig,
+    /// Or a Sentinel-managed master the keys leave, followed through its failovers.
+    pub source_sentinel: SentinelConfig,
     /// The source servers' password (`AUTH`), if they have one.
     pub source_password: Secret,
     /// Keys the background copier moves per second (per proxy); 0: no copier, keys move
@@ -29,6 +31,7 @@ impl Default for MigrationConfig {
         MigrationConfig {
             name: "default".into(),
             source: ShardedConfig::default(),
+            source_sentinel: SentinelConfig::default(),
             source_password: Secret::default(),
             copy_keys_per_second: 2000,
             lease_ms: 10_000,
@@ -38,7 +41,7 @@ impl Default for MigrationConfig {
 
 impl MigrationConfig {
     pub fn is_set(&self) -> bool {
-        self.source.is_set()
+        self.source.is_set() || self.source_sentinel.is_set()
     }
 
     /// `AUTH password` for the source servers, encoded once.
@@ -66,6 +69,17 @@ impl MigrationConfig {
         }
         if self.lease_ms < 100 {
             return bad("lease_ms must be at least 100".into());
+        }
+        if self.source.is_set() && self.source_sentinel.is_set() {
+            return bad(
+                "source and source_sentinel are exclusive: one source per migration".into(),
+            );
+        }
+        if self.source_sentinel.is_set() {
+            return self
+                .source_sentinel
+                .check()
+                .map_err(|e| ConfigError::Migration(format!("source_sentinel: {e}")));
         }
         self.source
             .sharding()

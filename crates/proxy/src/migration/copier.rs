@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::mover::{self, Conns, LEASE_PREFIX};
 use super::{Migration, Phase};
+use crate::topology::sentinel::SentinelSource;
 
 /// Moves under way at once.
 const PARALLEL: usize = 16;
@@ -51,8 +52,15 @@ async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let conns = Rc::new(Conns::default());
+    let mut sentinels = m
+        .sentinel
+        .as_ref()
+        .map(|cfg| SentinelSource::new(cfg, m.target_tls.clone()));
     let mut logged = None;
     while !*shutdown.borrow() {
+        if let Some(sentinels) = sentinels.as_mut() {
+            follow_master(&m, sentinels).await;
+        }
         if let Err(e) = m.load_phase(&topology).await {
             m.note_error(&format!("reading the phase: {e}"));
         }
@@ -81,6 +89,34 @@ async fn run(
     }
 }
 
+/// A Sentinel source's master, asked once before the proxy serves (a pool needs nothing).
+pub(crate) fn learn_master(m: &Migration) -> Result<(), String> {
+    let Some(cfg) = m.sentinel.as_ref() else {
+        return Ok(());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut sentinels = SentinelSource::new(cfg, m.target_tls.clone());
+    let master = rt.block_on(sentinels.master())?;
+    m.set_master(master);
+    Ok(())
+}
+
+/// A Sentinel source's master as the sentinels name it now: after a failover, the moves
+/// go to the promoted replica within a second of the sentinels' switch.
+pub(crate) async fn follow_master(m: &Migration, sentinels: &mut SentinelSource) {
+    match sentinels.master().await {
+        Ok(addr) => {
+            if m.set_master(addr.clone()) {
+                tracing::info!(migration = m.name(), master = %addr, "migration source master");
+            }
+        }
+        Err(e) => m.note_error(&format!("asking the sentinels: {e}")),
+    }
+}
+
 /// One pass over every source server: the keys met (each moved, or found gone). None when
 /// a pause, the cut-over or shutdown stopped it before the end.
 async fn pass(
@@ -89,7 +125,7 @@ async fn pass(
     topology: &Arc<topology::Topology>,
     shutdown: &watch::Receiver<bool>,
 ) -> Option<u64> {
-    let servers: Vec<String> = m.source.servers().iter().map(|s| s.addr.clone()).collect();
+    let servers = m.source_servers();
     let every = Duration::from_secs(1) / m.copy_rate.max(1);
     let mut ticker = tokio::time::interval(every);
     let mut moves = JoinSet::new();

@@ -21,13 +21,13 @@ pub(crate) mod copier;
 pub(crate) mod mover;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use cluster::sharding::Sharding;
 use resp::Value;
 
-use crate::config::{ConfigError, MigrationConfig};
+use crate::config::{ConfigError, MigrationConfig, SentinelConfig};
 use crate::node_query::NodeConn;
 use crate::tls::Connector;
 
@@ -93,13 +93,28 @@ pub struct Stats {
     pub bytes: AtomicU64,
 }
 
+/// A lock's value, whoever poisoned it.
+fn read(lock: &RwLock<String>) -> String {
+    lock.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// No pass has ended yet: `left` is unknown.
 const LEFT_UNKNOWN: u64 = u64::MAX;
+
+/// Where the keys not moved yet are.
+enum Source {
+    /// A pool of standalone servers, each key on the server the placement names.
+    Pool(Sharding),
+    /// One master, the one the sentinels name now (`copier.rs` asks them every second).
+    Sentinel(RwLock<String>),
+}
 
 /// One migration, shared by the workers, the copier and the admin endpoint.
 pub struct Migration {
     name: String,
-    source: Sharding,
+    source: Source,
+    /// The sentinels of a Sentinel source.
+    pub(crate) sentinel: Option<SentinelConfig>,
     source_auth: Option<Bytes>,
     target_auth: Option<Bytes>,
     target_tls: Option<Arc<Connector>>,
@@ -121,13 +136,23 @@ impl Migration {
         target_auth: Option<Bytes>,
         target_tls: Option<Arc<Connector>>,
     ) -> Result<Migration, ConfigError> {
-        let source = config
-            .source
-            .sharding()
-            .map_err(|e| ConfigError::Migration(format!("source: {e}")))?;
+        let (source, sentinel) = match config.source_sentinel.is_set() {
+            true => (
+                Source::Sentinel(RwLock::new(String::new())),
+                Some(config.source_sentinel.clone()),
+            ),
+            false => {
+                let pool = config
+                    .source
+                    .sharding()
+                    .map_err(|e| ConfigError::Migration(format!("source: {e}")))?;
+                (Source::Pool(pool), None)
+            }
+        };
         Ok(Migration {
             name: config.name.clone(),
             source,
+            sentinel,
             source_auth: config.source_auth(),
             target_auth,
             target_tls,
@@ -165,8 +190,23 @@ impl Migration {
         Some(self.left.load(Relaxed)).filter(|l| *l != LEFT_UNKNOWN)
     }
 
-    pub fn source_servers(&self) -> usize {
-        self.source.servers().len()
+    /// The source's servers now: the pool's, or the master the sentinels name.
+    pub fn source_servers(&self) -> Vec<String> {
+        match &self.source {
+            Source::Pool(pool) => pool.servers().iter().map(|s| s.addr.clone()).collect(),
+            Source::Sentinel(master) => vec![read(master)],
+        }
+    }
+
+    /// A Sentinel source's master changed (or was learned): true when it is a new one.
+    pub(crate) fn set_master(&self, addr: String) -> bool {
+        let Source::Sentinel(master) = &self.source else {
+            return false;
+        };
+        let mut current = master.write().unwrap_or_else(|p| p.into_inner());
+        let changed = *current != addr;
+        *current = addr;
+        changed
     }
 
     pub fn last_error(&self) -> String {
@@ -182,8 +222,13 @@ impl Migration {
     }
 
     /// The source server `key` lives on until it moves.
-    pub(crate) fn source_of(&self, key: &[u8]) -> &str {
-        &self.source.servers()[usize::from(self.source.server_of(key))].addr
+    pub(crate) fn source_of(&self, key: &[u8]) -> String {
+        match &self.source {
+            Source::Pool(pool) => pool.servers()[usize::from(pool.server_of(key))]
+                .addr
+                .clone(),
+            Source::Sentinel(master) => read(master),
+        }
     }
 
     /// A token no other mover of any proxy holds.

@@ -11,8 +11,8 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -140,7 +140,7 @@ pub(crate) async fn move_key(
     topology: &topology::Topology,
     key: &[u8],
 ) -> Result<Moved, String> {
-    move_key_from(m, conns, topology, key, m.source_of(key)).await
+    move_key_from(m, conns, topology, key, &m.source_of(key)).await
 }
 
 /// `move_key` from the source server `source`: where the copier found the key, which may

@@ -108,6 +108,17 @@ impl SentinelSource {
     }
 }
 
+impl SentinelSource {
+    /// The master the first sentinel that answers names (a migration's source,
+    /// `migration/copier.rs`).
+    pub(crate) async fn master(&mut self) -> Result<String, String> {
+        let map = ::topology::Source::fetch(self, "", 0).await?;
+        map.node_of(0)
+            .map(|n| n.addr.to_string())
+            .ok_or_else(|| "no master".to_string())
+    }
+}
+
 impl ::topology::Source for SentinelSource {
     type Error = String;
 

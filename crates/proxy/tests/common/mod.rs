@@ -15,6 +15,7 @@ pub mod faults;
 pub mod migrate;
 pub mod paused;
 pub mod reference;
+pub mod sentinel;
 pub mod slots;
 pub mod tls;
 
