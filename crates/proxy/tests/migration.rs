@@ -434,3 +434,40 @@ fn a_sentinel_master_moves_into_a_cluster_across_its_own_failover() {
     assert_eq!(status, 200, "{body}");
     proxy.shutdown();
 }
+
+#[test]
+fn the_verifier_finds_a_key_written_on_both_sides_and_the_target_copy_wins() {
+    // A writer that bypassed the proxies: "dup" on the source and on the target.
+    let source = Reference::start();
+    assert_eq!(text(&source.client().call(&["SET", "dup", "old"])), "OK");
+    let opts = devcluster::Options {
+        masters: 1,
+        replicas: 0,
+        dir: tempdir("migration-verify"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let node = cluster.masters()[0];
+    assert_eq!(
+        text(&Client::connect(node).call(&["SET", "dup", "new"])),
+        "OK"
+    );
+    let proxy = start_proxy(&cluster, |c| {
+        c.migration.source.servers = vec![format!("{}:1", source.addr)];
+        c.migration.copy_keys_per_second = 0;
+        c.migration.verify_samples_per_second = 50;
+    });
+    let mut c = Client::connect(proxy.local_addr());
+    wait_until(Duration::from_secs(20), || {
+        info_field(&mut c, "migration_verify_conflicts") != "0"
+    });
+    assert_eq!(info_field(&mut c, "migration_last_conflict"), "dup");
+    // Touched, it moves: the target's copy is kept, the source's dropped.
+    assert_eq!(text(&c.call(&["GET", "dup"])), "new");
+    assert_eq!(info_field(&mut c, "migration_keys_kept"), "1");
+    let mut s = source.client();
+    wait_until(Duration::from_secs(10), || {
+        s.call(&["EXISTS", "dup"]) == Value::Integer(0)
+    });
+    proxy.shutdown();
+}

@@ -31,6 +31,11 @@ pub const METRICS: &[Metric] = &[
         "DUMP payload bytes the migration moved.",
     ),
     (
+        "slotgate_migration_verify_total",
+        "counter",
+        "Keys the migration's verifier sampled, by outcome (conflict: live on both sides).",
+    ),
+    (
         "slotgate_migration_phase",
         "gauge",
         "The migration's phase: 1 for the current one.",
@@ -49,7 +54,8 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
     };
     let s = &m.stats;
     let left = m.left().map_or("unknown".to_string(), |l| l.to_string());
-    let lines: [(&str, String); 13] = [
+    let conflict = crate::context::hotkeys::shown(&m.last_conflict());
+    let lines: [(&str, String); 16] = [
         ("migration_name", m.name().into()),
         ("migration_phase", m.phase().name().into()),
         ("migration_source", m.source_servers().join(",")),
@@ -69,6 +75,12 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
         ("migration_passes", s.passes.load(Relaxed).to_string()),
         ("migration_left_keys", left),
         ("migration_bytes", s.bytes.load(Relaxed).to_string()),
+        ("migration_verified", s.verified.load(Relaxed).to_string()),
+        (
+            "migration_verify_conflicts",
+            s.conflicts.load(Relaxed).to_string(),
+        ),
+        ("migration_last_conflict", conflict),
     ];
     for (key, value) in lines {
         let _ = write!(out, "{key}:{value}\r\n");
@@ -123,6 +135,18 @@ pub(crate) fn metrics(shared: &Shared, out: &mut String, described: &mut Describ
         "",
         s.bytes.load(Relaxed),
     );
+    let conflicts = s.conflicts.load(Relaxed);
+    let ok = s.verified.load(Relaxed).saturating_sub(conflicts);
+    for (outcome, n) in [("ok", ok), ("conflict", conflicts)] {
+        let labels = format!("outcome=\"{outcome}\"");
+        sample(
+            out,
+            described,
+            "slotgate_migration_verify_total",
+            &labels,
+            n,
+        );
+    }
     for phase in [Phase::Copying, Phase::Paused, Phase::Done] {
         let labels = format!("phase=\"{}\"", phase.name());
         let on = u64::from(m.phase() == phase);

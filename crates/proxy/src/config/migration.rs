@@ -24,6 +24,8 @@ pub struct MigrationConfig {
     pub copy_keys_per_second: u32,
     /// How long a mover's claim on a source key lasts if it dies mid-way.
     pub lease_ms: u64,
+    /// Keys the verifier samples per second (half on each side); 0: no verifier.
+    pub verify_samples_per_second: u32,
 }
 
 impl Default for MigrationConfig {
@@ -35,6 +37,7 @@ impl Default for MigrationConfig {
             source_password: Secret::default(),
             copy_keys_per_second: 2000,
             lease_ms: 10_000,
+            verify_samples_per_second: 10,
         }
     }
 }

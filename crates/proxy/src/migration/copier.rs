@@ -3,7 +3,8 @@
 //! time. Since a moved key leaves the source, resuming (after a pause or a restart) is a
 //! new SCAN: what is left is what remains to move. A pass that meets no key records
 //! `left = 0`, which cut-over waits for. It also adopts the phase the target holds every
-//! second, so an operator's action on any proxy reaches this one.
+//! second, so an operator's action on any proxy reaches this one, and runs the verifier
+//! (`verifier.rs`) beside it.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -52,6 +53,12 @@ async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let conns = Rc::new(Conns::default());
+    tokio::task::spawn_local(super::verifier::run(
+        m.clone(),
+        conns.clone(),
+        topology.clone(),
+        shutdown.clone(),
+    ));
     let mut sentinels = m
         .sentinel
         .as_ref()

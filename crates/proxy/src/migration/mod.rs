@@ -19,6 +19,7 @@
 
 pub(crate) mod copier;
 pub(crate) mod mover;
+mod verifier;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -91,6 +92,10 @@ pub struct Stats {
     pub passes: AtomicU64,
     /// Payload bytes moved.
     pub bytes: AtomicU64,
+    /// Keys the verifier sampled and looked for on the other side.
+    pub verified: AtomicU64,
+    /// Sampled keys live on both sides with no mover's lease (`verifier.rs`).
+    pub conflicts: AtomicU64,
 }
 
 /// A lock's value, whoever poisoned it.
@@ -120,6 +125,7 @@ pub struct Migration {
     target_tls: Option<Arc<Connector>>,
     lease_ms: u64,
     copy_rate: u32,
+    verify_rate: u32,
     /// This process's part of every lease token, so two proxies' tokens never match.
     token: String,
     next_token: AtomicU64,
@@ -128,6 +134,7 @@ pub struct Migration {
     left: AtomicU64,
     pub stats: Stats,
     last_error: Mutex<String>,
+    last_conflict: Mutex<Vec<u8>>,
 }
 
 impl Migration {
@@ -158,12 +165,14 @@ impl Migration {
             target_tls,
             lease_ms: config.lease_ms,
             copy_rate: config.copy_keys_per_second,
+            verify_rate: config.verify_samples_per_second,
             token: format!("{:016x}", rand::random::<u64>()),
             next_token: AtomicU64::new(0),
             phase: AtomicU8::new(Phase::Copying as u8),
             left: AtomicU64::new(LEFT_UNKNOWN),
             stats: Stats::default(),
             last_error: Mutex::new(String::new()),
+            last_conflict: Mutex::new(Vec::new()),
         })
     }
 
@@ -214,6 +223,18 @@ impl Migration {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The last key the verifier found live on both sides (empty: none).
+    pub fn last_conflict(&self) -> Vec<u8> {
+        self.last_conflict
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn note_conflict(&self, key: &[u8]) {
+        *self.last_conflict.lock().unwrap_or_else(|p| p.into_inner()) = key.to_vec();
     }
 
     pub(crate) fn note_error(&self, error: &str) {
