@@ -183,8 +183,15 @@ def load_process(first, count, clients, port, rate, seconds, path):
         await asyncio.gather(*tasks, watch(), return_exceptions=True)
 
     asyncio.run(main())
+    with open(path, "w") as f:
+        json.dump(merge(outs), f)
+
+
+def merge(parts):
+    """Clients' (or processes') acks and latencies as one: counts summed, last writes
+    united (each client owns its keys)."""
     merged = {"lat": [], "errors": [], "incr": {}, "set": {}, "hset": {}, "lpush": {}}
-    for o in outs:
+    for o in parts:
         merged["lat"] += o["lat"]
         merged["errors"] += o["errors"]
         for k, v in o["incr"].items():
@@ -193,8 +200,7 @@ def load_process(first, count, clients, port, rate, seconds, path):
             merged["lpush"][k] = merged["lpush"].get(k, 0) + v
         merged["set"].update(o["set"])
         merged["hset"].update(o["hset"])
-    with open(path, "w") as f:
-        json.dump(merged, f)
+    return merged
 
 
 def run_load(port, clients, rate, seconds, workdir, name, procs_n=2, until=None):
@@ -219,18 +225,11 @@ def run_load(port, clients, rate, seconds, workdir, name, procs_n=2, until=None)
     for p in ps:
         p.join()
     elapsed = time.monotonic() - started
-    merged = {"lat": [], "errors": [], "incr": {}, "set": {}, "hset": {}, "lpush": {}}
+    parts = []
     for path in paths:
         with open(path) as f:
-            o = json.load(f)
-        merged["lat"] += o["lat"]
-        merged["errors"] += o["errors"]
-        for k, v in o["incr"].items():
-            merged["incr"][k] = merged["incr"].get(k, 0) + v
-        for k, v in o["lpush"].items():
-            merged["lpush"][k] = merged["lpush"].get(k, 0) + v
-        merged["set"].update(o["set"])
-        merged["hset"].update(o["hset"])
+            parts.append(json.load(f))
+    merged = merge(parts)
     merged["elapsed"] = elapsed
     return merged
 

@@ -88,18 +88,9 @@ fn ranges(base: u16, pool: &Sharding) -> impl Iterator<Item = SlotRange> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sharding::{Distribution, HashFn, ShardServer};
 
     fn pool(ports: &[u16]) -> Sharding {
-        let servers = ports
-            .iter()
-            .map(|p| ShardServer {
-                addr: format!("127.0.0.1:{p}"),
-                weight: 1,
-                name: format!("127.0.0.1:{p}"),
-            })
-            .collect();
-        Sharding::new(servers, HashFn::default(), Distribution::Ketama, b"").unwrap()
+        crate::sharding::local_pool(ports, b"")
     }
 
     #[test]

@@ -114,18 +114,9 @@ impl Routes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sharding::{Distribution, HashFn, ShardServer};
 
     fn pool(ports: &[u16]) -> Sharding {
-        let servers = ports
-            .iter()
-            .map(|p| ShardServer {
-                addr: format!("127.0.0.1:{p}"),
-                weight: 1,
-                name: format!("127.0.0.1:{p}"),
-            })
-            .collect();
-        Sharding::new(servers, HashFn::default(), Distribution::Ketama, b"{}").unwrap()
+        crate::sharding::local_pool(ports, b"{}")
     }
 
     fn table() -> Routes {

@@ -333,8 +333,10 @@ impl Config {
             self.mirror.check()?;
         }
         if self.migration.is_set() {
-            let cluster = !self.sharded.is_set() && !self.sentinel.is_set();
-            self.migration.check(cluster)?;
+            let random = |pool: &ShardedConfig| pool.distribution == "random";
+            let random_target = (self.sharded.is_set() && random(&self.sharded))
+                || self.routes.iter().any(|r| random(&r.pool));
+            self.migration.check(random_target)?;
         }
         self.hotkeys.check()?;
         self.near_cache.check()?;

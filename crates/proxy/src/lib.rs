@@ -119,6 +119,7 @@ impl Proxy {
             true => {
                 let m = migration::Migration::new(
                     &config.migration,
+                    pools.0.clone(),
                     topology::backend_auth(&config.cluster),
                     tls.backend.clone(),
                 )?;

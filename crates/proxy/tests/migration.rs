@@ -130,6 +130,42 @@ fn load(addr: SocketAddr, id: usize, threads: usize, stop: Arc<AtomicBool>) -> A
     acked
 }
 
+/// `threads` load clients spread over `proxies` until the first proxy's copier has found
+/// the source empty; what they had acknowledged, none having seen an error.
+fn load_until_moved(proxies: &[SocketAddr], threads: usize) -> Vec<Acked> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let loads: Vec<_> = (0..threads)
+        .map(|id| {
+            let (addr, stop) = (proxies[id % proxies.len()], stop.clone());
+            std::thread::spawn(move || load(addr, id, threads, stop))
+        })
+        .collect();
+    let mut watch = Client::connect(proxies[0]);
+    wait_until(Duration::from_secs(120), || {
+        info_field(&mut watch, "migration_left_keys") == "0"
+    });
+    stop.store(true, Ordering::Relaxed);
+    let acked: Vec<Acked> = loads.into_iter().map(|t| t.join().unwrap()).collect();
+    let errors: Vec<&String> = acked.iter().flat_map(|a| &a.errors).collect();
+    assert!(errors.is_empty(), "client errors: {errors:?}");
+    acked
+}
+
+/// Every counter (from 1000) at its acknowledged INCRs, every string (from "v0") at its last
+/// acknowledged SET.
+fn check_acked(c: &mut Client, acked: &[Acked]) {
+    for i in 0..COUNTERS {
+        let incrs: i64 = acked.iter().filter_map(|a| a.incrs.get(&i)).sum();
+        let got = text(&c.call(&["GET", &format!("c:{i}")]));
+        assert_eq!(got, (1000 + incrs).to_string(), "c:{i}");
+    }
+    for i in 0..PER_FAMILY {
+        let last = acked.iter().find_map(|a| a.last_set.get(&i));
+        let want = last.map_or("v0", String::as_str);
+        assert_eq!(text(&c.call(&["GET", &format!("s:{i}")])), want, "s:{i}");
+    }
+}
+
 #[test]
 fn a_pool_moves_into_a_cluster_under_load_through_two_proxies_with_nothing_lost() {
     let refs = [Reference::start(), Reference::start(), Reference::start()];
@@ -166,28 +202,8 @@ fn a_pool_moves_into_a_cluster_under_load_through_two_proxies_with_nothing_lost(
         })
     };
     let (a, b) = (start(2000), start(2000));
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads = 4;
-    let loads: Vec<_> = (0..threads)
-        .map(|id| {
-            let addr = if id % 2 == 0 {
-                a.local_addr()
-            } else {
-                b.local_addr()
-            };
-            let stop = stop.clone();
-            std::thread::spawn(move || load(addr, id, threads, stop))
-        })
-        .collect();
-    // The copiers run until a pass finds the source empty.
-    let mut watch = Client::connect(a.local_addr());
-    wait_until(Duration::from_secs(120), || {
-        info_field(&mut watch, "migration_left_keys") == "0"
-    });
-    stop.store(true, Ordering::Relaxed);
-    let acked: Vec<Acked> = loads.into_iter().map(|t| t.join().unwrap()).collect();
-    let errors: Vec<&String> = acked.iter().flat_map(|a| &a.errors).collect();
-    assert!(errors.is_empty(), "client errors: {errors:?}");
+    // Four clients, two per proxy, until the copiers find the source empty.
+    let acked = load_until_moved(&[a.local_addr(), b.local_addr()], 4);
     assert!(
         acked
             .iter()
@@ -215,15 +231,8 @@ fn a_pool_moves_into_a_cluster_under_load_through_two_proxies_with_nothing_lost(
 
     // Every acknowledged write, once.
     let mut c = Client::connect(b.local_addr());
-    for i in 0..COUNTERS {
-        let incrs: i64 = acked.iter().filter_map(|a| a.incrs.get(&i)).sum();
-        let got = text(&c.call(&["GET", &format!("c:{i}")]));
-        assert_eq!(got, (1000 + incrs).to_string(), "c:{i}");
-    }
+    check_acked(&mut c, &acked);
     for i in 0..PER_FAMILY {
-        let last = acked.iter().find_map(|a| a.last_set.get(&i));
-        let want = last.map_or("v0", String::as_str);
-        assert_eq!(text(&c.call(&["GET", &format!("s:{i}")])), want, "s:{i}");
         let pushes: i64 = acked.iter().filter_map(|a| a.pushes.get(&i)).sum();
         let len = c.call(&["LLEN", &format!("l:{i}")]);
         assert_eq!(len, Value::Integer(2 + pushes), "l:{i}");
@@ -469,5 +478,58 @@ fn the_verifier_finds_a_key_written_on_both_sides_and_the_target_copy_wins() {
     wait_until(Duration::from_secs(10), || {
         s.call(&["EXISTS", "dup"]) == Value::Integer(0)
     });
+    proxy.shutdown();
+}
+
+#[test]
+fn a_sharded_pool_is_resharded_onto_one_more_server_under_load() {
+    // nutcracker cannot add a server without moving keys under its clients' feet: with the
+    // new pool as `[sharded]` and the old one as the source, slotgate moves them online.
+    // The old servers are in the new pool too: keys that stay are left alone.
+    let servers = [Reference::start(), Reference::start(), Reference::start()];
+    let source = pool(&servers[..2]);
+    let mut commands = Vec::new();
+    for i in 0..PER_FAMILY {
+        commands.push(cmd(&["SET", &format!("s:{i}"), "v0"]));
+    }
+    for i in 0..COUNTERS {
+        commands.push(cmd(&["SET", &format!("c:{i}"), "1000"]));
+    }
+    fill(&servers[..2], &source, &commands);
+    let mut config = proxy::Config::default();
+    config.proxy.listen = "127.0.0.1:0".into();
+    config.proxy.threads = 2;
+    config.sharded = pool(&servers);
+    config.migration.source = source;
+    config.migration.copy_keys_per_second = 1000;
+    config.admin.listen = "127.0.0.1:0".into();
+    let placement = config.sharded.sharding().unwrap();
+    let proxy = proxy::Proxy::start(config).expect("proxy starts");
+    let acked = load_until_moved(&[proxy.local_addr()], 2);
+    let (status, body) = post(proxy.admin_addr().unwrap(), "/migration/cutover");
+    assert_eq!(status, 200, "{body}");
+    check_acked(&mut Client::connect(proxy.local_addr()), &acked);
+    // Every key on the server the new pool's placement names, and nowhere else: some
+    // moved to the new server, the others stayed.
+    let mut total = 0;
+    for server in &servers {
+        let mut s = server.client();
+        let Value::Array(keys) = s.call(&["KEYS", "*"]) else {
+            panic!("KEYS")
+        };
+        assert!(!keys.is_empty(), "{}", server.addr);
+        for key in &keys {
+            let key = text(key);
+            let at = &placement.servers()[usize::from(placement.server_of(key.as_bytes()))];
+            assert_eq!(at.addr, server.addr.to_string(), "{key}");
+        }
+        total += keys.len();
+    }
+    let lists = acked
+        .iter()
+        .flat_map(|a| a.pushes.keys())
+        .collect::<std::collections::HashSet<_>>();
+    // The keys, the lists the load made, and the migration's state hash.
+    assert_eq!(total, PER_FAMILY + COUNTERS + lists.len() + 1);
     proxy.shutdown();
 }

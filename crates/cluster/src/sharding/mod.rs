@@ -87,6 +87,21 @@ pub enum ShardingError {
     WeightTooLarge,
 }
 
+/// Servers `127.0.0.1:<port>`, weight 1, fnv1a_64 and ketama with `tag`: the tests'
+/// shorthand for a pool (`routes.rs`, `placement.rs`).
+#[cfg(test)]
+pub(crate) fn local_pool(ports: &[u16], tag: &[u8]) -> Sharding {
+    let servers = ports
+        .iter()
+        .map(|p| ShardServer {
+            addr: format!("127.0.0.1:{p}"),
+            weight: 1,
+            name: format!("127.0.0.1:{p}"),
+        })
+        .collect();
+    Sharding::new(servers, HashFn::default(), Distribution::Ketama, tag).unwrap()
+}
+
 /// Modula keeps one entry per unit of weight: this bounds its table (16 MB).
 const MAX_TOTAL_WEIGHT: u64 = 1_000_000;
 

@@ -1,12 +1,13 @@
 //! `[migration]`: the keys of a pool of standalone servers (the source, placed as
-//! twemproxy places them) moved into the Redis Cluster the proxy serves, while clients go
-//! on through the proxy (docs/migration.md).
+//! twemproxy places them) or of a Sentinel master moved into the pool the proxy serves (a
+//! Redis Cluster, a sharded pool, a Sentinel master), while clients go on through the
+//! proxy (docs/migration.md).
 
 use serde::Deserialize;
 
 use super::{ConfigError, Secret, SentinelConfig, ShardedConfig};
 
-/// Migration, when `source.servers` is not empty; then the proxy must serve a cluster.
+/// Migration, when `source.servers` or `source_sentinel.sentinels` is not empty.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct MigrationConfig {
@@ -60,12 +61,14 @@ impl MigrationConfig {
         Some(frame.freeze())
     }
 
-    /// The checks a configured migration needs; `cluster` says whether the proxy serves a
-    /// Redis Cluster (the only target built).
-    pub(super) fn check(&self, cluster: bool) -> Result<(), ConfigError> {
+    /// The checks a configured migration needs; `random_target` says whether the pool the
+    /// proxy serves places keys at random (nutcracker's `random` distribution), where a
+    /// moved key could never be found again.
+    pub(super) fn check(&self, random_target: bool) -> Result<(), ConfigError> {
         let bad = |why: String| Err(ConfigError::Migration(why));
-        if !cluster {
-            return bad("the target must be a Redis Cluster (cluster.seeds)".into());
+        if random_target {
+            return bad("the target pool's distribution is random: a moved key could not be                         found again"
+                .into());
         }
         if self.name.is_empty() || self.name.len() > 64 {
             return bad("name must be 1 to 64 characters".into());

@@ -169,7 +169,11 @@ async fn pass(
                 }
             };
             for key in keys {
-                if key.starts_with(LEASE_PREFIX) {
+                // Leases, and keys already on their target server (a server in both pools),
+                // are not the source's to move.
+                if key.starts_with(LEASE_PREFIX)
+                    || m.target_of(topology, &key).as_deref() == Some(addr.as_str())
+                {
                     continue;
                 }
                 found += 1;

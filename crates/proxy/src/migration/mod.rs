@@ -1,6 +1,7 @@
-//! Moving the keys of a pool of standalone servers (the source) into the Redis Cluster the
-//! proxy serves (the target) while clients go on through the proxy: docs/migration.md is
-//! the design and the runbook.
+//! Moving the keys of a source (a pool of standalone servers, or a Sentinel master) into
+//! the pool the proxy serves (the target: a Redis Cluster, a sharded pool, a Sentinel
+//! master) while clients go on through the proxy: docs/migration.md is the design and the
+//! runbook.
 //!
 //! ```text
 //!   client ─▶ session ─gate (session/migration_gate.rs)─▶ keys known moved? ─yes─▶ target
@@ -14,7 +15,7 @@
 //! Each key is on the source until it moves and on the target after, never on both as two
 //! live copies: the source server serializes the movers of a key (a lease in Lua), and no
 //! request for a key reaches the target before the key left the source. The phase (copying,
-//! paused, done) is kept in the target cluster, so every proxy migrating the same source
+//! paused, done) is kept in the target, so every proxy migrating the same source
 //! reads the same one.
 
 pub(crate) mod copier;
@@ -120,6 +121,9 @@ pub struct Migration {
     source: Source,
     /// The sentinels of a Sentinel source.
     pub(crate) sentinel: Option<SentinelConfig>,
+    /// How the pool the proxy serves places keys: a cluster's slots, a sharded pool's
+    /// servers, a Sentinel master's slot 0 (`target.slot(key)` then the map's owner).
+    target: cluster::Placement,
     source_auth: Option<Bytes>,
     target_auth: Option<Bytes>,
     target_tls: Option<Arc<Connector>>,
@@ -140,6 +144,7 @@ pub struct Migration {
 impl Migration {
     pub(crate) fn new(
         config: &MigrationConfig,
+        target: cluster::Placement,
         target_auth: Option<Bytes>,
         target_tls: Option<Arc<Connector>>,
     ) -> Result<Migration, ConfigError> {
@@ -160,6 +165,7 @@ impl Migration {
             name: config.name.clone(),
             source,
             sentinel,
+            target,
             source_auth: config.source_auth(),
             target_auth,
             target_tls,
@@ -252,6 +258,13 @@ impl Migration {
         }
     }
 
+    /// The target server `key` belongs on now (its slot's owner in the current map).
+    pub(crate) fn target_of(&self, topology: &topology::Topology, key: &[u8]) -> Option<String> {
+        let map = topology.current();
+        map.node_of(self.target.slot(key))
+            .map(|n| n.addr.to_string())
+    }
+
     /// A token no other mover of any proxy holds.
     fn token(&self) -> Bytes {
         let n = self.next_token.fetch_add(1, Relaxed);
@@ -328,7 +341,7 @@ impl Migration {
         topology: &topology::Topology,
         args: &[&[u8]],
     ) -> Result<Value, String> {
-        let slot = cluster::key_slot(&self.state_key());
+        let slot = self.target.slot(&self.state_key());
         let map = topology.current();
         let mut addr = map
             .node_of(slot)

@@ -1,4 +1,4 @@
-//! Moving one key from its source server to the target cluster, the three steps of
+//! Moving one key from its source server to the target pool, the three steps of
 //! docs/migration.md: **take** (a Lua script on the source: absent, busy, or a lease and the
 //! key's DUMP and PTTL), **put** (RESTORE without REPLACE on the key's master, following
 //! MOVED and ASK; BUSYKEY keeps the target's copy), **release** (a script that deletes the
@@ -55,6 +55,8 @@ pub(crate) enum Moved {
     Restored,
     /// The target had it already (a mover died after its RESTORE): the target's kept.
     Kept,
+    /// The key's source server is its target server too: nothing to move.
+    InPlace,
 }
 
 /// Idle connections to the source servers and the target masters, of one thread.
@@ -154,7 +156,7 @@ pub(crate) async fn move_key_from(
 ) -> Result<Moved, String> {
     let outcome = move_uncounted(m, conns, topology, key, source).await;
     let counter = match &outcome {
-        Ok(Moved::Absent) => &m.stats.absent,
+        Ok(Moved::Absent | Moved::InPlace) => &m.stats.absent,
         Ok(Moved::Restored) => &m.stats.moved,
         Ok(Moved::Kept) => &m.stats.kept,
         Err(e) => {
@@ -173,6 +175,10 @@ async fn move_uncounted(
     key: &[u8],
     source: &str,
 ) -> Result<Moved, String> {
+    if m.target_of(topology, key).as_deref() == Some(source) {
+        // A server in both pools (a resharded pool): the key is where it belongs already.
+        return Ok(Moved::InPlace);
+    }
     let mut lease = LEASE_PREFIX.to_vec();
     lease.extend_from_slice(key);
     let token = m.token();
@@ -227,8 +233,21 @@ async fn move_uncounted(
     let (m, conns, key, source) = (m.clone(), conns.clone(), key.to_vec(), source.to_string());
     tokio::task::spawn_local(async move {
         let release: &[&[u8]] = &[b"EVAL", RELEASE, b"2", &key, &lease, &token];
-        if let Err(e) = conns.calls(&m, Side::Source, &source, &[release]).await {
-            m.note_error(&format!("release: {e}"));
+        // Retried while the lease holds: once it expires, a client's DEL of the key on the
+        // target could be undone by the next take restoring the source's old copy.
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(m.lease_ms / 2);
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match conns.calls(&m, Side::Source, &source, &[release]).await {
+                Ok(_) => return,
+                Err(e) if tokio::time::Instant::now() + pause >= deadline => {
+                    return m.note_error(&format!("release (the key may come back): {e}"));
+                }
+                Err(_) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+            }
         }
     });
     Ok(outcome)
@@ -266,7 +285,7 @@ async fn put(
 ) -> Result<Moved, String> {
     let restore: &[&[u8]] = &[b"RESTORE", key, ttl, payload];
     let map = topology.current();
-    let slot = cluster::key_slot(key);
+    let slot = m.target.slot(key);
     let mut addr = map
         .node_of(slot)
         .map(|n| n.addr.to_string())

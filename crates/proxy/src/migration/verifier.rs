@@ -66,7 +66,7 @@ async fn from_source(
     let Some(key) = random_key(conns, m, Side::Source, server).await? else {
         return Ok(None);
     };
-    if key.starts_with(LEASE_PREFIX) {
+    if key.starts_with(LEASE_PREFIX) || m.target_of(topology, &key).as_deref() == Some(server) {
         return Ok(None);
     }
     let both =
@@ -100,6 +100,10 @@ async fn from_target(
         return Ok(None);
     }
     let source = m.source_of(&key);
+    if source == *master {
+        // A server in both pools: the same key, not two copies.
+        return Ok(None);
+    }
     let exists: &[&[u8]] = &[b"EXISTS", &key];
     let on_source = conns.calls(m, Side::Source, &source, &[exists]).await?;
     let both = on_source == Value::Integer(1) && !leased(m, conns, &source, &key).await?;
@@ -139,7 +143,7 @@ async fn target_has(
 ) -> Result<bool, String> {
     let map = topology.current();
     let mut addr = map
-        .node_of(cluster::key_slot(key))
+        .node_of(m.target.slot(key))
         .map(|n| n.addr.to_string())
         .ok_or("no master serves the key's slot")?;
     let exists: &[&[u8]] = &[b"EXISTS", key];
