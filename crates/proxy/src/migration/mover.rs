@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use resp::Value;
+use tokio::sync::Semaphore;
 
 use super::Migration;
 use crate::node_query::NodeConn;
@@ -40,8 +41,9 @@ redis.call('DEL', KEYS[1]) end return 0";
 /// The prefix of a lease's key on the source; the copier skips such keys.
 pub(crate) const LEASE_PREFIX: &[u8] = b"__slotgate:lease:";
 
-/// Idle connections kept per server and side.
-const IDLE_PER_SERVER: usize = 32;
+/// Connections at once per server, side and thread, idle or in use: a burst of clients
+/// touching keys not moved yet queues for them rather than dialling one each.
+const PER_SERVER: usize = 32;
 
 /// Redirects a RESTORE follows before the move fails.
 const MAX_HOPS: usize = 5;
@@ -59,11 +61,13 @@ pub(crate) enum Moved {
     InPlace,
 }
 
-/// Idle connections to the source servers and the target masters, of one thread.
+/// Connections to the source servers and the target masters, of one thread: the idle
+/// ones, and a permit per connection in use or idle (`PER_SERVER` per server and side).
 #[derive(Default)]
 pub(crate) struct Conns {
     source: RefCell<HashMap<String, Vec<NodeConn>>>,
     target: RefCell<HashMap<String, Vec<NodeConn>>>,
+    permits: RefCell<HashMap<(bool, String), Rc<Semaphore>>>,
 }
 
 /// Which side a call goes to: it decides the password and TLS.
@@ -87,6 +91,16 @@ impl Conns {
             Side::Source => &self.source,
             Side::Target => &self.target,
         };
+        let permits = self
+            .permits
+            .borrow_mut()
+            .entry((matches!(side, Side::Source), addr.to_string()))
+            .or_insert_with(|| Rc::new(Semaphore::new(PER_SERVER)))
+            .clone();
+        let _permit = permits
+            .acquire()
+            .await
+            .map_err(|_| "connection permits closed".to_string())?;
         let idle = pool.borrow_mut().get_mut(addr).and_then(Vec::pop);
         let (mut conn, reused) = match idle {
             Some(conn) => (conn, true),
@@ -105,10 +119,7 @@ impl Conns {
         }
         .map_err(|e| format!("{addr}: {e}"))?;
         let mut pool = pool.borrow_mut();
-        let idle = pool.entry(addr.to_string()).or_default();
-        if idle.len() < IDLE_PER_SERVER {
-            idle.push(conn);
-        }
+        pool.entry(addr.to_string()).or_default().push(conn);
         Ok(last)
     }
 }
