@@ -291,11 +291,11 @@ def redis_pid(port):
 # ---------------------------------------------------------------------------- systems
 
 
-def start_redis(procs, name):
+def start_redis(procs, name, cpu=LOADGEN_CPU):
     port = free_port()
     proc = procs.start(name, ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                               "--save", "", "--appendonly", "no", "--daemonize", "no",
-                              "--dir", procs.workdir], cpu=LOADGEN_CPU)
+                              "--dir", procs.workdir], cpu=cpu)
     wait_ready(port, proc, name)
     return port, proc
 

@@ -18,19 +18,16 @@ default). Measured and checked:
 Each client owns its share of the strings, hashes and lists (index % clients), so "last
 acknowledged" is one client's; counters are shared.
 
-Processes: the servers and the load on CPU0, the proxy (with its copier) on CPU1, as
-bench_core.py pins them.
+Processes: the load (`slotgate bench acked`) and the nine servers on CPU0 (`--servers-cpus`),
+the proxy (with its copier) on CPU1, as bench_core.py pins them.
 
 Usage: python3 scripts/bench_migration.py [--keys 1000000] [--rate 20000] [--clients 50]
            [--copy-rate 20000] [--before 20] [--big-mb 100] [--slotgate BIN]
 """
 
 import argparse
-import asyncio
 import json
-import multiprocessing
 import os
-import random
 import re
 import signal
 import subprocess
@@ -41,7 +38,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_core as bc  # noqa: E402
-from slotgate_tools.resp import Conn, Incomplete, RespError, encode, parse, value  # noqa: E402
+from slotgate_tools.resp import Conn, RespError  # noqa: E402
 
 COUNTERS = 10_000
 FAMILY = 10_000  # strings, hashes, lists, sets, sorted sets, streams, TTL keys: each
@@ -97,146 +94,27 @@ def fill(port, keys, big_mb):
 # ---------------------------------------------------------------------------- load
 
 
-async def client(cid, clients, port, rate, stop_at, stop, out):
-    """One connection: a request every 1/rate s (closed loop: the next waits for the
-    reply), INCR / SET / HSET / LPUSH in turn, until `stop_at` or `stop[0]`: it ends
-    between requests, so no outcome is left unknown."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    buf = bytearray()
-    lat = out["lat"]
-    interval = 1.0 / rate
-    rng = random.Random(cid)
-    mine = list(range(cid, FAMILY, clients))
-    n = 0
-    next_at = time.monotonic()
-    while time.monotonic() < stop_at and not stop[0]:
-        n += 1
-        kind = n % 4
-        if kind == 0:
-            ctr = rng.randrange(COUNTERS)
-            cmd = ("INCR", f"c:{ctr}")
-        elif kind == 1:
-            i = rng.choice(mine)
-            val = f"w{cid}-{n}"
-            cmd = ("SET", f"s:{i}", val)
-        elif kind == 2:
-            i = rng.choice(mine)
-            val = f"h{cid}-{n}"
-            cmd = ("HSET", f"h:{i}", f"f{cid}", val)
-        else:
-            i = rng.choice(mine)
-            cmd = ("LPUSH", f"l:{i}", f"p{n}")
-        t0 = time.perf_counter()
-        writer.write(encode(*cmd))
-        while True:
-            try:
-                frame, end = parse(buf, 0)
-                del buf[:end]
-                break
-            except Incomplete:
-                chunk = await reader.read(65536)
-                if not chunk:
-                    out["errors"].append(f"{cmd[0]}: connection closed")
-                    return
-                buf += chunk
-        lat.append(time.perf_counter() - t0)
-        reply = value(frame, text=True)
-        if isinstance(reply, RespError):
-            out["errors"].append(f"{cmd[0]} {cmd[1]}: {reply}")
-        elif kind == 0:
-            out["incr"][ctr] = out["incr"].get(ctr, 0) + 1
-        elif kind == 1:
-            out["set"][i] = val
-        elif kind == 2:
-            out["hset"][f"{i}:{cid}"] = val
-        else:
-            out["lpush"][i] = out["lpush"].get(i, 0) + 1
-        next_at += interval
-        delay = next_at - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        else:
-            next_at = time.monotonic()
-    writer.close()
-
-
-def load_process(first, count, clients, port, rate, seconds, path):
-    """`count` clients from `first` in one process for `seconds` (or until the file
-    `path + '.stop'` appears); acks and latencies to `path` as JSON."""
-    outs = [{"lat": [], "errors": [], "incr": {}, "set": {}, "hset": {}, "lpush": {}}
-            for _ in range(count)]
-
-    async def main():
-        stop_at = time.monotonic() + seconds
-        stop = [False]
-        tasks = [asyncio.create_task(client(first + j, clients, port, rate, stop_at, stop,
-                                            outs[j]))
-                 for j in range(count)]
-
-        async def watch():
-            while not all(t.done() for t in tasks):
-                if os.path.exists(path + ".stop"):
-                    stop[0] = True
-                    return
-                await asyncio.sleep(0.2)
-
-        await asyncio.gather(*tasks, watch(), return_exceptions=True)
-
-    asyncio.run(main())
-    with open(path, "w") as f:
-        json.dump(merge(outs), f)
-
-
-def merge(parts):
-    """Clients' (or processes') acks and latencies as one: counts summed, last writes
-    united (each client owns its keys)."""
-    merged = {"lat": [], "errors": [], "incr": {}, "set": {}, "hset": {}, "lpush": {}}
-    for o in parts:
-        merged["lat"] += o["lat"]
-        merged["errors"] += o["errors"]
-        for k, v in o["incr"].items():
-            merged["incr"][k] = merged["incr"].get(k, 0) + v
-        for k, v in o["lpush"].items():
-            merged["lpush"][k] = merged["lpush"].get(k, 0) + v
-        merged["set"].update(o["set"])
-        merged["hset"].update(o["hset"])
-    return merged
-
-
-def run_load(port, clients, rate, seconds, workdir, name, procs_n=2, until=None):
-    """The load for `seconds`, or until `until()` turns true; returns the merged acks."""
-    per = [clients // procs_n + (1 if i < clients % procs_n else 0) for i in range(procs_n)]
-    paths, ps, first = [], [], 0
-    for i, count in enumerate(per):
-        path = os.path.join(workdir, f"{name}-{i}.json")
-        paths.append(path)
-        p = multiprocessing.Process(target=load_process, args=(
-            first, count, clients, port, rate / clients, seconds, path))
-        p.start()
-        os.sched_setaffinity(p.pid, {bc.LOADGEN_CPU})
-        ps.append(p)
-        first += count
+def run_load(slotgate, port, clients, rate, seconds, workdir, name, until=None):
+    """`slotgate bench acked` (INCR / SET / HSET / LPUSH, each client one request in flight,
+    paced to `rate` in total) for `seconds`, or until `until()` turns true: it stops
+    between requests, so no outcome is left unknown. Returns its report: every acknowledged
+    write, the errors, latency percentiles."""
+    out = os.path.join(workdir, f"{name}.json")
+    stop = out + ".stop"
+    p = subprocess.Popen(["taskset", "-c", str(bc.LOADGEN_CPU), slotgate, "bench", "acked",
+                          "--endpoint", f"127.0.0.1:{port}", "--clients", str(clients),
+                          "--rate", str(rate), "--duration", f"{seconds}s",
+                          "--counters", str(COUNTERS), "--family", str(FAMILY),
+                          "--stop-file", stop, "--out", out])
     started = time.monotonic()
     if until is not None:
-        while time.monotonic() - started < seconds and not until():
+        while p.poll() is None and time.monotonic() - started < seconds and not until():
             time.sleep(0.5)
-        for path in paths:
-            open(path + ".stop", "w").close()
-    for p in ps:
-        p.join()
-    elapsed = time.monotonic() - started
-    parts = []
-    for path in paths:
-        with open(path) as f:
-            parts.append(json.load(f))
-    merged = merge(parts)
-    merged["elapsed"] = elapsed
-    return merged
-
-
-def pct(lat, q):
-    s = sorted(lat)
-    return s[min(len(s) - 1, int(q * len(s)))] * 1000 if s else float("nan")
+        open(stop, "w").close()
+    if p.wait() != 0:
+        raise bc.BenchError(f"bench acked ({name}) exited with {p.returncode}")
+    with open(out) as f:
+        return json.load(f)
 
 
 # ---------------------------------------------------------------------------- checks
@@ -311,19 +189,22 @@ def main():
     ap.add_argument("--before", type=int, default=20, help="seconds of load before")
     ap.add_argument("--big-mb", type=int, default=100)
     ap.add_argument("--max-copy", type=int, default=1800, help="seconds the copy may take")
+    ap.add_argument("--servers-cpus", default=str(bc.LOADGEN_CPU),
+                    help="taskset list for the nine servers (the load is on CPU0, the proxy "
+                         "on CPU1)")
     ap.add_argument("--slotgate", default=bc.SLOTGATE)
     args = ap.parse_args()
     os.sched_setaffinity(0, {bc.LOADGEN_CPU})
     workdir = tempfile.mkdtemp(prefix="bench-migration-")
     procs = bc.Processes(workdir)
     try:
-        source = [bc.start_redis(procs, f"source{i}") for i in range(3)]
+        source = [bc.start_redis(procs, f"source{i}", args.servers_cpus) for i in range(3)]
         before_proxy = bc.start_slotgate_sharded(procs, args.slotgate, source, "before")
         t0 = time.monotonic()
         written = fill(before_proxy.port, args.keys, args.big_mb)
         print(f"filled {args.keys} keys in {time.monotonic() - t0:.1f} s", flush=True)
-        before = run_load(before_proxy.port, args.clients, args.rate, args.before, workdir,
-                          "before")
+        before = run_load(args.slotgate, before_proxy.port, args.clients, args.rate,
+                          args.before, workdir, "before")
         # The pool is served by one proxy at a time: the migrating one from now on.
         os.kill(before_proxy.sut_pid, signal.SIGTERM)
         wait_gone(before_proxy.sut_pid)
@@ -333,7 +214,7 @@ def main():
         base = bc.free_cluster_base(6)
         procs.on_close(subprocess.run, [args.slotgate, "cluster", "down", "--dir", cluster_dir],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        up = subprocess.run(["taskset", "-c", str(bc.LOADGEN_CPU), args.slotgate, "cluster",
+        up = subprocess.run(["taskset", "-c", args.servers_cpus, args.slotgate, "cluster",
                              "up", "--masters", "3", "--replicas", "1", "--port", str(base),
                              "--dir", cluster_dir], capture_output=True, text=True,
                             timeout=180, start_new_session=True)
@@ -356,8 +237,8 @@ def main():
         bc.wait_ready(port, proxy, "migrating proxy")
         copy_started = time.monotonic()
         done = lambda: info_migration(port).get("migration_left_keys") == "0"  # noqa: E731
-        during = run_load(port, args.clients, args.rate, args.max_copy, workdir, "during",
-                          until=done)
+        during = run_load(args.slotgate, port, args.clients, args.rate, args.max_copy, workdir,
+                          "during", until=done)
         copy_s = time.monotonic() - copy_started
         info = info_migration(port)
         req = urllib.request.Request(f"http://127.0.0.1:{admin}/migration/cutover",
@@ -367,29 +248,34 @@ def main():
         left = [bc.resp_call(p, "DBSIZE") for p, _ in source]
         problems = check(port, [before, during], args.big_mb, written)
         errors = before["errors"] + during["errors"]
+        error_count = before["error_count"] + during["error_count"]
         moved = int(info["migration_keys_moved"])
         rows = [
             ("keys", args.keys), ("clients", args.clients), ("target rate /s", args.rate),
-            ("load before: requests/s", f"{len(before['lat']) / before['elapsed']:.0f}"),
-            ("load before: p50 / p99 ms",
-             f"{pct(before['lat'], .5):.2f} / {pct(before['lat'], .99):.2f}"),
-            ("load during: requests/s", f"{len(during['lat']) / during['elapsed']:.0f}"),
-            ("load during: p50 / p99 ms",
-             f"{pct(during['lat'], .5):.2f} / {pct(during['lat'], .99):.2f}"),
-            ("p99 during ÷ before", f"{pct(during['lat'], .99) / pct(before['lat'], .99):.2f}"),
+            ("load before: requests/s", f"{before['rate']:.0f}"),
+            ("load before: p50 / p99 ms", f"{before['p50_ms']:.2f} / {before['p99_ms']:.2f}"),
+            ("load before: p99 from due ms", f"{before['due_p99_ms']:.2f}"),
+            ("load during: requests/s", f"{during['rate']:.0f}"),
+            ("load during: p50 / p99 ms", f"{during['p50_ms']:.2f} / {during['p99_ms']:.2f}"),
+            ("load during: p99 from due ms", f"{during['due_p99_ms']:.2f}"),
+            ("p99 during ÷ before", f"{during['p99_ms'] / before['p99_ms']:.2f}"),
             ("copy: seconds", f"{copy_s:.1f}"), ("copy: keys moved", moved),
             ("copy: keys/s", f"{moved / copy_s:.0f}"),
             ("requests gated", info["migration_requests_gated"]),
             ("lease waits", info["migration_lease_waits"]),
             ("move errors", info["migration_errors"]),
             ("cut-over", cut), ("source keys left", left),
-            ("client errors", len(errors)), ("check problems", len(problems)),
+            ("client errors", error_count), ("check problems", len(problems)),
         ]
         for k, v in rows:
             print(f"{k:28} {v}")
+        for name, run in (("before", before), ("during", during)):
+            print(f"{name}, per second: requests / worst service ms / worst from due ms:")
+            print("   " + "  ".join(f"{s['requests']}/{s['service_max_ms']:.0f}/"
+                                   f"{s['due_max_ms']:.0f}" for s in run["seconds"]))
         for e in (errors + problems)[:20]:
             print("  ", e)
-        return 0 if not errors and not problems and sum(left) == 0 else 1
+        return 0 if not error_count and not problems and sum(left) == 0 else 1
     finally:
         procs.close()
 

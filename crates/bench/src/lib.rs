@@ -6,6 +6,7 @@
 //! and speaks both plain RESP and Redis Cluster (slot routing, MOVED/ASK, two refresh
 //! policies) so the same tool can drive a proxy, twemproxy or the cluster directly.
 
+pub mod acked;
 pub mod admin;
 pub mod args;
 pub mod bystander;
@@ -60,6 +61,9 @@ pub enum BenchCommand {
     /// Hostile clients against a live proxy (one worker) beside a PINGing bystander: the
     /// proxy must live, the bystander stay fast, RSS stay in budget and fds come back.
     Hostile(hostile::HostileArgs),
+    /// A paced INCR/SET/HSET/LPUSH load that records every acknowledged write (JSON), for
+    /// Jepsen-style checks after a migration or failover.
+    Acked(acked::AckedArgs),
 }
 
 /// Entry point for `slotgate bench ...`.
@@ -70,5 +74,6 @@ pub fn run_cli(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Compare(a) => compare::run(&a),
         BenchCommand::Scenario(c) => scenario::run(c),
         BenchCommand::Hostile(a) => hostile::run(&a),
+        BenchCommand::Acked(a) => acked::run(&a),
     }
 }

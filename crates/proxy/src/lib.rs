@@ -123,7 +123,7 @@ impl Proxy {
                     topology::backend_auth(&config.cluster),
                     tls.backend.clone(),
                 )?;
-                migration::copier::learn_master(&m).map_err(StartError::MigrationSource)?;
+                migration::copier::learn_source(&m).map_err(StartError::MigrationSource)?;
                 Some(Arc::new(m))
             }
             false => None,

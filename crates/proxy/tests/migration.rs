@@ -133,6 +133,15 @@ fn load(addr: SocketAddr, id: usize, threads: usize, stop: Arc<AtomicBool>) -> A
 /// `threads` load clients spread over `proxies` until the first proxy's copier has found
 /// the source empty; what they had acknowledged, none having seen an error.
 fn load_until_moved(proxies: &[SocketAddr], threads: usize) -> Vec<Acked> {
+    let mut watch = Client::connect(proxies[0]);
+    load_until(proxies, threads, || {
+        info_field(&mut watch, "migration_left_keys") == "0"
+    })
+}
+
+/// `threads` load clients spread over `proxies` until `done`; what they had acknowledged,
+/// none having seen an error.
+fn load_until(proxies: &[SocketAddr], threads: usize, done: impl FnMut() -> bool) -> Vec<Acked> {
     let stop = Arc::new(AtomicBool::new(false));
     let loads: Vec<_> = (0..threads)
         .map(|id| {
@@ -140,10 +149,7 @@ fn load_until_moved(proxies: &[SocketAddr], threads: usize) -> Vec<Acked> {
             std::thread::spawn(move || load(addr, id, threads, stop))
         })
         .collect();
-    let mut watch = Client::connect(proxies[0]);
-    wait_until(Duration::from_secs(120), || {
-        info_field(&mut watch, "migration_left_keys") == "0"
-    });
+    wait_until(Duration::from_secs(120), done);
     stop.store(true, Ordering::Relaxed);
     let acked: Vec<Acked> = loads.into_iter().map(|t| t.join().unwrap()).collect();
     let errors: Vec<&String> = acked.iter().flat_map(|a| &a.errors).collect();
@@ -532,4 +538,110 @@ fn a_sharded_pool_is_resharded_onto_one_more_server_under_load() {
     // The keys, the lists the load made, and the migration's state hash.
     assert_eq!(total, PER_FAMILY + COUNTERS + lists.len() + 1);
     proxy.shutdown();
+}
+
+#[test]
+fn a_migration_into_a_cluster_is_rolled_back_into_its_pool_under_load() {
+    // Roll-back is a migration the other way: the old pool served again (`[sharded]`), the
+    // cluster as the source. First half a migration into the cluster (no copier: only the
+    // keys the load touches move), then a proxy serving the pool drains the cluster back
+    // into it under load. Every acknowledged write of both halves is read back.
+    let refs = [Reference::start(), Reference::start(), Reference::start()];
+    let source = pool(&refs);
+    let mut commands = Vec::new();
+    for i in 0..PER_FAMILY {
+        let i = i.to_string();
+        commands.push(cmd(&["SET", &format!("s:{i}"), "v0"]));
+        // Keys with hash tags of their own: a lease on a cluster source shares their slot.
+        commands.push(cmd(&["HSET", &format!("{{u{i}}}:h"), "a", &i]));
+    }
+    for i in 0..COUNTERS {
+        commands.push(cmd(&["SET", &format!("c:{i}"), "1000"]));
+    }
+    fill(&refs, &source, &commands);
+    let opts = devcluster::Options {
+        masters: 3,
+        replicas: 0,
+        dir: tempdir("rollback"),
+        ..Default::default()
+    };
+    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let forward = start_proxy(&cluster, |c| {
+        c.migration.source = source.clone();
+        c.migration.copy_keys_per_second = 0;
+    });
+    let mut watch = Client::connect(forward.local_addr());
+    let first = load_until(&[forward.local_addr()], 2, || {
+        info_field(&mut watch, "migration_keys_moved")
+            .parse::<u64>()
+            .unwrap()
+            >= 40
+    });
+    let mut c = Client::connect(forward.local_addr());
+    for i in 0..PER_FAMILY / 2 {
+        // Some tagged keys into the cluster too.
+        assert_eq!(
+            text(&c.call(&["HGET", &format!("{{u{i}}}:h"), "a"])),
+            i.to_string()
+        );
+    }
+    forward.shutdown();
+    let masters: Vec<String> = cluster.masters().iter().map(|a| a.to_string()).collect();
+
+    let mut config = proxy::Config::default();
+    config.proxy.listen = "127.0.0.1:0".into();
+    config.proxy.threads = 2;
+    config.sharded = source.clone();
+    config.migration.name = "back".into();
+    config.migration.source_cluster = masters.clone();
+    config.migration.copy_keys_per_second = 1000;
+    config.admin.listen = "127.0.0.1:0".into();
+    let back = proxy::Proxy::start(config).expect("proxy starts");
+    let second = load_until_moved(&[back.local_addr()], 2);
+    let (status, body) = post(back.admin_addr().unwrap(), "/migration/cutover");
+    assert_eq!((status, body.trim()), (200, "migration back: done"));
+
+    // The second half's writes first: `check_acked` takes a string's first value found as
+    // its last acknowledged write.
+    let acked: Vec<Acked> = second.into_iter().chain(first).collect();
+    let mut c = Client::connect(back.local_addr());
+    check_acked(&mut c, &acked);
+    for i in 0..PER_FAMILY {
+        let pushes: i64 = acked.iter().filter_map(|a| a.pushes.get(&i)).sum();
+        assert_eq!(
+            c.call(&["LLEN", &format!("l:{i}")]),
+            Value::Integer(pushes),
+            "l:{i}"
+        );
+        assert_eq!(
+            text(&c.call(&["HGET", &format!("{{u{i}}}:h"), "a"])),
+            i.to_string()
+        );
+    }
+    // The cluster keeps only the first migration's state; every key is back on the
+    // server the pool's placement names.
+    for master in &masters {
+        let mut m = Client::connect(master.parse().unwrap());
+        let Value::Array(keys) = m.call(&["KEYS", "*"]) else {
+            panic!("KEYS")
+        };
+        for key in keys {
+            assert!(
+                text(&key).starts_with("__slotgate:migration:"),
+                "{master}: {key:?}"
+            );
+        }
+    }
+    let placement = source.sharding().unwrap();
+    for server in &refs {
+        let Value::Array(keys) = server.client().call(&["KEYS", "*"]) else {
+            panic!("KEYS")
+        };
+        for key in &keys {
+            let key = text(key);
+            let at = &placement.servers()[usize::from(placement.server_of(key.as_bytes()))];
+            assert_eq!(at.addr, server.addr.to_string(), "{key}");
+        }
+    }
+    back.shutdown();
 }

@@ -1,13 +1,15 @@
 //! `[migration]`: the keys of a pool of standalone servers (the source, placed as
-//! twemproxy places them) or of a Sentinel master moved into the pool the proxy serves (a
-//! Redis Cluster, a sharded pool, a Sentinel master), while clients go on through the
-//! proxy (docs/migration.md).
+//! twemproxy places them), of a Sentinel master or of a Redis Cluster moved into the pool
+//! the proxy serves (a Redis Cluster, a sharded pool, a Sentinel master), while clients go
+//! on through the proxy (docs/migration.md). A cluster as the source is how a migration
+//! into a cluster is rolled back: the old pool served again, the cluster drained into it.
 
 use serde::Deserialize;
 
 use super::{ConfigError, Secret, SentinelConfig, ShardedConfig};
 
-/// Migration, when `source.servers` or `source_sentinel.sentinels` is not empty.
+/// Migration, when `source.servers`, `source_sentinel.sentinels` or `source_cluster` is not
+/// empty.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct MigrationConfig {
@@ -18,6 +20,9 @@ pub struct MigrationConfig {
     pub source: ShardedConfig,
     /// Or a Sentinel-managed master the keys leave, followed through its failovers.
     pub source_sentinel: SentinelConfig,
+    /// Or a Redis Cluster the keys leave, named by seeds (`host:port`); its slot map is
+    /// read every second.
+    pub source_cluster: Vec<String>,
     /// The source servers' password (`AUTH`), if they have one.
     pub source_password: Secret,
     /// Keys the background copier moves per second (per proxy); 0: no copier, keys move
@@ -35,6 +40,7 @@ impl Default for MigrationConfig {
             name: "default".into(),
             source: ShardedConfig::default(),
             source_sentinel: SentinelConfig::default(),
+            source_cluster: Vec::new(),
             source_password: Secret::default(),
             copy_keys_per_second: 2000,
             lease_ms: 10_000,
@@ -45,7 +51,7 @@ impl Default for MigrationConfig {
 
 impl MigrationConfig {
     pub fn is_set(&self) -> bool {
-        self.source.is_set() || self.source_sentinel.is_set()
+        self.source.is_set() || self.source_sentinel.is_set() || !self.source_cluster.is_empty()
     }
 
     /// `AUTH password` for the source servers, encoded once.
@@ -67,8 +73,10 @@ impl MigrationConfig {
     pub(super) fn check(&self, random_target: bool) -> Result<(), ConfigError> {
         let bad = |why: String| Err(ConfigError::Migration(why));
         if random_target {
-            return bad("the target pool's distribution is random: a moved key could not be                         found again"
-                .into());
+            return bad(
+                "the target pool's distribution is random: a moved key could not be found again"
+                    .into(),
+            );
         }
         if self.name.is_empty() || self.name.len() > 64 {
             return bad("name must be 1 to 64 characters".into());
@@ -76,10 +84,26 @@ impl MigrationConfig {
         if self.lease_ms < 100 {
             return bad("lease_ms must be at least 100".into());
         }
-        if self.source.is_set() && self.source_sentinel.is_set() {
+        let sources = [
+            self.source.is_set(),
+            self.source_sentinel.is_set(),
+            !self.source_cluster.is_empty(),
+        ];
+        if sources.iter().filter(|set| **set).count() > 1 {
             return bad(
-                "source and source_sentinel are exclusive: one source per migration".into(),
+                "source, source_sentinel and source_cluster are exclusive: one source per \
+                 migration"
+                    .into(),
             );
+        }
+        if let Some(seed) = self.source_cluster.iter().find(|s| {
+            s.rsplit_once(':')
+                .is_none_or(|(_, port)| port.parse::<u16>().is_err())
+        }) {
+            return bad(format!("source_cluster: {seed:?} is not host:port"));
+        }
+        if !self.source_cluster.is_empty() {
+            return Ok(());
         }
         if self.source_sentinel.is_set() {
             return self

@@ -79,3 +79,19 @@ fn a_parse_error_gives_the_place_not_the_text() {
         assert!(err.contains(&format!("line {line},")), "{text:?}: {err}");
     }
 }
+
+#[test]
+fn a_migration_has_one_source_and_a_cluster_source_names_seeds() {
+    let text = "[cluster]\nseeds = [\"127.0.0.1:1\"]\n[migration]\n\
+                source_cluster = [\"127.0.0.1:7000\", \"[::1]:7001\"]\n";
+    let mut cfg = Config::from_toml(text).expect("parses");
+    assert!(cfg.migration.is_set());
+    assert!(cfg.validate().is_ok());
+    cfg.migration.source_cluster = vec!["nowhere".into()];
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(err.contains("\"nowhere\" is not host:port"), "{err}");
+    cfg.migration.source_cluster = vec!["127.0.0.1:7000".into()];
+    cfg.migration.source.servers = vec!["127.0.0.1:6379:1".into()];
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(err.contains("exclusive: one source per migration"), "{err}");
+}

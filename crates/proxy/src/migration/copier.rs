@@ -1,9 +1,10 @@
 //! The background copier: one thread per proxy that SCANs every source server and moves
-//! each key it meets with the gate's own mover, `copy_keys_per_second` at most, a few at a
-//! time. Since a moved key leaves the source, resuming (after a pause or a restart) is a
+//! each key it meets with the gate's own mover, `copy_keys_per_second` at most (less the
+//! keys the gates moved meanwhile: clients' keys first), a few at a time. Since a moved key leaves the source, resuming (after a pause or a restart) is a
 //! new SCAN: what is left is what remains to move. A pass that meets no key records
 //! `left = 0`, which cut-over waits for. It also adopts the phase the target holds every
-//! second, so an operator's action on any proxy reaches this one, and runs the verifier
+//! second, so an operator's action on any proxy reaches this one, follows the source (a
+//! Sentinel master's failovers, a cluster source's slot map) and runs the verifier
 //! (`verifier.rs`) beside it.
 
 use std::rc::Rc;
@@ -16,8 +17,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::mover::{self, Conns, LEASE_PREFIX};
-use super::{Migration, Phase};
+use super::mover::{self, Conns};
+use super::{Migration, Phase, INTERNAL_PREFIX};
 use crate::topology::sentinel::SentinelSource;
 
 /// Moves under way at once.
@@ -68,6 +69,9 @@ async fn run(
         if let Some(sentinels) = sentinels.as_mut() {
             follow_master(&m, sentinels).await;
         }
+        if let Err(e) = m.learn_source_slots().await {
+            m.note_error(&e);
+        }
         if let Err(e) = m.load_phase(&topology).await {
             m.note_error(&format!("reading the phase: {e}"));
         }
@@ -96,15 +100,17 @@ async fn run(
     }
 }
 
-/// A Sentinel source's master, asked once before the proxy serves (a pool needs nothing).
-pub(crate) fn learn_master(m: &Migration) -> Result<(), String> {
-    let Some(cfg) = m.sentinel.as_ref() else {
-        return Ok(());
-    };
+/// A Sentinel source's master, or a cluster source's slots, learned once before the proxy
+/// serves (a pool needs nothing).
+pub(crate) fn learn_source(m: &Migration) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    rt.block_on(m.learn_source_slots())?;
+    let Some(cfg) = m.sentinel.as_ref() else {
+        return Ok(());
+    };
     let mut sentinels = SentinelSource::new(cfg, m.target_tls.clone());
     let master = rt.block_on(sentinels.master())?;
     m.set_master(master);
@@ -135,6 +141,13 @@ async fn pass(
     let servers = m.source_servers();
     let every = Duration::from_secs(1) / m.copy_rate.max(1);
     let mut ticker = tokio::time::interval(every);
+    // A copier behind its schedule does not catch up in a burst: the servers' spare
+    // capacity, not the copier's, is what the clients share.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut gate_moves_seen = m.stats.gate_moves.load(Relaxed);
+    // At most a tenth of a second's ticks given up per key: a pass still reaches its next
+    // SCAN step (where it notices a pause, a shutdown, a dead source) within seconds.
+    let most_owed = u64::from(m.copy_rate / 10);
     let mut moves = JoinSet::new();
     let mut phase_read = Instant::now();
     let mut found = 0u64;
@@ -146,6 +159,7 @@ async fn pass(
             }
             if phase_read.elapsed() >= PHASE_EVERY {
                 let _ = m.load_phase(topology).await;
+                let _ = m.learn_source_slots().await;
                 phase_read = Instant::now();
             }
             if m.phase() != Phase::Copying {
@@ -169,16 +183,25 @@ async fn pass(
                 }
             };
             for key in keys {
-                // Leases, and keys already on their target server (a server in both pools),
-                // are not the source's to move.
-                if key.starts_with(LEASE_PREFIX)
+                // Leases and states, and keys already on their target server (a server in
+                // both pools), are not the source's to move.
+                if key.starts_with(INTERNAL_PREFIX)
                     || m.target_of(topology, &key).as_deref() == Some(addr.as_str())
                 {
                     continue;
                 }
                 found += 1;
                 m.stats.scanned.fetch_add(1, Relaxed);
-                ticker.tick().await;
+                // Clients first: each key this process's gates moved since the last key
+                // costs the copier one tick, so while clients touch keys not moved yet (a
+                // migration's first seconds) the copier steps aside and both together stay
+                // near `copy_keys_per_second`, rather than adding to the gates' burst.
+                let gate_moves = m.stats.gate_moves.load(Relaxed);
+                let owed = gate_moves.saturating_sub(gate_moves_seen).min(most_owed);
+                gate_moves_seen = gate_moves;
+                for _ in 0..=owed {
+                    ticker.tick().await;
+                }
                 while moves.len() >= PARALLEL {
                     moves.join_next().await;
                 }

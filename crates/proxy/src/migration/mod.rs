@@ -1,7 +1,7 @@
-//! Moving the keys of a source (a pool of standalone servers, or a Sentinel master) into
-//! the pool the proxy serves (the target: a Redis Cluster, a sharded pool, a Sentinel
-//! master) while clients go on through the proxy: docs/migration.md is the design and the
-//! runbook.
+//! Moving the keys of a source (a pool of standalone servers, a Sentinel master, or a Redis
+//! Cluster) into the pool the proxy serves (the target: a Redis Cluster, a sharded pool, a
+//! Sentinel master) while clients go on through the proxy: docs/migration.md is the design
+//! and the runbook. A cluster as the source is the roll-back of a migration into it.
 //!
 //! ```text
 //!   client ─▶ session ─gate (session/migration_gate.rs)─▶ keys known moved? ─yes─▶ target
@@ -23,10 +23,11 @@ pub(crate) mod mover;
 mod verifier;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use bytes::Bytes;
 use cluster::sharding::Sharding;
+use cluster::slot_map::SlotMap;
 use resp::Value;
 
 use crate::config::{ConfigError, MigrationConfig, SentinelConfig};
@@ -87,6 +88,8 @@ pub struct Stats {
     pub errors: AtomicU64,
     /// Requests the gate held until their keys moved.
     pub gated: AtomicU64,
+    /// Keys the gates restored on the target for clients (the copier gives way to them).
+    pub gate_moves: AtomicU64,
     /// Keys the copier's passes met.
     pub scanned: AtomicU64,
     /// Complete copier passes over every source server.
@@ -113,7 +116,20 @@ enum Source {
     Pool(Sharding),
     /// One master, the one the sentinels name now (`copier.rs` asks them every second).
     Sentinel(RwLock<String>),
+    /// A Redis Cluster: each key on its slot's master in the map last read from it
+    /// (`copier.rs` reads it every second; None before the first read).
+    Cluster {
+        seeds: Vec<String>,
+        map: RwLock<Option<Arc<SlotMap>>>,
+    },
 }
+
+/// Internal keys (leases, migration states) are never moved: a migration's own machinery,
+/// not data. A roll-back's source (a cluster) holds the first migration's state hash.
+pub(crate) const INTERNAL_PREFIX: &[u8] = b"__slotgate:";
+
+/// The prefix of a lease's key on the source (`lease_key`).
+const LEASE_PREFIX: &[u8] = b"__slotgate:lease:";
 
 /// One migration, shared by the workers, the copier and the admin endpoint.
 pub struct Migration {
@@ -152,6 +168,13 @@ impl Migration {
             true => (
                 Source::Sentinel(RwLock::new(String::new())),
                 Some(config.source_sentinel.clone()),
+            ),
+            false if !config.source_cluster.is_empty() => (
+                Source::Cluster {
+                    seeds: config.source_cluster.clone(),
+                    map: RwLock::new(None),
+                },
+                None,
             ),
             false => {
                 let pool = config
@@ -205,12 +228,51 @@ impl Migration {
         Some(self.left.load(Relaxed)).filter(|l| *l != LEFT_UNKNOWN)
     }
 
-    /// The source's servers now: the pool's, or the master the sentinels name.
+    /// The source's servers now: the pool's, the master the sentinels name, or the
+    /// cluster's masters.
     pub fn source_servers(&self) -> Vec<String> {
         match &self.source {
             Source::Pool(pool) => pool.servers().iter().map(|s| s.addr.clone()).collect(),
             Source::Sentinel(master) => vec![read(master)],
+            Source::Cluster { .. } => self
+                .source_map()
+                .map(|map| map.nodes().iter().map(|n| n.addr.clone()).collect())
+                .unwrap_or_default(),
         }
+    }
+
+    fn source_map(&self) -> Option<Arc<SlotMap>> {
+        let Source::Cluster { map, .. } = &self.source else {
+            return None;
+        };
+        map.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A cluster source's slot map, read from one of its nodes (the masters last known,
+    /// then the seeds). Nothing to do for the other sources.
+    pub(crate) async fn learn_source_slots(&self) -> Result<(), String> {
+        let Source::Cluster { seeds, map } = &self.source else {
+            return Ok(());
+        };
+        let mut tried = self.source_servers();
+        tried.extend(seeds.iter().cloned());
+        let mut last = "no seed".to_string();
+        for addr in tried {
+            let reply = match NodeConn::connect(&addr, self.source_auth.as_ref(), None).await {
+                Ok(mut conn) => conn.call(&[b"CLUSTER", b"SLOTS"]).await,
+                Err(e) => Err(e),
+            };
+            let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
+            match reply.map(|r| SlotMap::from_cluster_slots(0, &r, host)) {
+                Ok(Ok(learned)) => {
+                    *map.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(learned));
+                    return Ok(());
+                }
+                Ok(Err(e)) => last = format!("{addr}: CLUSTER SLOTS: {e}"),
+                Err(e) => last = format!("{addr}: {e}"),
+            }
+        }
+        Err(format!("the source cluster's slots: {last}"))
     }
 
     /// A Sentinel source's master changed (or was learned): true when it is a new one.
@@ -248,14 +310,32 @@ impl Migration {
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = error.to_string();
     }
 
-    /// The source server `key` lives on until it moves.
-    pub(crate) fn source_of(&self, key: &[u8]) -> String {
+    /// The source server `key` lives on until it moves. Err: a cluster source whose map
+    /// has no master for the key's slot (not read yet, or a hole).
+    pub(crate) fn source_of(&self, key: &[u8]) -> Result<String, String> {
         match &self.source {
-            Source::Pool(pool) => pool.servers()[usize::from(pool.server_of(key))]
+            Source::Pool(pool) => Ok(pool.servers()[usize::from(pool.server_of(key))]
                 .addr
-                .clone(),
-            Source::Sentinel(master) => read(master),
+                .clone()),
+            Source::Sentinel(master) => Ok(read(master)),
+            Source::Cluster { .. } => self
+                .source_map()
+                .and_then(|map| map.node_of(cluster::key_slot(key)).map(|n| n.addr.clone()))
+                .ok_or_else(|| "no master of the source cluster serves the key's slot".into()),
         }
+    }
+
+    /// The key of `key`'s lease on the source: in `key`'s slot on a cluster source, where a
+    /// script may only touch keys of one slot.
+    pub(crate) fn lease_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut lease = LEASE_PREFIX.to_vec();
+        if let Source::Cluster { .. } = self.source {
+            lease.push(b'{');
+            lease.extend_from_slice(slot_tag(cluster::key_slot(key)).as_bytes());
+            lease.push(b'}');
+        }
+        lease.extend_from_slice(key);
+        lease
     }
 
     /// The target server `key` belongs on now (its slot's owner in the current map).
@@ -364,5 +444,58 @@ impl Migration {
             }
         }
         Err("too many redirects for the state key".into())
+    }
+}
+
+/// A hash tag whose slot is `slot`: the shortest base-36 numerals, found once by trying
+/// them in order until every slot has one (about 170,000 CRC16s, a few milliseconds).
+fn slot_tag(slot: u16) -> &'static str {
+    static TAGS: OnceLock<Vec<String>> = OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let count = cluster::SLOT_COUNT;
+        let mut tags = vec![String::new(); count];
+        let mut missing = count;
+        let mut n = 0u64;
+        while missing > 0 {
+            let tag = base36(n);
+            let at = usize::from(cluster::key_slot(tag.as_bytes()));
+            if tags[at].is_empty() {
+                tags[at] = tag;
+                missing -= 1;
+            }
+            n += 1;
+        }
+        tags
+    });
+    &tags[usize::from(slot)]
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_slot_has_a_tag_that_hashes_to_it() {
+        for slot in [0u16, 1, 5000, 12182, 16383] {
+            let tag = slot_tag(slot);
+            assert_eq!(cluster::key_slot(tag.as_bytes()), slot, "{tag}");
+            let lease = format!("x{{{tag}}}{{user1}}:a");
+            assert_eq!(cluster::key_slot(lease.as_bytes()), slot);
+        }
+        assert!((0..cluster::SLOT_COUNT as u16).all(|s| slot_tag(s).len() <= 5));
     }
 }

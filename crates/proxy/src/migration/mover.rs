@@ -38,9 +38,6 @@ redis.call('DEL', KEYS[1], KEYS[2]) return 1 end return 0";
 const UNLEASE: &[u8] = b"if redis.call('GET', KEYS[1]) == ARGV[1] then \
 redis.call('DEL', KEYS[1]) end return 0";
 
-/// The prefix of a lease's key on the source; the copier skips such keys.
-pub(crate) const LEASE_PREFIX: &[u8] = b"__slotgate:lease:";
-
 /// Connections at once per server, side and thread, idle or in use: a burst of clients
 /// touching keys not moved yet queues for them rather than dialling one each.
 const PER_SERVER: usize = 32;
@@ -153,7 +150,14 @@ pub(crate) async fn move_key(
     topology: &topology::Topology,
     key: &[u8],
 ) -> Result<Moved, String> {
-    move_key_from(m, conns, topology, key, &m.source_of(key)).await
+    let source = match m.source_of(key) {
+        Ok(source) => source,
+        Err(e) => {
+            m.note_error(&e);
+            return Err(e);
+        }
+    };
+    move_key_from(m, conns, topology, key, &source).await
 }
 
 /// `move_key` from the source server `source`: where the copier found the key, which may
@@ -190,8 +194,7 @@ async fn move_uncounted(
         // A server in both pools (a resharded pool): the key is where it belongs already.
         return Ok(Moved::InPlace);
     }
-    let mut lease = LEASE_PREFIX.to_vec();
-    lease.extend_from_slice(key);
+    let lease = m.lease_key(key);
     let token = m.token();
     let lease_ms = m.lease_ms.to_string();
     let take: &[&[u8]] = &[

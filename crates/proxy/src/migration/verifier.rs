@@ -17,7 +17,8 @@ use std::time::Duration;
 use resp::Value;
 use tokio::sync::watch;
 
-use super::mover::{Conns, Side, LEASE_PREFIX};
+use super::mover::{Conns, Side};
+use super::INTERNAL_PREFIX;
 use super::{Migration, Phase};
 
 /// Sample the two sides every second until shutdown or cut-over.
@@ -66,7 +67,7 @@ async fn from_source(
     let Some(key) = random_key(conns, m, Side::Source, server).await? else {
         return Ok(None);
     };
-    if key.starts_with(LEASE_PREFIX) || m.target_of(topology, &key).as_deref() == Some(server) {
+    if key.starts_with(INTERNAL_PREFIX) || m.target_of(topology, &key).as_deref() == Some(server) {
         return Ok(None);
     }
     let both =
@@ -96,10 +97,10 @@ async fn from_target(
     let Some(key) = random_key(conns, m, Side::Target, master).await? else {
         return Ok(None);
     };
-    if key.starts_with(b"__slotgate:") {
+    if key.starts_with(INTERNAL_PREFIX) {
         return Ok(None);
     }
-    let source = m.source_of(&key);
+    let source = m.source_of(&key)?;
     if source == *master {
         // A server in both pools: the same key, not two copies.
         return Ok(None);
@@ -128,8 +129,7 @@ async fn random_key(
 
 /// Whether a mover holds `key`'s lease on `server` (it is mid-move: both sides may have it).
 async fn leased(m: &Migration, conns: &Conns, server: &str, key: &[u8]) -> Result<bool, String> {
-    let mut lease = LEASE_PREFIX.to_vec();
-    lease.extend_from_slice(key);
+    let lease = m.lease_key(key);
     let exists: &[&[u8]] = &[b"EXISTS", &lease];
     Ok(conns.calls(m, Side::Source, server, &[exists]).await? == Value::Integer(1))
 }

@@ -115,10 +115,19 @@ pub(crate) fn check(client: &Client, req: &Request) -> Gate {
     let gate = GATE.with(Rc::clone);
     tokio::task::spawn_local(async move {
         for key in unknown {
-            if let Err(e) = mover::move_key(&m, &gate.conns, &topology, &key).await {
-                let text = format!("TRYAGAIN slotgate: migration: {e}; nothing was run");
-                let _ = tx.send(Err(crate::reply::error_line(&text)));
-                return;
+            match mover::move_key(&m, &gate.conns, &topology, &key).await {
+                Ok(moved) => {
+                    if moved == mover::Moved::Restored {
+                        m.stats
+                            .gate_moves
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                Err(e) => {
+                    let text = format!("TRYAGAIN slotgate: migration: {e}; nothing was run");
+                    let _ = tx.send(Err(crate::reply::error_line(&text)));
+                    return;
+                }
             }
             gate.remember(key);
         }
