@@ -59,6 +59,42 @@ fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
     parts.iter().map(|p| p.as_bytes().to_vec()).collect()
 }
 
+/// The strings `s:` ("v0") and counters `c:` (1000) the load writes, for `fill`.
+fn strings_and_counters() -> Vec<Vec<Vec<u8>>> {
+    let strings = (0..PER_FAMILY).map(|i| cmd(&["SET", &format!("s:{i}"), "v0"]));
+    let counters = (0..COUNTERS).map(|i| cmd(&["SET", &format!("c:{i}"), "1000"]));
+    strings.chain(counters).collect()
+}
+
+/// A cluster of `masters` masters without replicas, its files under a `tag` directory.
+fn start_cluster(masters: usize, tag: &str) -> devcluster::Cluster {
+    let opts = devcluster::Options {
+        masters,
+        replicas: 0,
+        dir: tempdir(tag),
+        ..Default::default()
+    };
+    devcluster::Cluster::start(&opts).expect("cluster starts")
+}
+
+/// Every key of every server is on the server `placement` names for it; the keys counted.
+fn assert_placed(servers: &[Reference], placement: &cluster::sharding::Sharding) -> usize {
+    let mut total = 0;
+    for server in servers {
+        let Value::Array(keys) = server.client().call(&["KEYS", "*"]) else {
+            panic!("KEYS")
+        };
+        assert!(!keys.is_empty(), "{}", server.addr);
+        for key in &keys {
+            let key = text(key);
+            let at = &placement.servers()[usize::from(placement.server_of(key.as_bytes()))];
+            assert_eq!(at.addr, server.addr.to_string(), "{key}");
+        }
+        total += keys.len();
+    }
+    total
+}
+
 /// `POST path` on the admin endpoint: the status and the body.
 fn post(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -176,10 +212,9 @@ fn check_acked(c: &mut Client, acked: &[Acked]) {
 fn a_pool_moves_into_a_cluster_under_load_through_two_proxies_with_nothing_lost() {
     let refs = [Reference::start(), Reference::start(), Reference::start()];
     let source = pool(&refs);
-    let mut commands = Vec::new();
+    let mut commands = strings_and_counters();
     for i in 0..PER_FAMILY {
         let i = i.to_string();
-        commands.push(cmd(&["SET", &format!("s:{i}"), "v0"]));
         commands.push(cmd(&["HSET", &format!("h:{i}"), "a", &i, "b", "2"]));
         commands.push(cmd(&["RPUSH", &format!("l:{i}"), "x", "y"]));
         commands.push(cmd(&["SADD", &format!("S:{i}"), "m1", "m2", &i]));
@@ -188,18 +223,9 @@ fn a_pool_moves_into_a_cluster_under_load_through_two_proxies_with_nothing_lost(
         let ttl = TTL_MS.to_string();
         commands.push(cmd(&["SET", &format!("t:{i}"), &i, "PX", &ttl]));
     }
-    for i in 0..COUNTERS {
-        commands.push(cmd(&["SET", &format!("c:{i}"), "1000"]));
-    }
     fill(&refs, &source, &commands);
     let written = Instant::now();
-    let opts = devcluster::Options {
-        masters: 3,
-        replicas: 0,
-        dir: tempdir("migration"),
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let cluster = start_cluster(3, "migration");
     let start = |rate: u32| {
         start_proxy(&cluster, |c| {
             c.migration.source = source.clone();
@@ -294,13 +320,7 @@ fn a_failed_move_answers_tryagain_and_runs_nothing() {
     // The source is down: a key not known moved cannot be looked for, so the request is
     // not run (a retry is safe) rather than run on a target that may lack the key.
     let dead = common::reference::free_port();
-    let opts = devcluster::Options {
-        masters: 1,
-        replicas: 0,
-        dir: tempdir("migration-down"),
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let cluster = start_cluster(1, "migration-down");
     let proxy = start_proxy(&cluster, |c| {
         c.migration.source.servers = vec![format!("127.0.0.1:{dead}:1")];
         c.migration.copy_keys_per_second = 0;
@@ -367,13 +387,7 @@ fn a_sentinel_master_moves_into_a_cluster_across_its_own_failover() {
     let total = Value::Integer((COUNTERS + keys) as i64);
     wait_until(Duration::from_secs(10), || r.call(&["DBSIZE"]) == total);
 
-    let opts = devcluster::Options {
-        masters: 3,
-        replicas: 0,
-        dir: tempdir("migration-sentinel-target"),
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let cluster = start_cluster(3, "migration-sentinel-target");
     let proxy = start_proxy(&cluster, |c| {
         c.migration.source_sentinel.sentinels = vec![sentinel.addr.to_string()];
         c.migration.source_sentinel.master_name = "mymaster".into();
@@ -455,13 +469,7 @@ fn the_verifier_finds_a_key_written_on_both_sides_and_the_target_copy_wins() {
     // A writer that bypassed the proxies: "dup" on the source and on the target.
     let source = Reference::start();
     assert_eq!(text(&source.client().call(&["SET", "dup", "old"])), "OK");
-    let opts = devcluster::Options {
-        masters: 1,
-        replicas: 0,
-        dir: tempdir("migration-verify"),
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let cluster = start_cluster(1, "migration-verify");
     let node = cluster.masters()[0];
     assert_eq!(
         text(&Client::connect(node).call(&["SET", "dup", "new"])),
@@ -494,14 +502,7 @@ fn a_sharded_pool_is_resharded_onto_one_more_server_under_load() {
     // The old servers are in the new pool too: keys that stay are left alone.
     let servers = [Reference::start(), Reference::start(), Reference::start()];
     let source = pool(&servers[..2]);
-    let mut commands = Vec::new();
-    for i in 0..PER_FAMILY {
-        commands.push(cmd(&["SET", &format!("s:{i}"), "v0"]));
-    }
-    for i in 0..COUNTERS {
-        commands.push(cmd(&["SET", &format!("c:{i}"), "1000"]));
-    }
-    fill(&servers[..2], &source, &commands);
+    fill(&servers[..2], &source, &strings_and_counters());
     let mut config = proxy::Config::default();
     config.proxy.listen = "127.0.0.1:0".into();
     config.proxy.threads = 2;
@@ -517,20 +518,7 @@ fn a_sharded_pool_is_resharded_onto_one_more_server_under_load() {
     check_acked(&mut Client::connect(proxy.local_addr()), &acked);
     // Every key on the server the new pool's placement names, and nowhere else: some
     // moved to the new server, the others stayed.
-    let mut total = 0;
-    for server in &servers {
-        let mut s = server.client();
-        let Value::Array(keys) = s.call(&["KEYS", "*"]) else {
-            panic!("KEYS")
-        };
-        assert!(!keys.is_empty(), "{}", server.addr);
-        for key in &keys {
-            let key = text(key);
-            let at = &placement.servers()[usize::from(placement.server_of(key.as_bytes()))];
-            assert_eq!(at.addr, server.addr.to_string(), "{key}");
-        }
-        total += keys.len();
-    }
+    let total = assert_placed(&servers, &placement);
     let lists = acked
         .iter()
         .flat_map(|a| a.pushes.keys())
@@ -548,24 +536,13 @@ fn a_migration_into_a_cluster_is_rolled_back_into_its_pool_under_load() {
     // into it under load. Every acknowledged write of both halves is read back.
     let refs = [Reference::start(), Reference::start(), Reference::start()];
     let source = pool(&refs);
-    let mut commands = Vec::new();
+    let mut commands = strings_and_counters();
     for i in 0..PER_FAMILY {
-        let i = i.to_string();
-        commands.push(cmd(&["SET", &format!("s:{i}"), "v0"]));
         // Keys with hash tags of their own: a lease on a cluster source shares their slot.
-        commands.push(cmd(&["HSET", &format!("{{u{i}}}:h"), "a", &i]));
-    }
-    for i in 0..COUNTERS {
-        commands.push(cmd(&["SET", &format!("c:{i}"), "1000"]));
+        commands.push(cmd(&["HSET", &format!("{{u{i}}}:h"), "a", &i.to_string()]));
     }
     fill(&refs, &source, &commands);
-    let opts = devcluster::Options {
-        masters: 3,
-        replicas: 0,
-        dir: tempdir("rollback"),
-        ..Default::default()
-    };
-    let cluster = devcluster::Cluster::start(&opts).expect("cluster starts");
+    let cluster = start_cluster(3, "rollback");
     let forward = start_proxy(&cluster, |c| {
         c.migration.source = source.clone();
         c.migration.copy_keys_per_second = 0;
@@ -632,16 +609,6 @@ fn a_migration_into_a_cluster_is_rolled_back_into_its_pool_under_load() {
             );
         }
     }
-    let placement = source.sharding().unwrap();
-    for server in &refs {
-        let Value::Array(keys) = server.client().call(&["KEYS", "*"]) else {
-            panic!("KEYS")
-        };
-        for key in &keys {
-            let key = text(key);
-            let at = &placement.servers()[usize::from(placement.server_of(key.as_bytes()))];
-            assert_eq!(at.addr, server.addr.to_string(), "{key}");
-        }
-    }
+    assert_placed(&refs, &source.sharding().unwrap());
     back.shutdown();
 }
