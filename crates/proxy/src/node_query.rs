@@ -1,8 +1,8 @@
 //! A minimal request/response connection to a node, for the proxy's own queries off the
 //! request path: the topology refresher's CLUSTER SLOTS, WAIT's replication probes
-//! (`session/wait.rs`) and the proxy group's health checks (`group.rs`). Each step is
-//! bounded by `QUERY_TIMEOUT`, so a node that accepts and never answers cannot hold its
-//! caller.
+//! (`session/wait.rs`), the proxy group's health checks (`group.rs`) and a migration's
+//! moves (`migration/mover.rs`, pipelined). Each step is bounded by `QUERY_TIMEOUT`, so a
+//! node that accepts and never answers cannot hold its caller.
 
 use std::time::Duration;
 
@@ -94,6 +94,27 @@ impl NodeConn {
     /// connection's or the reply's, never the clock's.
     pub(crate) async fn call_unbounded(&mut self, args: &[&[u8]]) -> Result<Value, String> {
         self.call_inner(args).await
+    }
+
+    /// `replies` replies to the commands already encoded in `encoded` (a pipeline), all
+    /// within one `QUERY_TIMEOUT`.
+    pub(crate) async fn call_many(
+        &mut self,
+        encoded: &[u8],
+        replies: usize,
+    ) -> Result<Vec<Value>, String> {
+        let exchange = async {
+            self.write(encoded).await?;
+            self.buf.clear();
+            let mut out = Vec::with_capacity(replies);
+            for _ in 0..replies {
+                out.push(self.next_reply().await?);
+            }
+            Ok(out)
+        };
+        tokio::time::timeout(QUERY_TIMEOUT, exchange)
+            .await
+            .map_err(|_| "query timed out".to_string())?
     }
 
     async fn call_inner(&mut self, args: &[&[u8]]) -> Result<Value, String> {

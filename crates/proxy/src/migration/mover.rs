@@ -5,22 +5,23 @@
 //! key and the lease if the lease is still ours). The key counts as moved once the put is
 //! acknowledged; the release runs on its own task, so a request waits two round trips.
 //!
-//! Both the workers' gates and the copier move keys with this; each keeps its own idle
-//! connections (`Conns`), so the moves of one thread never wait for another's.
+//! Both the workers' gates and the copier move keys with this; each thread keeps its own
+//! pipelined connections (`Conns`), so the moves of one thread never wait for another's.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use resp::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{oneshot, Notify};
 
 use super::Migration;
 use crate::node_query::NodeConn;
+use crate::tls::Connector;
 
 /// Absent: `{0}`. Another mover's lease: `{1}`. Else the lease is ours and the value
 /// follows: `{2, DUMP, PTTL}`.
@@ -38,9 +39,10 @@ redis.call('DEL', KEYS[1], KEYS[2]) return 1 end return 0";
 const UNLEASE: &[u8] = b"if redis.call('GET', KEYS[1]) == ARGV[1] then \
 redis.call('DEL', KEYS[1]) end return 0";
 
-/// Connections at once per server, side and thread, idle or in use: a burst of clients
-/// touching keys not moved yet queues for them rather than dialling one each.
-const PER_SERVER: usize = 32;
+/// Connections per server, side and thread: a burst of clients touching keys not moved
+/// yet queues on them (pipelined) rather than dialling one each; more than one, so a big
+/// key's DUMP or RESTORE does not hold every other move to its server.
+const PIPES: usize = 4;
 
 /// Redirects a RESTORE follows before the move fails.
 const MAX_HOPS: usize = 5;
@@ -58,13 +60,11 @@ pub(crate) enum Moved {
     InPlace,
 }
 
-/// Connections to the source servers and the target masters, of one thread: the idle
-/// ones, and a permit per connection in use or idle (`PER_SERVER` per server and side).
+/// Connections to the source servers and the target masters, of one thread: up to
+/// `PIPES` pipelined ones per server and side.
 #[derive(Default)]
 pub(crate) struct Conns {
-    source: RefCell<HashMap<String, Vec<NodeConn>>>,
-    target: RefCell<HashMap<String, Vec<NodeConn>>>,
-    permits: RefCell<HashMap<(bool, String), Rc<Semaphore>>>,
+    pipes: RefCell<HashMap<(bool, String), Vec<Rc<Pipe>>>>,
 }
 
 /// Which side a call goes to: it decides the password and TLS.
@@ -75,8 +75,8 @@ pub(crate) enum Side {
 }
 
 impl Conns {
-    /// `calls` in order on one connection to `addr` (an idle one, or a new one); the
-    /// connection goes back to the idle ones unless it failed.
+    /// `calls` in order on one connection to `addr` (the least busy pipe, or a new one
+    /// while there are fewer than `PIPES`): its last reply.
     pub(crate) async fn calls(
         &self,
         m: &Migration,
@@ -84,60 +84,144 @@ impl Conns {
         addr: &str,
         calls: &[&[&[u8]]],
     ) -> Result<Value, String> {
-        let pool = match side {
-            Side::Source => &self.source,
-            Side::Target => &self.target,
-        };
-        let permits = self
-            .permits
-            .borrow_mut()
-            .entry((matches!(side, Side::Source), addr.to_string()))
-            .or_insert_with(|| Rc::new(Semaphore::new(PER_SERVER)))
-            .clone();
-        let _permit = permits
-            .acquire()
-            .await
-            .map_err(|_| "connection permits closed".to_string())?;
-        let idle = pool.borrow_mut().get_mut(addr).and_then(Vec::pop);
-        let (mut conn, reused) = match idle {
-            Some(conn) => (conn, true),
-            None => (self.connect(m, side, addr).await?, false),
-        };
-        let last = match Self::run(&mut conn, calls).await {
+        let pipe = self.pipe(m, side, addr, false);
+        match pipe.call(calls).await {
             Ok(last) => Ok(last),
-            // An idle connection the server closed meanwhile (a restart, a timeout): once
-            // more on a new one. Every step may run twice: the take renews our own lease,
-            // a second RESTORE meets BUSYKEY (ours), the release finds nothing.
-            Err(_) if reused => {
-                conn = self.connect(m, side, addr).await?;
-                Self::run(&mut conn, calls).await
-            }
+            // A connection the server closed meanwhile (a restart, a timeout): once more on
+            // a new one. Every step may run twice: the take renews our own lease, a second
+            // RESTORE meets BUSYKEY (ours), the release finds nothing.
+            Err(_) if pipe.served.get() => self.pipe(m, side, addr, true).call(calls).await,
             Err(e) => Err(e),
         }
-        .map_err(|e| format!("{addr}: {e}"))?;
-        let mut pool = pool.borrow_mut();
-        pool.entry(addr.to_string()).or_default().push(conn);
-        Ok(last)
+        .map_err(|e| format!("{addr}: {e}"))
+    }
+
+    fn pipe(&self, m: &Migration, side: Side, addr: &str, fresh: bool) -> Rc<Pipe> {
+        let mut pipes = self.pipes.borrow_mut();
+        let list = pipes
+            .entry((matches!(side, Side::Source), addr.to_string()))
+            .or_default();
+        list.retain(|p| !p.dead.get());
+        let idlest = list.iter().min_by_key(|p| p.owed.get()).cloned();
+        match idlest {
+            Some(p) if !fresh && (p.owed.get() == 0 || list.len() >= PIPES) => p,
+            _ => {
+                let (auth, tls) = match side {
+                    Side::Source => (m.source_auth.clone(), None),
+                    Side::Target => (m.target_auth.clone(), m.target_tls.clone()),
+                };
+                let pipe = Pipe::start(addr.to_string(), auth, tls);
+                if list.len() >= PIPES {
+                    list.remove(0);
+                }
+                list.push(pipe.clone());
+                pipe
+            }
+        }
     }
 }
 
-impl Conns {
-    async fn connect(&self, m: &Migration, side: Side, addr: &str) -> Result<NodeConn, String> {
-        let (auth, tls) = match side {
-            Side::Source => (m.source_auth.as_ref(), None),
-            Side::Target => (m.target_auth.as_ref(), m.target_tls.as_deref()),
-        };
-        NodeConn::connect(addr, auth, tls)
-            .await
-            .map_err(|e| format!("{addr}: {e}"))
+/// One connection carrying a thread's calls to one server, pipelined: callers queue their
+/// calls, and the pipe's task writes every queued call in one write, then hands each its
+/// last reply in order. When many clients touch keys not moved yet (a migration's first
+/// seconds), their takes and RESTOREs to a server go in a few writes and reads instead of
+/// one round trip each: the syscalls, on this side and the server's, were most of a
+/// move's cost.
+pub(crate) struct Pipe {
+    queue: RefCell<Vec<Queued>>,
+    wake: Notify,
+    /// Calls queued or written and not answered yet.
+    owed: Cell<usize>,
+    /// Answered a call once (a later failure may be the server closing it while idle).
+    served: Cell<bool>,
+    dead: Cell<bool>,
+}
+
+struct Queued {
+    bytes: BytesMut,
+    replies: usize,
+    done: oneshot::Sender<Result<Value, String>>,
+}
+
+impl Pipe {
+    /// A pipe whose task connects (and authenticates) first; calls queue meanwhile.
+    fn start(addr: String, auth: Option<Bytes>, tls: Option<Arc<Connector>>) -> Rc<Pipe> {
+        let pipe = Rc::new(Pipe {
+            queue: RefCell::new(Vec::new()),
+            wake: Notify::new(),
+            owed: Cell::new(0),
+            served: Cell::new(false),
+            dead: Cell::new(false),
+        });
+        let task = pipe.clone();
+        tokio::task::spawn_local(async move {
+            let error = match NodeConn::connect(&addr, auth.as_ref(), tls.as_deref()).await {
+                Ok(conn) => task.serve(conn).await,
+                Err(e) => e,
+            };
+            task.dead.set(true);
+            for q in task.queue.borrow_mut().drain(..) {
+                let _ = q.done.send(Err(error.clone()));
+            }
+        });
+        pipe
     }
 
-    async fn run(conn: &mut NodeConn, calls: &[&[&[u8]]]) -> Result<Value, String> {
-        let mut last = Value::Null;
-        for args in calls {
-            last = conn.call(args).await?;
+    async fn call(&self, calls: &[&[&[u8]]]) -> Result<Value, String> {
+        if self.dead.get() {
+            return Err("connection closed".into());
         }
-        Ok(last)
+        let mut bytes = BytesMut::new();
+        for args in calls {
+            resp::encode_command(&mut bytes, args);
+        }
+        let (done, answer) = oneshot::channel();
+        self.queue.borrow_mut().push(Queued {
+            bytes,
+            replies: calls.len(),
+            done,
+        });
+        self.owed.set(self.owed.get() + 1);
+        self.wake.notify_one();
+        let reply = answer
+            .await
+            .unwrap_or_else(|_| Err("connection closed".into()));
+        self.owed.set(self.owed.get() - 1);
+        reply
+    }
+
+    /// Until the connection fails: its error.
+    async fn serve(&self, mut conn: NodeConn) -> String {
+        loop {
+            let batch = std::mem::take(&mut *self.queue.borrow_mut());
+            if batch.is_empty() {
+                tokio::select! {
+                    _ = self.wake.notified() => continue,
+                    _ = conn.closed() => return "connection closed".into(),
+                }
+            }
+            let mut out = BytesMut::new();
+            for q in &batch {
+                out.extend_from_slice(&q.bytes);
+            }
+            let total = batch.iter().map(|q| q.replies).sum();
+            match conn.call_many(&out, total).await {
+                Ok(replies) => {
+                    self.served.set(true);
+                    let mut replies = replies.into_iter();
+                    for q in batch {
+                        let last = replies.by_ref().take(q.replies).last();
+                        let _ = q.done.send(Ok(last.unwrap_or(Value::Null)));
+                    }
+                }
+                Err(e) => {
+                    for q in batch {
+                        let _ = q.done.send(Err(e.clone()));
+                    }
+                    return e;
+                }
+            }
+        }
     }
 }
 
