@@ -64,8 +64,11 @@ pub(crate) enum Moved {
 /// `PIPES` pipelined ones per server and side.
 #[derive(Default)]
 pub(crate) struct Conns {
-    pipes: RefCell<HashMap<(bool, String), Vec<Rc<Pipe>>>>,
+    pipes: RefCell<HashMap<PipeKey, Vec<Rc<Pipe>>>>,
 }
+
+/// Whether a pipe goes to the source, and to which server.
+type PipeKey = (bool, String);
 
 /// Which side a call goes to: it decides the password and TLS.
 #[derive(Clone, Copy)]
