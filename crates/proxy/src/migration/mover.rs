@@ -115,7 +115,10 @@ impl Conns {
                 };
                 let pipe = Pipe::start(addr.to_string(), auth, tls);
                 if list.len() >= PIPES {
-                    list.remove(0);
+                    // Its task ends once the calls already queued on it are answered.
+                    let old = list.remove(0);
+                    old.retired.set(true);
+                    old.wake.notify_one();
                 }
                 list.push(pipe.clone());
                 pipe
@@ -138,6 +141,18 @@ pub(crate) struct Pipe {
     /// Answered a call once (a later failure may be the server closing it while idle).
     served: Cell<bool>,
     dead: Cell<bool>,
+    /// Replaced by a fresh pipe: closes once nothing is queued.
+    retired: Cell<bool>,
+}
+
+/// One call counted in `Pipe::owed` while its caller waits, even if the caller is dropped
+/// (a copier's move aborted by a pause).
+struct Owing<'a>(&'a Cell<usize>);
+
+impl Drop for Owing<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 struct Queued {
@@ -155,6 +170,7 @@ impl Pipe {
             owed: Cell::new(0),
             served: Cell::new(false),
             dead: Cell::new(false),
+            retired: Cell::new(false),
         });
         let task = pipe.clone();
         tokio::task::spawn_local(async move {
@@ -185,12 +201,11 @@ impl Pipe {
             done,
         });
         self.owed.set(self.owed.get() + 1);
+        let _owing = Owing(&self.owed);
         self.wake.notify_one();
-        let reply = answer
+        answer
             .await
-            .unwrap_or_else(|_| Err("connection closed".into()));
-        self.owed.set(self.owed.get() - 1);
-        reply
+            .unwrap_or_else(|_| Err("connection closed".into()))
     }
 
     /// Until the connection fails: its error.
@@ -198,6 +213,9 @@ impl Pipe {
         loop {
             let batch = std::mem::take(&mut *self.queue.borrow_mut());
             if batch.is_empty() {
+                if self.retired.get() {
+                    return "connection retired".into();
+                }
                 tokio::select! {
                     _ = self.wake.notified() => continue,
                     _ = conn.closed() => return "connection closed".into(),
