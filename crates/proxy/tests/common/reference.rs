@@ -1,7 +1,7 @@
 //! A standalone redis-server beside the proxy, as the oracle: the same bytes are sent to
 //! both and the raw replies compared. "A client sees one Redis" is checked against one.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,23 +17,12 @@ pub struct Reference {
 
 impl Reference {
     pub fn start() -> Reference {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server runs");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "reference redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (child, addr) = spawn_serving(|port| {
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"]);
+            cmd
+        });
         Reference { child, addr }
     }
 
@@ -49,25 +38,63 @@ impl Drop for Reference {
     }
 }
 
-/// A port nobody listens on, chosen below the kernel's ephemeral range. Each call starts
-/// from its own point (a counter and the clock), so concurrent tests rarely try the same one.
+/// A port nobody listens on, below the kernel's ephemeral range. devcluster's picker
+/// remembers every port (and cluster bus port) it handed out in this process, so a
+/// reference server never races a cluster node of a test running beside it.
 pub fn free_port() -> u16 {
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() as u64);
-    let seed = std::process::id() as u64 ^ (call << 40) ^ nanos;
-    let mut n = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    loop {
-        n = n.wrapping_mul(6364136223846793005).wrapping_add(1);
-        let port = 20000 + (n >> 33) as u16 % 12000;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
+    devcluster::free_port_pair().expect("a free port")
+}
+
+/// A server process `command(port)` starts, once it serves on its port: its own process,
+/// not whatever else took the port between the pick and the bind (then the process exits
+/// and another port is tried). Waits at most 20 s.
+pub fn spawn_serving(command: impl Fn(u16) -> Command) -> (Child, SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    'port: loop {
+        let port = free_port();
+        let mut child = command(port)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server runs");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        loop {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            if child.try_wait().expect("child status").is_some() {
+                continue 'port; // lost the port to someone else
+            }
+            if serves(addr, child.id()) {
+                return (child, addr);
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Whether the server on `addr` is process `pid` (INFO's `process_id`); raw bytes, as
+/// whatever holds the port may not speak RESP.
+fn serves(addr: SocketAddr, pid: u32) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream.write_all(b"INFO server\r\n").is_err() {
+        return false;
+    }
+    let want = format!("process_id:{pid}\r\n");
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while got.len() < 64 * 1024 {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+        }
+        if String::from_utf8_lossy(&got).contains(&want) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Commands written as one pipeline: each string is split on spaces into a multibulk.

@@ -2,11 +2,10 @@
 //! when dropped (`tests/sentinel.rs`, `tests/migration.rs`).
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command};
 
-use super::reference::free_port;
-use super::{wait_until, Client};
+use super::reference::spawn_serving;
+use super::Client;
 
 /// A redis-server (or sentinel) process, killed when dropped.
 pub struct Server {
@@ -16,45 +15,32 @@ pub struct Server {
 
 impl Server {
     pub fn start(extra: &[&str]) -> Server {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server runs");
-        Self::ready(child, port)
+        let (child, addr) = spawn_serving(|port| {
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .args(extra);
+            cmd
+        });
+        Server { child, addr }
     }
 
     pub fn sentinel(dir: &std::path::Path, master: SocketAddr) -> Server {
-        let port = free_port();
-        let conf = dir.join(format!("sentinel-{port}.conf"));
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {} 1\n\
-                 sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 10000\n",
-                dir.display(),
-                master.port()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("redis-server")
-            .arg(&conf)
-            .arg("--sentinel")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server --sentinel runs");
-        Self::ready(child, port)
-    }
-
-    fn ready(child: Child, port: u16) -> Server {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        wait_until(Duration::from_secs(20), || {
-            std::net::TcpStream::connect(addr).is_ok()
+        let (child, addr) = spawn_serving(|port| {
+            let conf = dir.join(format!("sentinel-{port}.conf"));
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {} 1\n\
+                     sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 10000\n",
+                    dir.display(),
+                    master.port()
+                ),
+            )
+            .unwrap();
+            let mut cmd = Command::new("redis-server");
+            cmd.arg(&conf).arg("--sentinel");
+            cmd
         });
         Server { child, addr }
     }
