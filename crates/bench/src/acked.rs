@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
@@ -98,6 +98,7 @@ struct Second {
 
 /// Runs the load and writes the report.
 pub fn run(a: &AckedArgs) -> Result<()> {
+    check(a)?;
     let addr = resolve(&a.endpoint)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -105,6 +106,28 @@ pub fn run(a: &AckedArgs) -> Result<()> {
     let report = rt.block_on(load(a, addr))?;
     std::fs::write(&a.out, serde_json::to_vec(&report)?)
         .with_context(|| format!("writing {}", a.out.display()))?;
+    Ok(())
+}
+
+/// Flags that would leave a client without keys of its own or a timetable.
+fn check(a: &AckedArgs) -> Result<()> {
+    if a.clients == 0 {
+        bail!("--clients must be at least 1");
+    }
+    if a.family < a.clients {
+        bail!(
+            "--family {} gives some of the {} clients no keys of their own: use at least --family {}",
+            a.family,
+            a.clients,
+            a.clients
+        );
+    }
+    if a.counters == 0 {
+        bail!("--counters must be at least 1");
+    }
+    if !(a.rate.is_finite() && a.rate > 0.0) {
+        bail!("--rate must be a positive number of requests/s");
+    }
     Ok(())
 }
 
@@ -393,5 +416,35 @@ fn encode(buf: &mut Vec<u8>, args: &[String]) {
     let _ = write!(buf, "*{}\r\n", args.len());
     for a in args {
         let _ = write!(buf, "${}\r\n{a}\r\n", a.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        acked: AckedArgs,
+    }
+
+    fn args(extra: &[&str]) -> AckedArgs {
+        let base = ["acked", "--endpoint", "127.0.0.1:1", "--duration", "1s"];
+        let base = base.iter().chain(["--out", "/dev/null"].iter());
+        Cli::parse_from(base.chain(extra.iter())).acked
+    }
+
+    #[test]
+    fn flags_that_leave_a_client_without_keys_are_refused() {
+        assert!(check(&args(&[])).is_ok());
+        let err = check(&args(&["--clients", "50", "--family", "10"])).unwrap_err();
+        assert!(
+            err.to_string().contains("use at least --family 50"),
+            "{err}"
+        );
+        assert!(check(&args(&["--clients", "0"])).is_err());
+        assert!(check(&args(&["--rate", "0"])).is_err());
     }
 }

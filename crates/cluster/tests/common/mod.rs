@@ -120,9 +120,33 @@ impl Drop for Server {
     }
 }
 
+/// A port `p` free now with its cluster bus port `p + 10000`, both below the kernel's
+/// ephemeral range (from 32768), never handed out twice by this process: parallel tests
+/// must not start two servers on one port, and a port dropped and then bound again can
+/// meanwhile be taken by a connection's local end in the ephemeral range.
 fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local addr").port()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    let mut n = u64::from(std::process::id()) ^ (call << 40) ^ nanos;
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        n = n
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // 10000..22768: the bus port stays below 32768 too.
+        let port = 10000 + ((n >> 33) % 12768) as u16;
+        let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if !given.contains(&port) && free(port) && free(port + 10000) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 impl Server {
