@@ -28,7 +28,12 @@ pub const METRICS: &[Metric] = &[
     (
         "slotgate_migration_bytes_total",
         "counter",
-        "DUMP payload bytes the migration moved.",
+        "Bytes the migration moved: DUMP payloads, and elements of keys copied by slices.",
+    ),
+    (
+        "slotgate_migration_sliced_total",
+        "counter",
+        "Keys too big to DUMP at once (dump_max_bytes) the migration restored by slices.",
     ),
     (
         "slotgate_migration_verify_total",
@@ -55,7 +60,7 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
     let s = &m.stats;
     let left = m.left().map_or("unknown".to_string(), |l| l.to_string());
     let conflict = crate::context::hotkeys::shown(&m.last_conflict());
-    let lines: [(&str, String); 16] = [
+    let lines: [(&str, String); 17] = [
         ("migration_name", m.name().into()),
         ("migration_phase", m.phase().name().into()),
         ("migration_source", m.source_servers().join(",")),
@@ -75,6 +80,7 @@ pub(crate) fn info(shared: &Shared, out: &mut String) {
         ("migration_passes", s.passes.load(Relaxed).to_string()),
         ("migration_left_keys", left),
         ("migration_bytes", s.bytes.load(Relaxed).to_string()),
+        ("migration_keys_sliced", s.sliced.load(Relaxed).to_string()),
         ("migration_verified", s.verified.load(Relaxed).to_string()),
         (
             "migration_verify_conflicts",
@@ -134,6 +140,13 @@ pub(crate) fn metrics(shared: &Shared, out: &mut String, described: &mut Describ
         "slotgate_migration_bytes_total",
         "",
         s.bytes.load(Relaxed),
+    );
+    sample(
+        out,
+        described,
+        "slotgate_migration_sliced_total",
+        "",
+        s.sliced.load(Relaxed),
     );
     let conflicts = s.conflicts.load(Relaxed);
     let ok = s.verified.load(Relaxed).saturating_sub(conflicts);

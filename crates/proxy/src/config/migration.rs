@@ -32,6 +32,10 @@ pub struct MigrationConfig {
     pub lease_ms: u64,
     /// Keys the verifier samples per second (half on each side); 0: no verifier.
     pub verify_samples_per_second: u32,
+    /// A string, list, hash, set or sorted set taking more than this (MEMORY USAGE) is
+    /// copied in slices rather than by one DUMP and RESTORE: a DUMP is held whole in the
+    /// proxy's memory, and the target refuses one above its `proto-max-bulk-len`.
+    pub dump_max_bytes: u64,
 }
 
 impl Default for MigrationConfig {
@@ -45,6 +49,7 @@ impl Default for MigrationConfig {
             copy_keys_per_second: 2000,
             lease_ms: 10_000,
             verify_samples_per_second: 10,
+            dump_max_bytes: 128 << 20,
         }
     }
 }

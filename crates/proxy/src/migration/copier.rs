@@ -17,7 +17,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::mover::{self, Conns};
+use super::mover;
+use super::pipes::{Conns, Side};
 use super::{Migration, Phase, INTERNAL_PREFIX};
 use crate::topology::sentinel::SentinelSource;
 
@@ -166,7 +167,7 @@ async fn pass(
                 return None;
             }
             let scan: &[&[u8]] = &[b"SCAN", &cursor, b"COUNT", SCAN_COUNT];
-            let keys = match conns.calls(m, mover::Side::Source, &addr, &[scan]).await {
+            let keys = match conns.calls(m, Side::Source, &addr, &[scan]).await {
                 Ok(reply) => match scanned(reply) {
                     Some((next, keys)) => {
                         cursor = next;

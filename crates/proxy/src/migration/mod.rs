@@ -20,6 +20,8 @@
 
 pub(crate) mod copier;
 pub(crate) mod mover;
+pub(crate) mod pipes;
+mod typed_copy;
 mod verifier;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -94,8 +96,10 @@ pub struct Stats {
     pub scanned: AtomicU64,
     /// Complete copier passes over every source server.
     pub passes: AtomicU64,
-    /// Payload bytes moved.
+    /// Payload bytes moved (DUMP payloads, and the elements of keys copied by slices).
     pub bytes: AtomicU64,
+    /// Keys too big to DUMP (`dump_max_bytes`) restored by slices (`typed_copy.rs`).
+    pub sliced: AtomicU64,
     /// Keys the verifier sampled and looked for on the other side.
     pub verified: AtomicU64,
     /// Sampled keys live on both sides with no mover's lease (`verifier.rs`).
@@ -144,6 +148,8 @@ pub struct Migration {
     target_auth: Option<Bytes>,
     target_tls: Option<Arc<Connector>>,
     lease_ms: u64,
+    /// Strings and collections taking more are copied by slices (`typed_copy.rs`).
+    dump_max_bytes: u64,
     copy_rate: u32,
     verify_rate: u32,
     /// This process's part of every lease token, so two proxies' tokens never match.
@@ -193,6 +199,7 @@ impl Migration {
             target_auth,
             target_tls,
             lease_ms: config.lease_ms,
+            dump_max_bytes: config.dump_max_bytes,
             copy_rate: config.copy_keys_per_second,
             verify_rate: config.verify_samples_per_second,
             token: format!("{:016x}", rand::random::<u64>()),

@@ -6,29 +6,33 @@
 //! acknowledged; the release runs on its own task, so a request waits two round trips.
 //!
 //! Both the workers' gates and the copier move keys with this; each thread keeps its own
-//! pipelined connections (`Conns`), so the moves of one thread never wait for another's.
+//! pipelined connections (`pipes.rs`), so the moves of one thread never wait for another's.
+//! A key too big to DUMP goes by slices instead (`typed_copy.rs`).
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use resp::Value;
-use tokio::sync::{oneshot, Notify};
 
+use super::pipes::{shown, Conns, Side};
+use super::typed_copy::{Kind, SliceCopy, Sliced};
 use super::Migration;
-use crate::node_query::NodeConn;
-use crate::tls::Connector;
 
 /// Absent: `{0}`. Another mover's lease: `{1}`. Else the lease is ours and the value
-/// follows: `{2, DUMP, PTTL}`.
+/// follows: `{2, DUMP, PTTL}`, or for a string, list, hash, set or sorted set taking more
+/// than `ARGV[3]` bytes (MEMORY USAGE's estimate), `{3, TYPE, PTTL}`: copied by slices
+/// (`typed_copy.rs`).
 const TAKE: &[u8] = b"if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end \
 local holder = redis.call('GET', KEYS[2]) \
 if holder and holder ~= ARGV[1] then return {1} end \
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) \
+local t = redis.call('TYPE', KEYS[1])['ok'] \
+if (t == 'string' or t == 'list' or t == 'hash' or t == 'set' or t == 'zset') \
+and (redis.call('MEMORY', 'USAGE', KEYS[1]) or 0) > tonumber(ARGV[3]) then \
+return {3, t, redis.call('PTTL', KEYS[1])} end \
 return {2, redis.call('DUMP', KEYS[1]), redis.call('PTTL', KEYS[1])}";
 
 /// The key and its lease deleted if the lease is still ours: 1, else 0.
@@ -38,11 +42,6 @@ redis.call('DEL', KEYS[1], KEYS[2]) return 1 end return 0";
 /// The lease alone dropped if still ours (a RESTORE that failed).
 const UNLEASE: &[u8] = b"if redis.call('GET', KEYS[1]) == ARGV[1] then \
 redis.call('DEL', KEYS[1]) end return 0";
-
-/// Connections per server, side and thread: a burst of clients touching keys not moved
-/// yet queues on them (pipelined) rather than dialling one each; more than one, so a big
-/// key's DUMP or RESTORE does not hold every other move to its server.
-const PIPES: usize = 4;
 
 /// Redirects a RESTORE follows before the move fails.
 const MAX_HOPS: usize = 5;
@@ -58,192 +57,6 @@ pub(crate) enum Moved {
     Kept,
     /// The key's source server is its target server too: nothing to move.
     InPlace,
-}
-
-/// Connections to the source servers and the target masters, of one thread: up to
-/// `PIPES` pipelined ones per server and side.
-#[derive(Default)]
-pub(crate) struct Conns {
-    pipes: RefCell<HashMap<PipeKey, Vec<Rc<Pipe>>>>,
-}
-
-/// Whether a pipe goes to the source, and to which server.
-type PipeKey = (bool, String);
-
-/// Which side a call goes to: it decides the password and TLS.
-#[derive(Clone, Copy)]
-pub(crate) enum Side {
-    Source,
-    Target,
-}
-
-impl Conns {
-    /// `calls` in order on one connection to `addr` (the least busy pipe, or a new one
-    /// while there are fewer than `PIPES`): its last reply.
-    pub(crate) async fn calls(
-        &self,
-        m: &Migration,
-        side: Side,
-        addr: &str,
-        calls: &[&[&[u8]]],
-    ) -> Result<Value, String> {
-        let pipe = self.pipe(m, side, addr, false);
-        match pipe.call(calls).await {
-            Ok(last) => Ok(last),
-            // A connection the server closed meanwhile (a restart, a timeout): once more on
-            // a new one. Every step may run twice: the take renews our own lease, a second
-            // RESTORE meets BUSYKEY (ours), the release finds nothing.
-            Err(_) if pipe.served.get() => self.pipe(m, side, addr, true).call(calls).await,
-            Err(e) => Err(e),
-        }
-        .map_err(|e| format!("{addr}: {e}"))
-    }
-
-    fn pipe(&self, m: &Migration, side: Side, addr: &str, fresh: bool) -> Rc<Pipe> {
-        let mut pipes = self.pipes.borrow_mut();
-        let list = pipes
-            .entry((matches!(side, Side::Source), addr.to_string()))
-            .or_default();
-        list.retain(|p| !p.dead.get());
-        let idlest = list.iter().min_by_key(|p| p.owed.get()).cloned();
-        match idlest {
-            Some(p) if !fresh && (p.owed.get() == 0 || list.len() >= PIPES) => p,
-            _ => {
-                let (auth, tls) = match side {
-                    Side::Source => (m.source_auth.clone(), None),
-                    Side::Target => (m.target_auth.clone(), m.target_tls.clone()),
-                };
-                let pipe = Pipe::start(addr.to_string(), auth, tls);
-                if list.len() >= PIPES {
-                    // Its task ends once the calls already queued on it are answered.
-                    let old = list.remove(0);
-                    old.retired.set(true);
-                    old.wake.notify_one();
-                }
-                list.push(pipe.clone());
-                pipe
-            }
-        }
-    }
-}
-
-/// One connection carrying a thread's calls to one server, pipelined: callers queue their
-/// calls, and the pipe's task writes every queued call in one write, then hands each its
-/// last reply in order. When many clients touch keys not moved yet (a migration's first
-/// seconds), their takes and RESTOREs to a server go in a few writes and reads instead of
-/// one round trip each: the syscalls, on this side and the server's, were most of a
-/// move's cost.
-pub(crate) struct Pipe {
-    queue: RefCell<Vec<Queued>>,
-    wake: Notify,
-    /// Calls queued or written and not answered yet.
-    owed: Cell<usize>,
-    /// Answered a call once (a later failure may be the server closing it while idle).
-    served: Cell<bool>,
-    dead: Cell<bool>,
-    /// Replaced by a fresh pipe: closes once nothing is queued.
-    retired: Cell<bool>,
-}
-
-/// One call counted in `Pipe::owed` while its caller waits, even if the caller is dropped
-/// (a copier's move aborted by a pause).
-struct Owing<'a>(&'a Cell<usize>);
-
-impl Drop for Owing<'_> {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
-    }
-}
-
-struct Queued {
-    bytes: BytesMut,
-    replies: usize,
-    done: oneshot::Sender<Result<Value, String>>,
-}
-
-impl Pipe {
-    /// A pipe whose task connects (and authenticates) first; calls queue meanwhile.
-    fn start(addr: String, auth: Option<Bytes>, tls: Option<Arc<Connector>>) -> Rc<Pipe> {
-        let pipe = Rc::new(Pipe {
-            queue: RefCell::new(Vec::new()),
-            wake: Notify::new(),
-            owed: Cell::new(0),
-            served: Cell::new(false),
-            dead: Cell::new(false),
-            retired: Cell::new(false),
-        });
-        let task = pipe.clone();
-        tokio::task::spawn_local(async move {
-            let error = match NodeConn::connect(&addr, auth.as_ref(), tls.as_deref()).await {
-                Ok(conn) => task.serve(conn).await,
-                Err(e) => e,
-            };
-            task.dead.set(true);
-            for q in task.queue.borrow_mut().drain(..) {
-                let _ = q.done.send(Err(error.clone()));
-            }
-        });
-        pipe
-    }
-
-    async fn call(&self, calls: &[&[&[u8]]]) -> Result<Value, String> {
-        if self.dead.get() {
-            return Err("connection closed".into());
-        }
-        let mut bytes = BytesMut::new();
-        for args in calls {
-            resp::encode_command(&mut bytes, args);
-        }
-        let (done, answer) = oneshot::channel();
-        self.queue.borrow_mut().push(Queued {
-            bytes,
-            replies: calls.len(),
-            done,
-        });
-        self.owed.set(self.owed.get() + 1);
-        let _owing = Owing(&self.owed);
-        self.wake.notify_one();
-        answer
-            .await
-            .unwrap_or_else(|_| Err("connection closed".into()))
-    }
-
-    /// Until the connection fails: its error.
-    async fn serve(&self, mut conn: NodeConn) -> String {
-        loop {
-            let batch = std::mem::take(&mut *self.queue.borrow_mut());
-            if batch.is_empty() {
-                if self.retired.get() {
-                    return "connection retired".into();
-                }
-                tokio::select! {
-                    _ = self.wake.notified() => continue,
-                    _ = conn.closed() => return "connection closed".into(),
-                }
-            }
-            let mut out = BytesMut::new();
-            for q in &batch {
-                out.extend_from_slice(&q.bytes);
-            }
-            let total = batch.iter().map(|q| q.replies).sum();
-            match conn.call_many(&out, total).await {
-                Ok(replies) => {
-                    self.served.set(true);
-                    let mut replies = replies.into_iter();
-                    for q in batch {
-                        let last = replies.by_ref().take(q.replies).last();
-                        let _ = q.done.send(Ok(last.unwrap_or(Value::Null)));
-                    }
-                }
-                Err(e) => {
-                    for q in batch {
-                        let _ = q.done.send(Err(e.clone()));
-                    }
-                    return e;
-                }
-            }
-        }
-    }
 }
 
 /// Move `key` (module doc), counted in the migration's statistics. Err: the key is still
@@ -302,6 +115,7 @@ async fn move_uncounted(
     let lease = m.lease_key(key);
     let token = m.token();
     let lease_ms = m.lease_ms.to_string();
+    let dump_max = m.dump_max_bytes.to_string();
     let take: &[&[u8]] = &[
         b"EVAL",
         TAKE,
@@ -310,14 +124,15 @@ async fn move_uncounted(
         &lease,
         &token,
         lease_ms.as_bytes(),
+        dump_max.as_bytes(),
     ];
     let mut waited = Duration::ZERO;
     let mut pause = Duration::from_millis(1);
-    let (payload, pttl) = loop {
+    let (value, pttl) = loop {
         let reply = conns.calls(m, Side::Source, source, &[take]).await?;
         match taken(reply)? {
             Taken::Absent => return Ok(Moved::Absent),
-            Taken::Value(payload, pttl) => break (payload, pttl),
+            Taken::Value(value, pttl) => break (value, pttl),
             Taken::Busy if waited.as_millis() as u64 > m.lease_ms + 1000 => {
                 return Err("another mover holds the key".into())
             }
@@ -336,8 +151,31 @@ async fn move_uncounted(
         0 => b"1".to_vec(),
         ms => ms.to_string().into_bytes(),
     };
-    let outcome = match put(m, conns, topology, key, &ttl, &payload).await {
-        Ok(outcome) => outcome,
+    let put = match value {
+        Carried::Dump(payload) => put(m, conns, topology, key, &ttl, &payload)
+            .await
+            .map(|outcome| (outcome, payload.len() as u64)),
+        Carried::Slices(kind) => {
+            let copy = SliceCopy {
+                m,
+                conns,
+                topology,
+                key,
+                source,
+                lease: &lease,
+                token: &token,
+            };
+            copy.run(kind, &ttl).await.map(|sliced| match sliced {
+                Sliced::Restored(bytes) => (Moved::Restored, bytes),
+                Sliced::Kept => (Moved::Kept, 0),
+            })
+        }
+    };
+    let outcome = match put {
+        Ok((outcome, bytes)) => {
+            m.stats.bytes.fetch_add(bytes, Relaxed);
+            outcome
+        }
         Err(e) => {
             // The key stays on the source: let the next mover take it at once.
             let unlease: &[&[u8]] = &[b"EVAL", UNLEASE, b"1", &lease, &token];
@@ -345,7 +183,6 @@ async fn move_uncounted(
             return Err(e);
         }
     };
-    m.stats.bytes.fetch_add(payload.len() as u64, Relaxed);
     // The key is on the target now: the request that asked for it may go (every other
     // mover finds our lease, then the key gone). The release follows on its own; if it
     // never lands, the lease expires and the next mover's RESTORE meets BUSYKEY.
@@ -376,7 +213,15 @@ async fn move_uncounted(
 enum Taken {
     Absent,
     Busy,
-    Value(Bytes, i64),
+    Value(Carried, i64),
+}
+
+/// How a taken key's value travels.
+enum Carried {
+    /// DUMP's payload, RESTOREd at once.
+    Dump(Bytes),
+    /// Too big for that: copied by slices.
+    Slices(Kind),
 }
 
 fn taken(reply: Value) -> Result<Taken, String> {
@@ -387,7 +232,11 @@ fn taken(reply: Value) -> Result<Taken, String> {
         [Value::Integer(0)] => Ok(Taken::Absent),
         [Value::Integer(1)] => Ok(Taken::Busy),
         [Value::Integer(2), Value::BulkString(payload), Value::Integer(pttl)] => {
-            Ok(Taken::Value(payload.clone(), *pttl))
+            Ok(Taken::Value(Carried::Dump(payload.clone()), *pttl))
+        }
+        [Value::Integer(3), Value::BulkString(kind), Value::Integer(pttl)] => {
+            let kind = Kind::parse(kind).ok_or("migration take: unexpected type")?;
+            Ok(Taken::Value(Carried::Slices(kind), *pttl))
         }
         _ => Err("migration take: unexpected reply".into()),
     }
@@ -441,12 +290,4 @@ async fn put(
         }
     }
     Err("RESTORE: too many redirects".into())
-}
-
-/// A reply shown in an error message, short.
-fn shown(reply: &Value) -> String {
-    match reply {
-        Value::Error(e) => String::from_utf8_lossy(&e[..e.len().min(200)]).into_owned(),
-        _ => "unexpected reply".into(),
-    }
 }

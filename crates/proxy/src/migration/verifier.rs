@@ -17,7 +17,7 @@ use std::time::Duration;
 use resp::Value;
 use tokio::sync::watch;
 
-use super::mover::{Conns, Side};
+use super::pipes::{Conns, Side};
 use super::INTERNAL_PREFIX;
 use super::{Migration, Phase};
 

@@ -22,7 +22,8 @@ use cluster::flags;
 use resp::Request;
 use tokio::sync::oneshot;
 
-use crate::migration::mover::{self, Conns};
+use crate::migration::mover;
+use crate::migration::pipes::Conns;
 use crate::session::client::Client;
 
 /// Keys a worker remembers as moved before it starts over (a forgotten key costs one
