@@ -66,10 +66,20 @@ impl Conns {
             .entry((matches!(side, Side::Source), addr.to_string()))
             .or_default();
         list.retain(|p| !p.dead.get());
-        let idlest = list.iter().min_by_key(|p| p.owed.get()).cloned();
-        match idlest {
-            Some(p) if !fresh && (p.owed.get() == 0 || list.len() >= PIPES) => p,
-            _ => {
+        // A retry wants a connection opened after its failure: one that has not answered
+        // yet is that (another caller's retry opened it), so a wave of failures (a server
+        // restarted) opens one connection, not one per caller.
+        let candidate = match fresh {
+            true => list.iter().find(|p| !p.served.get()).cloned(),
+            false => list
+                .iter()
+                .min_by_key(|p| p.owed.get())
+                .filter(|p| p.owed.get() == 0 || list.len() >= PIPES)
+                .cloned(),
+        };
+        match candidate {
+            Some(p) => p,
+            None => {
                 let (auth, tls) = match side {
                     Side::Source => (m.source_auth.clone(), None),
                     Side::Target => (m.target_auth.clone(), m.target_tls.clone()),
