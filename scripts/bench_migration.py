@@ -22,7 +22,7 @@ Processes: the load (`slotgate bench acked`) and the nine servers on CPU0 (`--se
 the proxy (with its copier) on CPU1, as bench_core.py pins them.
 
 Usage: python3 scripts/bench_migration.py [--keys 1000000] [--rate 20000] [--clients 50]
-           [--copy-rate 20000] [--before 20] [--big-mb 100] [--slotgate BIN]
+           [--copy-rate 20000] [--before 20] [--big-mb 100] [--dump-max-mb N] [--slotgate BIN]
 """
 
 import argparse
@@ -188,6 +188,9 @@ def main():
     ap.add_argument("--copy-rate", type=int, default=20_000, help="copy_keys_per_second")
     ap.add_argument("--before", type=int, default=20, help="seconds of load before")
     ap.add_argument("--big-mb", type=int, default=100)
+    ap.add_argument("--dump-max-mb", type=int, default=None,
+                    help="[migration] dump_max_bytes in MiB (default: the proxy's, 128): "
+                         "keys taking more move by slices")
     ap.add_argument("--max-copy", type=int, default=1800, help="seconds the copy may take")
     ap.add_argument("--servers-cpus", default=str(bc.LOADGEN_CPU),
                     help="taskset list for the nine servers (the load is on CPU0, the proxy "
@@ -228,6 +231,8 @@ def main():
                     f'[cluster]\nseeds = ["{seed}"]\n'
                     f'[admin]\nlisten = "127.0.0.1:{admin}"\n'
                     f'[migration]\ncopy_keys_per_second = {args.copy_rate}\n'
+                    + (f'dump_max_bytes = {args.dump_max_mb << 20}\n'
+                       if args.dump_max_mb is not None else '') +
                     '[migration.source]\nhash = "fnv1a_64"\ndistribution = "ketama"\n'
                     'hash_tag = "{}"\nservers = [' +
                     ", ".join(f'"127.0.0.1:{p}:1 redis{i}"' for i, (p, _) in enumerate(source))
@@ -261,6 +266,7 @@ def main():
             ("p99 during ÷ before", f"{during['p99_ms'] / before['p99_ms']:.2f}"),
             ("copy: seconds", f"{copy_s:.1f}"), ("copy: keys moved", moved),
             ("copy: keys/s", f"{moved / copy_s:.0f}"),
+            ("keys moved by slices", info.get("migration_keys_sliced", "?")),
             ("requests gated", info["migration_requests_gated"]),
             ("lease waits", info["migration_lease_waits"]),
             ("move errors", info["migration_errors"]),
