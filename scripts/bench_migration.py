@@ -22,7 +22,7 @@ Processes: the load (`slotgate bench acked`) and the nine servers on CPU0 (`--se
 the proxy (with its copier) on CPU1, as bench_core.py pins them.
 
 Usage: python3 scripts/bench_migration.py [--keys 1000000] [--rate 20000] [--clients 50]
-           [--copy-rate 20000] [--before 20] [--big-mb 100] [--dump-max-mb N] [--slotgate BIN]
+           [--copy-rate 20000] [--before 20] [--after 20] [--big-mb 100] [--dump-max-mb N] [--slotgate BIN]
 """
 
 import argparse
@@ -187,6 +187,9 @@ def main():
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--copy-rate", type=int, default=20_000, help="copy_keys_per_second")
     ap.add_argument("--before", type=int, default=20, help="seconds of load before")
+    ap.add_argument("--after", type=int, default=20,
+                    help="seconds of load after the cut-over (and the checks), on the "
+                         "target through the same proxy: what the target itself costs")
     ap.add_argument("--big-mb", type=int, default=100)
     ap.add_argument("--dump-max-mb", type=int, default=None,
                     help="[migration] dump_max_bytes in MiB (default: the proxy's, 128): "
@@ -252,8 +255,11 @@ def main():
         cut = urllib.request.urlopen(req, timeout=30).read().decode().strip()
         left = [bc.resp_call(p, "DBSIZE") for p, _ in source]
         problems = check(port, [before, during], args.big_mb, written)
-        errors = before["errors"] + during["errors"]
-        error_count = before["error_count"] + during["error_count"]
+        after = run_load(args.slotgate, port, args.clients, args.rate, args.after, workdir,
+                         "after") if args.after else None
+        runs = [before, during] + ([after] if after else [])
+        errors = [e for r in runs for e in r["errors"]]
+        error_count = sum(r["error_count"] for r in runs)
         moved = int(info["migration_keys_moved"])
         rows = [
             ("keys", args.keys), ("clients", args.clients), ("target rate /s", args.rate),
@@ -264,6 +270,16 @@ def main():
             ("load during: p50 / p99 ms", f"{during['p50_ms']:.2f} / {during['p99_ms']:.2f}"),
             ("load during: p99 from due ms", f"{during['due_p99_ms']:.2f}"),
             ("p99 during ÷ before", f"{during['p99_ms'] / before['p99_ms']:.2f}"),
+        ]
+        if after:
+            rows += [
+                ("load after: requests/s", f"{after['rate']:.0f}"),
+                ("load after: p50 / p99 ms", f"{after['p50_ms']:.2f} / {after['p99_ms']:.2f}"),
+                ("load after: p99 from due ms", f"{after['due_p99_ms']:.2f}"),
+                ("p99 after ÷ before", f"{after['p99_ms'] / before['p99_ms']:.2f}"),
+                ("p99 during ÷ after", f"{during['p99_ms'] / after['p99_ms']:.2f}"),
+            ]
+        rows += [
             ("copy: seconds", f"{copy_s:.1f}"), ("copy: keys moved", moved),
             ("copy: keys/s", f"{moved / copy_s:.0f}"),
             ("keys moved by slices", info.get("migration_keys_sliced", "?")),
@@ -275,7 +291,7 @@ def main():
         ]
         for k, v in rows:
             print(f"{k:28} {v}")
-        for name, run in (("before", before), ("during", during)):
+        for name, run in zip(("before", "during", "after")[:len(runs)], runs, strict=True):
             print(f"{name}, per second: requests / worst service ms / worst from due ms:")
             print("   " + "  ".join(f"{s['requests']}/{s['service_max_ms']:.0f}/"
                                    f"{s['due_max_ms']:.0f}" for s in run["seconds"]))
