@@ -42,6 +42,8 @@ pub(crate) struct Worker {
     /// The live config as this worker last saw it, and its generation (`live()`).
     live: RefCell<Arc<Live>>,
     live_seen: Cell<u64>,
+    /// The slot map, read per request without arc_swap's guard (`MapReader`).
+    map: ::topology::MapReader,
     /// `proxy.turn_quantum_bytes`: what a session moves per poll before yielding.
     pub turn_quantum: usize,
     /// `[mirror]`: the draw's xorshift state, and the one sink the copies' replies go to
@@ -112,6 +114,7 @@ impl Worker {
             turn_quantum: shared.config.proxy.turn_quantum_bytes,
             live: RefCell::new(shared.live.load_full()),
             live_seen: Cell::new(live_seen),
+            map: shared.topology.reader(),
             shared,
             stats,
             db0: Pools::default(),
@@ -194,6 +197,12 @@ impl Worker {
     /// Whether `slot` was seen migrating under `map`.
     pub(crate) fn is_migrating(&self, slot: u16, map: &SlotMap) -> bool {
         self.shared.ask_slots.is_marked(slot, map.version())
+    }
+
+    /// The slot map in force: one atomic load while it is unchanged.
+    #[inline]
+    pub(crate) fn map(&self) -> Arc<SlotMap> {
+        self.map.get()
     }
 
     pub(crate) fn topology(&self) -> &Topology {

@@ -197,3 +197,20 @@ async fn bootstrap_reports_the_last_failure() {
     let err = bootstrap(&["x:1".into()], &mut script).await.unwrap_err();
     assert!(err.to_string().starts_with("x:1: "), "{err}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reader_sees_each_new_map_at_its_next_read() {
+    let (script, topo) = halves().await;
+    let topo = Arc::new(topo);
+    let reader = topo.reader();
+    assert_eq!(reader.get().node_of(42).unwrap().addr, "a:1");
+    // A MOVED to a node the map lacks installs a new map.
+    topo.learn_moved(42, "c:1", 1);
+    assert_eq!(reader.get().node_of(42).unwrap().addr, "c:1");
+    // A refresh installs another: the reader's map is the one installed.
+    script.set(&[(0, 16383, "a:1", "a")]);
+    assert!(topo.refresh_once(&mut script.clone()).await);
+    let map = reader.get();
+    assert!(Arc::ptr_eq(&map, &topo.current()));
+    assert_eq!(map.node_of(43).unwrap().addr, "a:1");
+}

@@ -47,6 +47,12 @@ impl ClientPause {
         self.0.store(0, Relaxed);
     }
 
+    /// Whether a pause was set and not yet lifted (it may have ended by the clock).
+    #[inline]
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Relaxed) != 0
+    }
+
     /// The pause in force at `now_ms`, with its end; None when there is none or it ended.
     /// While nothing is paused this is one relaxed load and a compare: `now_ms` is only
     /// called when something is.

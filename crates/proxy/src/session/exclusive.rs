@@ -73,7 +73,7 @@ impl Session {
         // Only while EXEC would go there: were the slot's master another now, that
         // connection would close under the commands' replies, whose errors the client
         // would read before a transaction that then runs elsewhere.
-        let map = self.client.worker.topology().current();
+        let map = self.client.worker.map();
         let owner = ex.slot.and_then(|slot| map.node_of(slot));
         ex.on_node.as_ref().is_some_and(|on| {
             on.conn.breaks() == on.breaks
@@ -125,7 +125,7 @@ impl Session {
     }
 
     fn run_exclusive(&mut self, mut ex: Exclusive) {
-        let map = self.client.worker.topology().current();
+        let map = self.client.worker.map();
         let addr = match ex.slot {
             Some(slot) => map.node_of(slot).map(|n| n.addr.clone()),
             None => map.nodes().first().map(|n| n.addr.clone()),
@@ -274,7 +274,7 @@ impl Session {
                 self.client.reply_now(Bytes::from_static(b"+RESET\r\n"));
             }
             Local::Wait => {
-                let map = self.client.worker.topology().current();
+                let map = self.client.worker.map();
                 let shared = &self.client.worker.shared;
                 match crate::session::wait::start(
                     req,

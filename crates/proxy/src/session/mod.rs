@@ -443,9 +443,7 @@ impl Session {
             }
         }
         if counted.replicates {
-            self.client
-                .written
-                .note(&route, &self.client.worker.topology().current());
+            self.client.written.note(&route, &self.client.worker.map());
         }
         // As in Redis, QUIT and RESET act at once inside MULTI; everything else is queued.
         let tx_bypass = matches!(
@@ -498,7 +496,7 @@ impl Session {
     fn near_cache(&self, req: &Request, slot: u16, sampled: bool) -> Option<Bytes> {
         let key = near_cache::get_key(req)?;
         let cache = near_cache::NearCache::of_this_worker(&self.client.worker)?;
-        let map = self.client.worker.topology().current();
+        let map = self.client.worker.map();
         if let Some(reply) = cache.answer(key, slot, &map, self.client.resp3()) {
             return Some(reply);
         }

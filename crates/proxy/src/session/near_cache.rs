@@ -281,7 +281,7 @@ impl NearCache {
             }
         }
         self.follow(&worker);
-        let map = worker.topology().current();
+        let map = worker.map();
         let Some(owner) = map.node_of(slot).map(|n| n.addr.clone()) else {
             return;
         };

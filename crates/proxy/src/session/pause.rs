@@ -14,7 +14,20 @@ use crate::session::transaction::Transactions;
 /// transaction holding one; scripts and functions that declared `no-writes` pass (EVAL's
 /// shebang read here, EVALSHA's and FCALL's as learned when loaded through the proxy,
 /// `context/code_flags.rs`).
+/// Inlined: every request asks, and while nothing is paused the answer is one load.
+#[inline]
 pub(crate) fn end(client: &Client, tx: &Transactions, req: &Request) -> Option<u64> {
+    let shared = &client.worker.shared;
+    if !shared.pause.is_set() {
+        return None;
+    }
+    covering(client, tx, req)
+}
+
+/// `end` while a pause is set.
+#[cold]
+#[inline(never)]
+fn covering(client: &Client, tx: &Transactions, req: &Request) -> Option<u64> {
     let shared = &client.worker.shared;
     let (kind, end) = shared.pause.current(|| shared.now_ms())?;
     let covered = match kind {

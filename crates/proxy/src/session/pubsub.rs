@@ -349,7 +349,7 @@ impl ClientPubSub {
         }
         // Classic pub/sub's home (`PUBSUB_HOME_SLOT`), where PUBLISH goes too; any master
         // while slot 0 has none (its messages still arrive over the cluster bus).
-        let map = client.worker.topology().current();
+        let map = client.worker.map();
         let home = map
             .node_of(crate::route::PUBSUB_HOME_SLOT)
             .or(map.nodes().first());

@@ -97,7 +97,7 @@ pub(crate) fn follow(session: &mut Session, cx: &mut Context<'_>) {
 
 fn follow_one(session: &mut Session, seq: u64, frag: u32) {
     let (max_redirects, hold_ms) = session.client.worker.redirect_limits();
-    let map = session.client.worker.topology().current();
+    let map = session.client.worker.map();
     let rules = Rules {
         max_redirects,
         hold_limit: Duration::from_millis(hold_ms),
@@ -178,7 +178,7 @@ fn count_and_learn(worker: &Worker, plan: &Plan) {
         }
         Kind::Moved { slot, to } => {
             WorkerStats::bump(&worker.stats.redirects_moved);
-            let map = worker.topology().current();
+            let map = worker.map();
             let already_known = map.node_of(*slot).is_some_and(|n| n.addr == *to);
             drop(map);
             if !already_known {

@@ -177,7 +177,7 @@ impl ClientPubSub {
             })
             .map(|(ch, _)| ch.clone())
             .collect();
-        let version = client.worker.topology().current().version();
+        let version = client.worker.map().version();
         client.worker.topology().learn_moved(slot, &addr, version);
         if again.is_empty() {
             return true; // already sent where this MOVED points
@@ -216,7 +216,7 @@ impl ClientPubSub {
         let Some((slot, addr)) = Self::moved_target(client, frame, from.as_deref()) else {
             return false;
         };
-        let version = client.worker.topology().current().version();
+        let version = client.worker.map().version();
         client.worker.topology().learn_moved(slot, &addr, version);
         self.send(client, sent, PubSubTarget::Shard(Some(slot)));
         true
@@ -233,7 +233,7 @@ impl ClientPubSub {
         let Some(Redirect::Moved { slot, to }) = parse_redirect(line) else {
             return None;
         };
-        let map = client.worker.topology().current();
+        let map = client.worker.map();
         let addr = match (to.host, from) {
             (Host::Same, None) => None,
             (_, from) => map.redirect_addr(to, from.unwrap_or_default()),

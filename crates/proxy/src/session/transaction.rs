@@ -681,7 +681,7 @@ fn go_live(tx: &Transaction, watch: Option<&Watch>, client: &mut Client) -> Opti
     if !client.worker.live().config.cluster.live_multi {
         return None;
     }
-    let map = client.worker.topology().current();
+    let map = client.worker.map();
     let addr = map.node_of(slot)?.addr.clone();
     let wire = client.wire();
     if let Some(w) = watch {

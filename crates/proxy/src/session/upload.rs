@@ -113,7 +113,7 @@ impl Uploads {
         if !value_is_not_routed(&tail.probe, slot, allow_admin, placement) {
             return Start::No;
         }
-        let map = client.worker.topology().current();
+        let map = client.worker.map();
         let Some(addr) = map.node_of(slot).map(|n| n.addr.clone()) else {
             return Start::No;
         };
@@ -127,9 +127,7 @@ impl Uploads {
         WorkerStats::bump(&client.worker.stats.commands_processed);
         client.count_command(command.index, command.sub, false);
         if command.replicates {
-            client
-                .written
-                .note(&route, &client.worker.topology().current()); // a later WAIT must count this write (review S6)
+            client.written.note(&route, &client.worker.map()); // a later WAIT must count this write (review S6)
         }
         let size = tail.head_len + tail.payload_len + 2;
         client

@@ -38,7 +38,7 @@ const CHARGED_REQUEST: usize = 64 * 1024;
 /// Send to the master of `slot` (or any master).
 pub(crate) fn forward(client: &Client, req: &Request, slot: Option<u16>) {
     let wire = client.wire();
-    let map = client.worker.topology().current();
+    let map = client.worker.map();
     let stamp = map.stamp();
     let backend = match slot {
         Some(slot) => client.worker.backend_for_slot(&map, slot, wire),
@@ -83,7 +83,7 @@ pub(crate) fn forward_read(client: &Client, req: &Request, slot: u16, watching: 
     if policy == ReadPolicy::Master || client.info.tracker != 0 {
         return forward(client, req, Some(slot));
     }
-    let map = client.worker.topology().current();
+    let map = client.worker.map();
     let stamp = map.stamp();
     let spread = client.info.id as usize;
     let (choice, generation) = client

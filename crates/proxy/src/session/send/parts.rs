@@ -20,7 +20,7 @@ use crate::session::queue::Entry;
 
 /// Send every part of a split request; the reply queue merges them.
 pub(crate) fn fan_out(client: &Client, fanout: Fanout) {
-    let map = client.worker.topology().current();
+    let map = client.worker.map();
     fan_out_on(client, fanout, &map, Patience::Normal);
 }
 
@@ -32,7 +32,7 @@ pub(crate) fn fan_out(client: &Client, fanout: Fanout) {
 /// `in_multi`: a command of a transaction replayed at EXEC, run inside a transaction of
 /// its own on each master (`Part::in_multi`).
 pub(crate) fn broadcast(client: &Client, req: &Request, merge: Merge, in_multi: bool) {
-    let map = client.worker.topology().current();
+    let map = client.worker.map();
     let patience = Patience::of_request(req);
     // CONFIG GET needs one master's answer, not every master's.
     let parts = match merge {
@@ -49,7 +49,7 @@ pub(crate) fn broadcast(client: &Client, req: &Request, merge: Merge, in_multi: 
 
 /// KEYS, once every earlier request is answered (`Held::Keys`).
 pub(crate) fn keys_twice(client: &Client, req: &Request) {
-    let map = client.worker.topology().current();
+    let map = client.worker.map();
     let fanout = Fanout::twice(req, map.nodes().len());
     fan_out_on(client, fanout, &map, Patience::of_request(req));
 }
@@ -127,7 +127,7 @@ fn send_parts(
 
 /// SCAN: the cursor names the master; its page comes back with the cursor rewritten.
 pub(crate) fn scan(client: &Client, req: &Request) {
-    let map = client.worker.topology().current();
+    let map = client.worker.map();
     let masters = map.nodes().len();
     let cursor = match parse_cursor(req.arg(1), masters) {
         Ok(c) => c,
@@ -169,7 +169,7 @@ pub(crate) fn scan(client: &Client, req: &Request) {
 /// INFO with sections from the masters (`sections`): the proxy's own, with theirs merged in.
 pub(crate) fn info_with_masters(client: &Client, req: &Request, sections: &[&str]) {
     let own = crate::admin::info::render(&client.worker.shared, req);
-    let map = client.worker.topology().current();
+    let map = client.worker.map();
     let mut args: Vec<&[u8]> = vec![b"INFO"];
     args.extend(sections.iter().map(|s| s.as_bytes()));
     let probe = Request::from_args(&args);

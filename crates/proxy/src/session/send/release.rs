@@ -43,7 +43,7 @@ fn resolve(client: &mut Client, w: &Waiting) -> Option<Rc<Backend>> {
         Target::Node(addr) => Some(client.worker.backend_for_addr(addr, w.wire)),
         Target::Owner { fallback } if w.pinned => {
             // A blocking command stays on the session's own connection, to the new owner.
-            let map = client.worker.topology().current();
+            let map = client.worker.map();
             let owner = w.route.and_then(|slot| map.node_of(slot));
             let addr = owner
                 .map(|n| n.addr.to_string())
@@ -51,7 +51,7 @@ fn resolve(client: &mut Client, w: &Waiting) -> Option<Rc<Backend>> {
             Some(client.dedicated_for(&addr))
         }
         Target::Owner { fallback } => {
-            let map = client.worker.topology().current();
+            let map = client.worker.map();
             let owner = w
                 .route
                 .and_then(|slot| client.worker.backend_for_slot(&map, slot, w.wire));
@@ -69,7 +69,7 @@ fn send_released(client: &Client, w: Waiting, to: Option<Rc<Backend>>) {
     };
     // Routed by the map of now: a MOVED for it is news about that map, not an older one.
     let routed = matches!(w.target, Target::Owner { .. });
-    let version = routed.then(|| client.worker.topology().current().version());
+    let version = routed.then(|| client.worker.map().version());
     record_sent_to(client, w.seq, w.frag, &backend, version);
     backend.send(Outgoing {
         frame: w.frame,
