@@ -256,6 +256,11 @@ impl Slowlog {
     }
 
     /// Microseconds since start. Callers read it per read or per batch of replies.
+    /// The instant `now_us` counts from.
+    pub(crate) fn origin(&self) -> Instant {
+        self.origin
+    }
+
     pub(crate) fn now_us(&self) -> u64 {
         self.origin.elapsed().as_micros() as u64
     }

@@ -462,9 +462,14 @@ impl Session {
             // A queued command is logged with EXEC, if it runs (`session/slowlog.rs`).
             _ => {
                 let skip = refused || queued;
+                // Sent as it came to one node (no user's script mirror, no publish held
+                // behind subscriptions): its entry keeps the frame the log would copy.
+                let whole = matches!(route, Route::Slot(_) | Route::Read(_))
+                    && self.client.login.user().is_none()
+                    && !self.pubsub.is_on();
                 self.client
                     .slowlog
-                    .arm(&self.client.cell, &req, counted, skip);
+                    .arm(&self.client.cell, &req, counted, skip, whole);
             }
         }
         if !refused {

@@ -42,15 +42,44 @@ pub(crate) struct ReplyQueue {
     closed: bool,
 }
 
-/// A request waiting for its reply, for SLOWLOG and COMMANDLOG (`slowlog.rs`): when it
-/// was read, its bytes (a refcount), and once popped its reply's size.
+/// A request's SLOWLOG and COMMANDLOG mark (`slowlog.rs`), carried by its entry: when it
+/// was read and its size, and its bytes unless the entry holds them already (a request sent
+/// whole keeps its frame to resend: that frame is read only if the request is logged).
 pub(crate) struct Mark {
     pub read_us: u64,
-    pub request: Bytes,
+    /// None: the entry's own frame (`Resend::Frame`) is the request.
+    pub request: Option<Bytes>,
     /// The request's size as it came in (an upload's whole, `request` being its probe).
     pub request_bytes: u64,
-    /// Set when the reply is handed to the writer, if `ClientCell::size_replies` is on.
+}
+
+/// A marked request whose reply was just handed to the writer and that a log's threshold
+/// takes (`ClientCell::take_logged`): what the logs record.
+pub(crate) struct Answered {
+    pub read_us: u64,
+    pub request: Bytes,
+    pub request_bytes: u64,
     pub reply_bytes: u64,
+}
+
+/// The logs' thresholds as the session last read them, checked as each marked entry is
+/// popped (`u64::MAX`: that log is off), and the logs' clock.
+#[derive(Clone, Copy)]
+pub(crate) struct SlowCheck {
+    pub origin: tokio::time::Instant,
+    pub slow_us: u64,
+    pub request_bytes: u64,
+    pub reply_bytes: u64,
+}
+
+impl SlowCheck {
+    /// Whether a request read at `read_us` (`now_us` its clock's reading when it was popped),
+    /// of `request_bytes`, answered with `reply_bytes`, reaches a threshold.
+    fn takes(&self, read_us: u64, now_us: u64, request_bytes: u64, reply_bytes: u64) -> bool {
+        now_us.saturating_sub(read_us) >= self.slow_us
+            || request_bytes >= self.request_bytes
+            || reply_bytes >= self.reply_bytes
+    }
 }
 
 /// The part of a client that backends may touch: its reply queue and its task's waker.
@@ -91,14 +120,11 @@ pub(crate) struct ClientCell {
     /// session to count (INFO errorstats and commandstats); empty unless an error was
     /// answered.
     errors: RefCell<Vec<(Option<Called>, Bytes)>>,
-    /// SLOWLOG: the mark the next pushed entry takes, and those of entries not yet popped.
+    /// SLOWLOG: the mark the next pushed entry takes, the thresholds its pop is checked
+    /// against (None while every log is off), and the popped requests they took.
     next_slow: Cell<Option<Mark>>,
-    slow_marks: RefCell<VecDeque<(u64, Mark)>>,
-    /// COMMANDLOG's large-reply log is on: popping a marked entry records its size.
-    size_replies: Cell<bool>,
-    /// How many marks at the front of `slow_marks` belong to popped entries (the next to
-    /// size is the one after them): sizing a reply is then O(1), not a search.
-    sized: Cell<usize>,
+    slow_check: Cell<Option<SlowCheck>>,
+    logged: RefCell<Vec<Answered>>,
     /// The worker's memory budget: every reply byte queued here is counted there too.
     budget: Rc<Budget>,
     /// Chosen for eviction by the budget, with the bytes it held then.
@@ -184,9 +210,8 @@ impl ClientCell {
             head_streamed: Default::default(),
             errors: Default::default(),
             next_slow: Default::default(),
-            slow_marks: Default::default(),
-            size_replies: Cell::new(false),
-            sized: Cell::new(0),
+            slow_check: Default::default(),
+            logged: Default::default(),
             budget,
             evicted: Default::default(),
             candidate: Default::default(),
@@ -294,43 +319,51 @@ impl ClientCell {
         self.next_slow.set(mark);
     }
 
-    /// Whether popping a marked entry records its reply's size (`Mark::reply_bytes`).
-    pub(crate) fn size_replies(&self, on: bool) {
-        self.size_replies.set(on);
+    /// The thresholds popped entries' marks are checked against (None: every log is off,
+    /// and marks are dropped unchecked).
+    pub(crate) fn set_slow_check(&self, check: Option<SlowCheck>) {
+        self.slow_check.set(check);
     }
 
-    /// Give the mark of entry `seq` (popped now, in order), if it has one, its reply's size.
-    fn size_reply(&self, seq: u64, bytes: usize) {
-        let mut marks = self.slow_marks.borrow_mut();
-        let mut i = self.sized.get();
-        // Marks of entries popped while sizing was off: passed once each.
-        while marks.get(i).is_some_and(|(s, _)| *s < seq) {
-            i += 1;
+    /// The popped marked requests a threshold took, oldest first, if any.
+    pub(crate) fn take_logged(&self, into: &mut Vec<Answered>) {
+        let mut logged = self.logged.borrow_mut();
+        if !logged.is_empty() {
+            into.append(&mut logged);
         }
-        if let Some((s, mark)) = marks.get_mut(i) {
-            if *s == seq {
-                mark.reply_bytes = bytes as u64;
-                i += 1;
-            }
+    }
+
+    /// `entry`'s mark, checked as its reply (`reply_bytes`, 0 if silenced) goes to the
+    /// writer; `now_us` is read once per pop, at the first mark.
+    fn check_mark(&self, entry: &mut Entry, reply_bytes: usize, now_us: &mut Option<u64>) {
+        let Some(mark) = entry.slow.take() else {
+            return;
+        };
+        let Some(check) = self.slow_check.get() else {
+            return;
+        };
+        let now = *now_us.get_or_insert_with(|| check.origin.elapsed().as_micros() as u64);
+        let reply_bytes = reply_bytes as u64;
+        if !check.takes(mark.read_us, now, mark.request_bytes, reply_bytes) {
+            return;
         }
-        self.sized.set(i);
-    }
-
-    /// Whether marks of requests not yet answered remain.
-    pub(crate) fn has_slow_marks(&self) -> bool {
-        !self.slow_marks.borrow().is_empty()
-    }
-
-    /// Hand `each` the marks of the entries popped so far (their replies are with the
-    /// writer), oldest first; nothing is collected on the way.
-    pub(crate) fn drain_answered_marks(&self, mut each: impl FnMut(Mark)) {
-        let head = self.queue.borrow().head_seq;
-        let mut marks = self.slow_marks.borrow_mut();
-        while marks.front().is_some_and(|(seq, _)| *seq < head) {
-            if let Some((_, mark)) = marks.pop_front() {
-                self.sized.set(self.sized.get().saturating_sub(1));
-                each(mark);
-            }
+        let request = mark.request.or_else(|| match &entry.kind {
+            Kind::Sent(sent) => match &sent.resend {
+                Resend::Frame(frame) => Some(frame.clone()),
+                _ => None,
+            },
+            _ => None,
+        });
+        // Without its bytes (a whole request the proxy answered itself after all: a near
+        // cache hit, a refusal after routing) there is nothing to log: such answers take
+        // no node's time, and Redis logs no refusal.
+        if let Some(request) = request {
+            self.logged.borrow_mut().push(Answered {
+                read_us: mark.read_us,
+                request,
+                request_bytes: mark.request_bytes,
+                reply_bytes,
+            });
         }
     }
 
@@ -377,12 +410,10 @@ impl ClientCell {
         }
         entry.command = self.next_command.take();
         entry.written = self.next_write.take();
+        entry.slow = self.next_slow.take();
         let seq = self.append(entry);
         if let Some(key) = key {
             self.sample_keys.borrow_mut().push_back((seq, key));
-        }
-        if let Some(mark) = self.next_slow.take() {
-            self.slow_marks.borrow_mut().push_back((seq, mark));
         }
         seq
     }
@@ -454,6 +485,11 @@ impl ClientCell {
 
     /// Take the pending pub/sub frames, in arrival order; none while a streamed reply is
     /// half written (they are taken once it is complete).
+    /// Whether frames from pub/sub or tracking connections wait to be taken.
+    pub(crate) fn has_pushes(&self) -> bool {
+        !self.pushes.borrow().is_empty()
+    }
+
     pub(crate) fn take_pushes(&self, into: &mut Vec<(usize, Bytes)>) {
         if self.mid_reply.get() || self.group_left.get() > 0 {
             return;
@@ -502,10 +538,16 @@ impl ClientCell {
     pub(crate) fn pop_ready(&self, out: &mut VecDeque<Bytes>) -> usize {
         let mut q = self.queue.borrow_mut();
         let mut n = 0;
+        let mut now_us = None;
         while let Some(head) = q.entries.front_mut() {
             // A streamed reply's pieces leave before its end (still budgeted until written).
             let mut pieces = 0;
-            for piece in head.partial.drain(..) {
+            // Only a streamed reply has pieces: most entries skip the drain.
+            let partial = match head.partial.is_empty() {
+                true => None,
+                false => Some(head.partial.drain(..)),
+            };
+            for piece in partial.into_iter().flatten() {
                 pieces += 1;
                 self.head_streamed
                     .set(self.head_streamed.get() + piece.len());
@@ -529,11 +571,11 @@ impl ClientCell {
             self.inflight_charge.set(self.inflight_charge.get() - share);
             self.budget.release(share);
             self.budget.count_requests(0, 1);
-            let Some(entry) = q.entries.pop_front() else {
+            let Some(mut entry) = q.entries.pop_front() else {
                 break;
             };
             let streamed = self.head_streamed.replace(0);
-            let Some(reply) = entry.reply else {
+            let Some(reply) = entry.reply.take() else {
                 break;
             };
             if let Some((command, started)) = entry.sampled {
@@ -549,8 +591,13 @@ impl ClientCell {
                     },
                 });
             }
-            if self.size_replies.get() && !entry.silent {
-                self.size_reply(q.head_seq, streamed + reply.len());
+            if entry.slow.is_some() {
+                let bytes = if entry.silent {
+                    0
+                } else {
+                    streamed + reply.len()
+                };
+                self.check_mark(&mut entry, bytes, &mut now_us);
             }
             self.count_group(q.head_seq);
             q.head_seq += 1;
@@ -625,8 +672,7 @@ impl ClientCell {
         self.budget.count_requests(0, q.entries.len());
         q.entries.clear();
         q.redirected.clear();
-        self.slow_marks.borrow_mut().clear();
-        self.sized.set(0);
+        self.logged.borrow_mut().clear();
         self.sample_keys.borrow_mut().clear();
         self.sub_queued(self.queued_bytes.get());
         self.budget.release(self.inflight_charge.replace(0));

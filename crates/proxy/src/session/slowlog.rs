@@ -1,14 +1,16 @@
 //! The session's side of SLOWLOG and COMMANDLOG: stamp each read, mark each request with
-//! that stamp and its bytes, and check the marks of the replies just handed to the writer
-//! against the slow log's threshold and the two size logs' (`context/slowlog.rs`).
+//! that stamp and its bytes, and log the requests whose replies were just handed to the
+//! writer past the slow log's threshold or the two size logs' (`context/slowlog.rs`).
 //!
 //! A mark rides on the first reply-queue entry its request pushes (as latency samples do), so
 //! a fan-out request (MGET over several nodes) is one entry: its own argv, timed until the
 //! merged reply is complete; a held request (BLPOP, EXEC) is timed from its read, including
 //! the wait for the requests before it. A command queued in MULTI is not marked when it is
-//! queued (it has not run) but with EXEC (`arm_exec`). Per request this costs a refcount on
-//! the request's bytes and a queue slot; the clock is read once per read and once per batch
-//! of replies.
+//! queued (it has not run) but with EXEC (`arm_exec`). The queue checks each mark against
+//! the thresholds as its entry is popped (`ClientCell::check_mark`) and keeps only those a
+//! threshold takes. Per request this costs a few words in its entry: a request sent whole
+//! is not even copied by reference, its entry's frame is read if it is logged; the clock is
+//! read once per read and once per batch of popped replies.
 
 use std::net::SocketAddr;
 
@@ -18,7 +20,7 @@ use resp::Request;
 
 use crate::context::slowlog::{Client, LogKind, Slowlog};
 use crate::context::WorkerStats;
-use crate::session::queue::{ClientCell, Mark};
+use crate::session::queue::{Answered, ClientCell, Mark, SlowCheck};
 
 /// The thresholds in force, as of the latest read; None for a log that is off.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
@@ -40,6 +42,16 @@ impl Thresholds {
     fn any(&self) -> bool {
         self.slow_us.is_some() || self.request_bytes.is_some() || self.reply_bytes.is_some()
     }
+
+    /// What the queue checks popped marks against (None while every log is off).
+    fn check(&self, log: &Slowlog) -> Option<SlowCheck> {
+        self.any().then(|| SlowCheck {
+            origin: log.origin(),
+            slow_us: self.slow_us.unwrap_or(u64::MAX),
+            request_bytes: self.request_bytes.unwrap_or(u64::MAX),
+            reply_bytes: self.reply_bytes.unwrap_or(u64::MAX),
+        })
+    }
 }
 
 /// Per-session state.
@@ -51,22 +63,21 @@ pub(crate) struct Tracker {
     peer: Option<SocketAddr>,
     /// Coarse time of the latest read from the client's socket.
     read_us: u64,
-    /// Marks were armed and may still wait for their replies: recording goes on even if a
-    /// reload turned the logs off meanwhile, so they are drained, not left to pile up.
-    armed: bool,
+    /// The popped requests a threshold took, between two `record`s (kept for its capacity).
+    answered: Vec<Answered>,
 }
 
 impl Tracker {
     pub(crate) fn new(log: &Slowlog, peer: Option<SocketAddr>, cell: &ClientCell) -> Tracker {
         let generation = log.generation();
         let thresholds = Thresholds::of(log);
-        cell.size_replies(thresholds.reply_bytes.is_some());
+        cell.set_slow_check(thresholds.check(log));
         Tracker {
             thresholds,
             generation,
             peer,
             read_us: 0,
-            armed: false,
+            answered: Vec::new(),
         }
     }
 
@@ -81,7 +92,7 @@ impl Tracker {
         if generation != self.generation {
             self.generation = generation;
             self.thresholds = Thresholds::of(log);
-            cell.size_replies(self.thresholds.reply_bytes.is_some());
+            cell.set_slow_check(self.thresholds.check(log));
         }
     }
 
@@ -100,16 +111,25 @@ impl Tracker {
 
     /// Mark the entry `req` pushes next in `cell`; none for what Redis never logs (refused
     /// requests, unknown commands, EXEC and the other `skip_slowlog` commands), nor when
-    /// `unlogged` (refused, or queued in MULTI: see `arm_exec`).
+    /// `unlogged` (refused, or queued in MULTI: see `arm_exec`). `whole`: the request is
+    /// routed to one node as it is, so its entry keeps its frame and the mark needs none.
     pub(crate) fn arm(
         &mut self,
         cell: &ClientCell,
         req: &Request,
         command: Counted,
         unlogged: bool,
+        whole: bool,
     ) {
-        let skip = unlogged || command.index.is_none() || command.skip_slowlog;
-        self.arm_bytes(cell, (!skip).then(|| req.raw().clone()), None);
+        if unlogged || command.index.is_none() || command.skip_slowlog || !self.thresholds.any() {
+            return cell.arm_slowlog(None);
+        }
+        let request = (!whole).then(|| req.raw().clone());
+        cell.arm_slowlog(Some(Mark {
+            read_us: self.read_us,
+            request_bytes: req.raw().len() as u64,
+            request,
+        }));
     }
 
     /// `arm` for a request streamed to its node as it comes (`upload.rs`): `probe` stands
@@ -136,20 +156,19 @@ impl Tracker {
 
     fn arm_bytes(&mut self, cell: &ClientCell, request: Option<Bytes>, size: Option<usize>) {
         if !self.thresholds.any() {
-            return;
+            return cell.arm_slowlog(None);
         }
-        self.armed |= request.is_some();
         let mark = request.map(|request| Mark {
             read_us: self.read_us,
             request_bytes: size.unwrap_or(request.len()) as u64,
-            request,
-            reply_bytes: 0,
+            request: Some(request),
         });
         cell.arm_slowlog(mark);
     }
 
-    /// Log the requests of `cell` whose replies were just handed to the writer, if they
-    /// were slow or large, into `log` (and the worker's rings), under the client's `name`.
+    /// Log the requests of `cell` whose replies were just handed to the writer and that a
+    /// threshold took (the queue checked them as they were popped), into `log` (and the
+    /// worker's rings), under the client's `name`.
     pub(crate) fn record(
         &mut self,
         log: &Slowlog,
@@ -160,20 +179,18 @@ impl Tracker {
         // The thresholds in force when the reply comes, as Redis checks them after the
         // command ran: `CONFIG SET slowlog-log-slower-than -1` is not logged itself.
         self.refresh(log, cell);
-        let now = self.thresholds;
-        if !now.any() && !self.armed {
+        cell.take_logged(&mut self.answered);
+        if self.answered.is_empty() {
             return;
         }
-        // Turned off since: drain what was armed, log nothing.
+        let now = self.thresholds;
         let never = u64::MAX;
         let client = Client {
             peer: self.peer,
             name,
         };
-        // Read once per batch of replies, and only when one of them was marked.
-        let mut time = None;
-        cell.drain_answered_marks(|mark| {
-            let time = *time.get_or_insert_with(|| log.now_us());
+        let time = log.now_us();
+        for mark in self.answered.drain(..) {
             let checks = [
                 (
                     LogKind::Slow,
@@ -188,9 +205,6 @@ impl Tracker {
                     log.log_as(kind, stats.log_ring(kind), &mark.request, value, client);
                 }
             }
-        });
-        if !now.any() {
-            self.armed = cell.has_slow_marks();
         }
     }
 }

@@ -363,6 +363,10 @@ impl Session {
     /// that go ahead of this turn's replies (`mark`) go into `out` at `out_at`, where those
     /// replies start.
     fn forward_pushes(&mut self, mark: TurnMark, out_at: usize) -> usize {
+        // A plain session's turn: nothing subscribed, tracked or pushed.
+        if !self.pubsub.is_on() && !self.tracking.is_on() && !self.client.cell.has_pushes() {
+            return 0;
+        }
         let mut frames = std::mem::take(&mut self.push_scratch);
         self.client.cell.take_pushes(&mut frames);
         self.pubsub.follow_masters(&self.client);

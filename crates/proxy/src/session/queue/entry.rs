@@ -10,6 +10,7 @@ use crate::backend::Backend;
 use crate::context::near_cache::Written;
 use crate::session::failover_hold::Hold;
 use crate::session::fanout::Fanout;
+use crate::session::queue::Mark;
 
 /// One request's place in its client's reply order.
 pub(crate) struct Entry {
@@ -28,6 +29,8 @@ pub(crate) struct Entry {
     pub silent: bool,
     /// `[near_cache]`: a write's mark, bumped again when its reply arrives.
     pub written: Option<Written>,
+    /// SLOWLOG and COMMANDLOG: checked when the reply goes to the writer.
+    pub slow: Option<Mark>,
 }
 
 /// A request's command (its index in the command table), and whether the proxy refused
@@ -148,6 +151,7 @@ impl Entry {
             kind: Kind::Local,
             silent: false,
             written: None,
+            slow: None,
         }
     }
 
@@ -161,6 +165,7 @@ impl Entry {
             kind: Kind::Local,
             silent: false,
             written: None,
+            slow: None,
         }
     }
 
@@ -174,6 +179,7 @@ impl Entry {
             kind: Kind::Sent(sent),
             silent: false,
             written: None,
+            slow: None,
         }
     }
 
@@ -187,6 +193,7 @@ impl Entry {
             kind: Kind::Fanout(Box::new(fanout)),
             silent: false,
             written: None,
+            slow: None,
         }
     }
 

@@ -63,3 +63,44 @@ fn redirects_and_refusals_are_acted_on_everything_else_forwarded() {
         assert_eq!(is_redirect(frame), acted_on, "{frame:?}");
     }
 }
+
+#[test]
+fn marks_are_checked_as_popped_and_a_whole_requests_frame_is_read_only_if_logged() {
+    let cell = ClientCell::new();
+    cell.set_slow_check(Some(SlowCheck {
+        origin: tokio::time::Instant::now(),
+        slow_us: u64::MAX,
+        request_bytes: 1000,
+        reply_bytes: 8,
+    }));
+    let frame = Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    let mark = |request| Mark {
+        read_us: 0,
+        request,
+        request_bytes: 20,
+    };
+    // Sent whole: the mark holds no bytes, the entry's frame is logged.
+    cell.arm_slowlog(Some(mark(None)));
+    let big = cell.push(Entry::sent(Sent::unrouted(Resend::Frame(frame.clone()), 1)));
+    // Small reply: not taken.
+    cell.arm_slowlog(Some(mark(None)));
+    let small = cell.push(Entry::sent(Sent::unrouted(Resend::Frame(frame.clone()), 1)));
+    // A fan-out's or local answer's mark carries its bytes.
+    cell.arm_slowlog(Some(mark(Some(Bytes::from_static(b"own")))));
+    let local = cell.push(entry());
+    // Not marked.
+    let unmarked = cell.push(entry());
+    cell.deliver(big, 0, Bytes::from_static(b"$5\r\nhello\r\n"));
+    cell.deliver(small, 0, Bytes::from_static(b"+OK\r\n"));
+    cell.deliver(local, 0, Bytes::from_static(b"$5\r\nworld\r\n"));
+    cell.deliver(unmarked, 0, Bytes::from_static(b"$5\r\nagain\r\n"));
+    let mut out = VecDeque::new();
+    cell.pop_ready(&mut out);
+    let mut logged = Vec::new();
+    cell.take_logged(&mut logged);
+    let got: Vec<(&[u8], u64)> = logged
+        .iter()
+        .map(|a| (&a.request[..], a.reply_bytes))
+        .collect();
+    assert_eq!(got, vec![(&frame[..], 11), (&b"own"[..], 11)]);
+}
