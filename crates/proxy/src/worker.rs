@@ -205,6 +205,13 @@ impl Worker {
         self.map.get()
     }
 
+    /// `f` of the slot map in force, without a reference count taken: the request path's
+    /// way to read it.
+    #[inline]
+    pub(crate) fn with_map<R>(&self, f: impl FnOnce(&SlotMap) -> R) -> R {
+        self.map.with(|map| f(map))
+    }
+
     pub(crate) fn topology(&self) -> &Topology {
         &self.shared.topology
     }

@@ -110,9 +110,10 @@ impl Topology {
 
     /// A reader of the map for one thread (`MapReader`): what the request path uses.
     pub fn reader(self: &Arc<Self>) -> MapReader {
-        MapReader(RefCell::new(arc_swap::Cache::new(TopologyMap(
-            self.clone(),
-        ))))
+        MapReader {
+            cache: RefCell::new(arc_swap::Cache::new(TopologyMap(self.clone()))),
+            topology: self.clone(),
+        }
     }
 
     /// Ask for a refresh because a request routed with map `routed_version` was redirected.
@@ -161,16 +162,29 @@ impl Topology {
 /// One thread's reader of the map. `Topology::current` costs a guard per read (arc_swap's
 /// debt slots: about a hundred instructions); this costs one atomic load while the map is
 /// unchanged, and sees a new map as soon as it is stored, as `current` does.
-pub struct MapReader(RefCell<arc_swap::Cache<TopologyMap, Arc<SlotMap>>>);
+pub struct MapReader {
+    cache: RefCell<arc_swap::Cache<TopologyMap, Arc<SlotMap>>>,
+    /// For a read nested inside `with` (the cache is borrowed then).
+    topology: Arc<Topology>,
+}
 
 impl MapReader {
     /// The map in force now.
     #[inline]
     pub fn get(&self) -> Arc<SlotMap> {
-        match self.0.try_borrow_mut() {
+        match self.cache.try_borrow_mut() {
             Ok(mut cache) => cache.load().clone(),
-            // Not reached today (each `get` returns before the next); correct if it is.
-            Err(_) => self.0.borrow().arc_swap().load_full(),
+            Err(_) => self.topology.map.load_full(),
+        }
+    }
+
+    /// `f` of the map in force now, without a reference count taken (a nested read inside
+    /// `f` pays `get`'s fallback, a full load).
+    #[inline]
+    pub fn with<R>(&self, f: impl FnOnce(&Arc<SlotMap>) -> R) -> R {
+        match self.cache.try_borrow_mut() {
+            Ok(mut cache) => f(cache.load()),
+            Err(_) => f(&self.topology.map.load_full()),
         }
     }
 }

@@ -214,3 +214,14 @@ async fn a_reader_sees_each_new_map_at_its_next_read() {
     assert!(Arc::ptr_eq(&map, &topo.current()));
     assert_eq!(map.node_of(43).unwrap().addr, "a:1");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_read_nested_in_another_gets_the_map_too() {
+    let (_script, topo) = halves().await;
+    let topo = Arc::new(topo);
+    let reader = topo.reader();
+    let (outer, inner) = reader.with(|outer| (outer.version(), reader.get().version()));
+    assert_eq!(outer, inner);
+    let nested = reader.with(|_| reader.with(|map| map.version()));
+    assert_eq!(nested, topo.current().version());
+}

@@ -336,10 +336,16 @@ std::thread_local! {
 
 /// `name`, lowercased, packed in a word; None if longer than 8 bytes.
 fn packed_lower(name: &[u8]) -> Option<u64> {
-    let mut word = [0u8; 8];
-    word.get_mut(..name.len())?.copy_from_slice(name);
-    word.make_ascii_lowercase();
-    Some(u64::from_le_bytes(word))
+    if name.len() > 8 {
+        return None;
+    }
+    // Byte by byte: a `copy_from_slice` of a variable length is a `memcpy` call, dearer
+    // than the few bytes of a command name (every request passes here).
+    let mut word = 0u64;
+    for (i, &b) in name.iter().enumerate() {
+        word |= u64::from(b.to_ascii_lowercase()) << (8 * i);
+    }
+    Some(word)
 }
 
 /// A top-level row: generated (or its learned replacement), else learned.

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::backend::{Backend, Wire};
 use crate::context::registry::ClientHandle;
+use crate::context::WorkerStats;
 use crate::session::local::{Protocol, SessionInfo};
 use crate::session::login::Login;
 use crate::session::queue::{Called, ClientCell, Entry};
@@ -140,9 +141,8 @@ impl Client {
             // As Redis: a call refused before it ran is a rejected call, not a call.
             stats.commands.call(command);
         }
-        let tick = stats
-            .sample_tick
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tick = stats.sample_tick.load(std::sync::atomic::Ordering::Relaxed);
+        WorkerStats::bump(&stats.sample_tick);
         let sampled = tick.is_multiple_of(u64::from(crate::context::cmdstats::SAMPLE_EVERY));
         self.cell
             .arm_sample(sampled.then(|| (command as u16, tokio::time::Instant::now())));

@@ -443,7 +443,10 @@ impl Session {
             }
         }
         if counted.replicates {
-            self.client.written.note(&route, &self.client.worker.map());
+            let client = &mut self.client;
+            client
+                .worker
+                .with_map(|map| client.written.note(&route, map));
         }
         // As in Redis, QUIT and RESET act at once inside MULTI; everything else is queued.
         let tx_bypass = matches!(

@@ -333,12 +333,9 @@ impl ClientCell {
         }
     }
 
-    /// `entry`'s mark, checked as its reply (`reply_bytes`, 0 if silenced) goes to the
+    /// An entry's mark (`kind` the entry's), checked as its reply (`reply_bytes`, 0 if silenced) goes to the
     /// writer; `now_us` is read once per pop, at the first mark.
-    fn check_mark(&self, entry: &mut Entry, reply_bytes: usize, now_us: &mut Option<u64>) {
-        let Some(mark) = entry.slow.take() else {
-            return;
-        };
+    fn check_mark(&self, mark: Mark, kind: &Kind, reply_bytes: usize, now_us: &mut Option<u64>) {
         let Some(check) = self.slow_check.get() else {
             return;
         };
@@ -347,7 +344,7 @@ impl ClientCell {
         if !check.takes(mark.read_us, now, mark.request_bytes, reply_bytes) {
             return;
         }
-        let request = mark.request.or_else(|| match &entry.kind {
+        let request = mark.request.or_else(|| match kind {
             Kind::Sent(sent) => match &sent.resend {
                 Resend::Frame(frame) => Some(frame.clone()),
                 _ => None,
@@ -543,22 +540,20 @@ impl ClientCell {
             // A streamed reply's pieces leave before its end (still budgeted until written).
             let mut pieces = 0;
             // Only a streamed reply has pieces: most entries skip the drain.
-            let partial = match head.partial.is_empty() {
-                true => None,
-                false => Some(head.partial.drain(..)),
-            };
-            for piece in partial.into_iter().flatten() {
-                pieces += 1;
-                self.head_streamed
-                    .set(self.head_streamed.get() + piece.len());
-                if head.silent {
-                    self.sub_queued(piece.len());
-                    continue;
+            if !head.partial.is_empty() {
+                for piece in head.partial.drain(..) {
+                    pieces += 1;
+                    self.head_streamed
+                        .set(self.head_streamed.get() + piece.len());
+                    if head.silent {
+                        self.sub_queued(piece.len());
+                        continue;
+                    }
+                    n += piece.len();
+                    self.queued_bytes
+                        .set(self.queued_bytes.get().saturating_sub(piece.len()));
+                    out.push_back(piece);
                 }
-                n += piece.len();
-                self.queued_bytes
-                    .set(self.queued_bytes.get().saturating_sub(piece.len()));
-                out.push_back(piece);
             }
             if head.reply.is_none() {
                 if pieces > 0 && !head.silent {
@@ -571,11 +566,11 @@ impl ClientCell {
             self.inflight_charge.set(self.inflight_charge.get() - share);
             self.budget.release(share);
             self.budget.count_requests(0, 1);
-            let Some(mut entry) = q.entries.pop_front() else {
+            let Some(entry) = q.entries.pop_front() else {
                 break;
             };
             let streamed = self.head_streamed.replace(0);
-            let Some(reply) = entry.reply.take() else {
+            let Some(reply) = entry.reply else {
                 break;
             };
             if let Some((command, started)) = entry.sampled {
@@ -591,13 +586,13 @@ impl ClientCell {
                     },
                 });
             }
-            if entry.slow.is_some() {
+            if let Some(mark) = entry.slow {
                 let bytes = if entry.silent {
                     0
                 } else {
                     streamed + reply.len()
                 };
-                self.check_mark(&mut entry, bytes, &mut now_us);
+                self.check_mark(mark, &entry.kind, bytes, &mut now_us);
             }
             self.count_group(q.head_seq);
             q.head_seq += 1;

@@ -38,19 +38,20 @@ const CHARGED_REQUEST: usize = 64 * 1024;
 /// Send to the master of `slot` (or any master).
 pub(crate) fn forward(client: &Client, req: &Request, slot: Option<u16>) {
     let wire = client.wire();
-    let map = client.worker.map();
-    let stamp = map.stamp();
-    let backend = match slot {
-        Some(slot) => client.worker.backend_for_slot(&map, slot, wire),
-        None => client.worker.any_backend(&map, wire),
-    };
-    let Some(backend) = backend else {
-        return match slot {
-            Some(slot) => no_owner(client, req, slot, &map),
-            None => client.reply_now(Bytes::from_static(NO_ROUTE)),
+    client.worker.with_map(|map| {
+        let stamp = map.stamp();
+        let backend = match slot {
+            Some(slot) => client.worker.backend_for_slot(map, slot, wire),
+            None => client.worker.any_backend(map, wire),
         };
-    };
-    send_routed(client, req, slot, (&map, stamp), &backend, 0);
+        let Some(backend) = backend else {
+            return match slot {
+                Some(slot) => no_owner(client, req, slot, map),
+                None => client.reply_now(Bytes::from_static(NO_ROUTE)),
+            };
+        };
+        send_routed(client, req, slot, (map, stamp), &backend, 0);
+    })
 }
 
 /// A request whose slot has no owner in the map: a hole, as a refresh taken while a
