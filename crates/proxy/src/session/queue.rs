@@ -42,17 +42,6 @@ pub(crate) struct ReplyQueue {
     closed: bool,
 }
 
-/// A request's SLOWLOG and COMMANDLOG mark (`slowlog.rs`), carried by its entry: when it
-/// was read and its size, and its bytes unless the entry holds them already (a request sent
-/// whole keeps its frame to resend: that frame is read only if the request is logged).
-pub(crate) struct Mark {
-    pub read_us: u64,
-    /// None: the entry's own frame (`Resend::Frame`) is the request.
-    pub request: Option<Bytes>,
-    /// The request's size as it came in (an upload's whole, `request` being its probe).
-    pub request_bytes: u64,
-}
-
 /// A marked request whose reply was just handed to the writer and that a log's threshold
 /// takes (`ClientCell::take_logged`): what the logs record.
 pub(crate) struct Answered {
@@ -680,7 +669,7 @@ mod deliver;
 mod entry;
 #[cfg(test)]
 use crate::backend::is_redirect;
-pub(crate) use entry::{Called, Conn, Entry, Kind, Resend, Sent};
+pub(crate) use entry::{Called, Conn, Entry, Kind, Mark, Resend, Sent};
 mod ordering;
 mod partial;
 #[cfg(test)]

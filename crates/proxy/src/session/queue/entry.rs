@@ -10,7 +10,6 @@ use crate::backend::Backend;
 use crate::context::near_cache::Written;
 use crate::session::failover_hold::Hold;
 use crate::session::fanout::Fanout;
-use crate::session::queue::Mark;
 
 /// One request's place in its client's reply order.
 pub(crate) struct Entry {
@@ -31,6 +30,17 @@ pub(crate) struct Entry {
     pub written: Option<Written>,
     /// SLOWLOG and COMMANDLOG: checked when the reply goes to the writer.
     pub slow: Option<Mark>,
+}
+
+/// A request's SLOWLOG and COMMANDLOG mark (`slowlog.rs`), carried by its entry: when it
+/// was read and its size, and its bytes unless the entry holds them already (a request sent
+/// whole keeps its frame to resend: that frame is read only if the request is logged).
+pub(crate) struct Mark {
+    pub read_us: u64,
+    /// None: the entry's own frame (`Resend::Frame`) is the request.
+    pub request: Option<Bytes>,
+    /// The request's size as it came in (an upload's whole, `request` being its probe).
+    pub request_bytes: u64,
 }
 
 /// A request's command (its index in the command table), and whether the proxy refused
